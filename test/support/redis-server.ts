@@ -1,0 +1,102 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+/** A private `redis-server` on a free loopback port, started and stopped by the test that owns it. */
+export interface TestRedis {
+  port: number;
+  url: string;
+  dir: string;
+  /** A new client; the caller quits it. */
+  client(): Redis;
+  /** Kills the server (SIGKILL when `hard`), keeping its data directory for a restart. */
+  stop(hard?: boolean): Promise<void>;
+  /** Starts the server again on the same port. */
+  restart(): Promise<void>;
+  /** Stops the server and removes its directory. */
+  close(): Promise<void>;
+}
+
+/** Asks the kernel for a free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPing(port: number, child: ChildProcess, deadlineMs: number): Promise<void> {
+  const started = Date.now();
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
+    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      if ((await probe.ping()) === 'PONG') return;
+    } catch {
+      // not up yet
+    } finally {
+      probe.disconnect();
+    }
+    if (Date.now() - started > deadlineMs) throw new Error(`redis-server on ${port} did not answer within ${deadlineMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Starts a real redis-server for a test. `appendonly` turns on AOF for restart tests. */
+export async function startRedis(options: { appendonly?: boolean } = {}): Promise<TestRedis> {
+  const dir = await mkdtemp(join(tmpdir(), 'leasebeat-redis-'));
+  let port = 0;
+  let child: ChildProcess | undefined;
+
+  const launch = async (): Promise<void> => {
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
+      '--appendonly', options.appendonly ? 'yes' : 'no', '--maxmemory-policy', 'noeviction', '--loglevel', 'warning'];
+    const proc = spawn('redis-server', args, { stdio: 'ignore' });
+    child = proc;
+    await waitForPing(port, proc, 5000);
+  };
+
+  for (let attempt = 0; ; attempt++) {
+    port = await freePort();
+    try {
+      await launch();
+      break;
+    } catch (error) {
+      child?.kill('SIGKILL');
+      if (attempt >= 4) throw error;
+    }
+  }
+
+  const stop = async (hard = false): Promise<void> => {
+    const proc = child;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      proc.once('exit', () => resolve());
+      proc.kill(hard ? 'SIGKILL' : 'SIGTERM');
+    });
+  };
+
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    dir,
+    client: () => new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: null }),
+    stop,
+    restart: launch,
+    close: async () => {
+      await stop(true);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
