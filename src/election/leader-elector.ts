@@ -311,19 +311,31 @@ export class LeaderElector {
         return abortReason(signal);
       }
       const deadline = this.lastRenewStart + this.config.renewDeadlineMs;
+      // Every request of this round is cut off at the deadline, so a hung backend cannot stretch it.
+      const round = new AbortController();
+      const timer = new AbortController();
+      const onCancel = (): void => round.abort(abortReason(signal));
+      signal.addEventListener('abort', onCancel, { once: true });
+      this.clock.sleep(deadline - this.clock.now(), timer.signal).then(
+        () => round.abort(new LeadershipLostError('renew deadline reached')),
+        () => undefined,
+      );
       let renewed = false;
-      for (;;) {
-        const remaining = deadline - this.clock.now();
-        if (remaining <= 0 || signal.aborted) break;
-        renewed = await this.tryAcquireOrRenew(signal);
-        if (renewed) break;
-        // Another holder behind a live lease will not let go within our deadline: stop now.
-        if (!this.isLeader() && this.getLeader() !== '') break;
-        try {
-          await this.clock.sleep(Math.min(this.config.retryPeriodMs, deadline - this.clock.now()), signal);
-        } catch {
-          break;
+      try {
+        while (!round.signal.aborted) {
+          renewed = await this.tryAcquireOrRenew(round.signal);
+          if (renewed) break;
+          // Another holder behind a live lease will not let go within our deadline: stop now.
+          if (!this.isLeader() && this.getLeader() !== '') break;
+          try {
+            await this.clock.sleep(this.config.retryPeriodMs, round.signal);
+          } catch {
+            break;
+          }
         }
+      } finally {
+        timer.abort();
+        signal.removeEventListener('abort', onCancel);
       }
       this.maybeReportTransition();
       if (signal.aborted) return abortReason(signal);

@@ -16,7 +16,7 @@ export class MemoryLeaseStore {
   readonly calls: Array<{ verb: Verb; identity: string }> = [];
   readonly events: string[] = [];
   private failures: Array<{ verb: Verb; error: Error }> = [];
-  private hangs = new Set<Verb>();
+  private hangs = new Map<Verb, number>();
 
   /** Writes the record as a third party would (bumping the version); `undefined` deletes it. */
   put(record: LeaderElectionRecord | undefined): void {
@@ -29,10 +29,9 @@ export class MemoryLeaseStore {
     this.failures.push({ verb, error });
   }
 
-  /** Holds every call of `verb` open until its signal aborts. */
-  hang(verb: Verb, on = true): void {
-    if (on) this.hangs.add(verb);
-    else this.hangs.delete(verb);
+  /** Holds the next `count` calls of `verb` (default: all of them) open until their signal aborts. */
+  hang(verb: Verb, count = Infinity): void {
+    this.hangs.set(verb, count);
   }
 
   verbs(): Verb[] {
@@ -47,7 +46,9 @@ export class MemoryLeaseStore {
   async enter(verb: Verb, identity: string, signal: AbortSignal): Promise<void> {
     this.calls.push({ verb, identity });
     if (signal.aborted) throw abortReason(signal);
-    if (this.hangs.has(verb)) {
+    const hangs = this.hangs.get(verb) ?? 0;
+    if (hangs > 0) {
+      this.hangs.set(verb, hangs - 1);
       await new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(abortReason(signal)), { once: true }));
     }
     const index = this.failures.findIndex((f) => f.verb === verb);
