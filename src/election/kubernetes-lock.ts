@@ -1,0 +1,285 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  Observable,
+  V1MicroTime,
+  type ConfigurationOptions,
+  type CoreV1Event,
+  type ObservableMiddleware,
+  type RequestContext,
+  type ResponseContext,
+  type V1Lease,
+  type V1LeaseSpec,
+} from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { raceAbort } from '../util/abort.js';
+import { abortReason } from '../util/clock.js';
+import { silentLogger } from '../util/logger.js';
+import { serializeRecord, type LeaderElectionRecord, type LockObservation } from './record.js';
+import { LockConflictError, LockNotFoundError, type ResourceLock } from './resource-lock.js';
+
+/** Options of a `KubernetesLeaseLock`. */
+export interface KubernetesLeaseLockOptions {
+  namespace: string;
+  /** The Lease name. */
+  name: string;
+  /** This candidate's identity, unique per process incarnation. */
+  identity: string;
+  /** Defaults to `loadFromDefault()`: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster service account. */
+  kubeConfig?: KubeConfig;
+  logger?: Logger;
+  /** `source.component` of the leader election Events; defaults to `leasebeat`. */
+  eventComponent?: string;
+  /** How long one Event may take before it is given up; defaults to 5000 ms. */
+  eventTimeoutMs?: number;
+}
+
+/** A Kubernetes API answer other than 404/409, with the HTTP status and the `Status` reason. */
+export class KubernetesApiError extends Error {
+  override readonly name = 'KubernetesApiError';
+
+  constructor(
+    message: string,
+    readonly statusCode: number,
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * Per-call client options that attach `signal` to the HTTP request.
+ *
+ * How client-node 1.4 aborts a request: every generated API method takes a per-call
+ * `ConfigurationOptions`; its middleware `pre` hook receives the `RequestContext` once auth is applied,
+ * and `RequestContext.setSignal` is handed by the default `IsomorphicFetchHttpLibrary` to node-fetch,
+ * which destroys the socket and rejects when the signal aborts. Merged with `append` so the client's
+ * own middleware still runs.
+ */
+export function abortableRequest(signal: AbortSignal): ConfigurationOptions<ObservableMiddleware> {
+  const attachSignal: ObservableMiddleware = {
+    pre: (context: RequestContext) => {
+      context.setSignal(signal);
+      return new Observable(Promise.resolve(context));
+    },
+    post: (response: ResponseContext) => new Observable(Promise.resolve(response)),
+  };
+  return { middleware: [attachSignal], middlewareMergeStrategy: 'append' };
+}
+
+const DEFAULT_EVENT_TIMEOUT_MS = 5000;
+
+/**
+ * A `ResourceLock` on a `coordination.k8s.io/v1` Lease: a port of client-go's `LeaseLock`.
+ *
+ * The Lease from the last successful get, create or update is cached, and `update` replaces it with the
+ * cached `resourceVersion` (and `uid`), so the apiserver's optimistic concurrency makes every update a
+ * compare-and-swap. Each call takes an `AbortSignal` that aborts the HTTP request itself; the call also
+ * rejects at once when the signal aborts, even while client-node is still authenticating, and the
+ * answer of an abandoned request is never cached.
+ */
+export class KubernetesLeaseLock implements ResourceLock {
+  private readonly namespace: string;
+  private readonly leaseName: string;
+  private readonly holder: string;
+  private readonly leases: CoordinationV1Api;
+  private readonly coreApi: CoreV1Api;
+  private readonly log: Logger;
+  private readonly eventComponent: string;
+  private readonly eventTimeoutMs: number;
+  private readonly pendingEvents = new Set<Promise<void>>();
+  private observed: V1Lease | undefined;
+
+  constructor(options: KubernetesLeaseLockOptions) {
+    for (const field of ['namespace', 'name', 'identity'] as const) {
+      if (!options[field]) throw new Error(`KubernetesLeaseLock: ${field} must not be empty`);
+    }
+    this.namespace = options.namespace;
+    this.leaseName = options.name;
+    this.holder = options.identity;
+    const kubeConfig = options.kubeConfig ?? defaultKubeConfig();
+    this.leases = kubeConfig.makeApiClient(CoordinationV1Api);
+    this.coreApi = kubeConfig.makeApiClient(CoreV1Api);
+    this.log = options.logger ?? silentLogger;
+    this.eventComponent = options.eventComponent ?? 'leasebeat';
+    this.eventTimeoutMs = options.eventTimeoutMs ?? DEFAULT_EVENT_TIMEOUT_MS;
+  }
+
+  async get(signal: AbortSignal): Promise<LockObservation> {
+    const lease = await this.call('get', signal, (options) =>
+      this.leases.readNamespacedLease({ name: this.leaseName, namespace: this.namespace }, options));
+    const record = recordFromSpec(lease.spec);
+    this.observed = lease;
+    return { record, raw: serializeRecord(record) };
+  }
+
+  async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
+    const body: V1Lease = {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: this.leaseName, namespace: this.namespace },
+      spec: specFromRecord(record),
+    };
+    this.observed = await this.call('create', signal, (options) =>
+      this.leases.createNamespacedLease({ namespace: this.namespace, body }, options));
+  }
+
+  async update(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
+    const base = this.observed;
+    if (!base) throw new Error(`lease ${this.describe()} not initialized: call get or create before update`);
+    // A fresh body: a failed update must leave the cached Lease exactly as last observed.
+    const body: V1Lease = { ...base, spec: specFromRecord(record) };
+    this.observed = await this.call('update', signal, (options) =>
+      this.leases.replaceNamespacedLease({ name: this.leaseName, namespace: this.namespace, body }, options));
+  }
+
+  /**
+   * Records a core/v1 Event on the Lease, e.g. `"<identity> became leader"` (the message is used as
+   * given). Fire-and-forget, bounded by the event timeout; a failure is logged at warn.
+   */
+  recordEvent(message: string): void {
+    const pending = this.sendEvent(message).catch((error: unknown) => {
+      this.log.warn({ err: error, lock: this.describe() }, 'could not record leader election event');
+    });
+    this.pendingEvents.add(pending);
+    void pending.finally(() => this.pendingEvents.delete(pending));
+  }
+
+  /** Resolves once every event recorded so far has been sent or given up; call before exiting. */
+  async flushEvents(): Promise<void> {
+    await Promise.all([...this.pendingEvents]);
+  }
+
+  identity(): string {
+    return this.holder;
+  }
+
+  describe(): string {
+    return `${this.namespace}/${this.leaseName}`;
+  }
+
+  generation(): string {
+    return this.observed?.metadata?.uid ?? '';
+  }
+
+  private async sendEvent(message: string): Promise<void> {
+    const now = new Date();
+    const lease = this.observed?.metadata;
+    const body: CoreV1Event = {
+      apiVersion: 'v1',
+      kind: 'Event',
+      // client-go names events `<object>.<unique hex>`; the random part keeps two in one ms apart.
+      metadata: { name: `${this.leaseName}.${now.getTime().toString(16)}${randomBytes(4).toString('hex')}`, namespace: this.namespace },
+      involvedObject: {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        name: this.leaseName,
+        namespace: this.namespace,
+        ...(lease?.uid ? { uid: lease.uid } : {}),
+        ...(lease?.resourceVersion ? { resourceVersion: lease.resourceVersion } : {}),
+      },
+      reason: 'LeaderElection',
+      message,
+      type: 'Normal',
+      source: { component: this.eventComponent, host: hostname() },
+      reportingComponent: this.eventComponent,
+      reportingInstance: this.holder,
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    };
+    await this.call('record event on', AbortSignal.timeout(this.eventTimeoutMs), (options) =>
+      this.coreApi.createNamespacedEvent({ namespace: this.namespace, body }, options));
+  }
+
+  /**
+   * Runs one API call bound to `signal` and translates its errors. Callers cache the result only after
+   * this resolves, so an abandoned request can never overwrite the cached Lease.
+   */
+  private async call<T>(
+    action: string,
+    signal: AbortSignal,
+    request: (options: ConfigurationOptions<ObservableMiddleware>) => Promise<T>,
+  ): Promise<T> {
+    if (signal.aborted) throw abortReason(signal);
+    try {
+      return await raceAbort(request(abortableRequest(signal)), signal);
+    } catch (error) {
+      // An abort surfaces as the signal's reason (or node-fetch's AbortError), untranslated.
+      if (signal.aborted && !(error instanceof ApiException)) throw error;
+      throw this.translate(action, error);
+    }
+  }
+
+  private translate(action: string, error: unknown): Error {
+    const what = `${action} lease ${this.describe()}`;
+    if (!(error instanceof ApiException)) {
+      const detail = error instanceof Error ? error.message : String(error);
+      return new Error(`${what}: ${detail}`, { cause: error });
+    }
+    const status = parseStatus(error.body);
+    const message = `${what}: HTTP ${error.code}${status.reason ? ` ${status.reason}` : ''}: ${status.message}`;
+    if (error.code === 409) return new LockConflictError(message, { cause: error });
+    if (error.code === 404) return new LockNotFoundError(message, { cause: error });
+    return new KubernetesApiError(message, error.code, status.reason, { cause: error });
+  }
+}
+
+function defaultKubeConfig(): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+  return kubeConfig;
+}
+
+/** client-go's `LeaderElectionRecordToLeaseSpec`; MicroTime keeps the six digits the apiserver demands. */
+function specFromRecord(record: LeaderElectionRecord): V1LeaseSpec {
+  return {
+    holderIdentity: record.holderIdentity,
+    leaseDurationSeconds: record.leaseDurationSeconds,
+    acquireTime: new V1MicroTime(record.acquireTime),
+    renewTime: new V1MicroTime(record.renewTime),
+    leaseTransitions: record.leaderTransitions,
+  };
+}
+
+/** client-go's `LeaseSpecToLeaderElectionRecord`: absent fields read as their zero values. */
+function recordFromSpec(spec: V1LeaseSpec | undefined): LeaderElectionRecord {
+  return {
+    holderIdentity: spec?.holderIdentity ?? '',
+    leaseDurationSeconds: spec?.leaseDurationSeconds ?? 0,
+    acquireTime: epochMillis(spec?.acquireTime),
+    renewTime: epochMillis(spec?.renewTime),
+    leaderTransitions: spec?.leaseTransitions ?? 0,
+  };
+}
+
+/** The typings say `V1MicroTime`, but client-node leaves the wire string in place on reads. */
+function epochMillis(time: Date | string | undefined): number {
+  if (time === undefined || time === null) return 0;
+  const millis = time instanceof Date ? time.getTime() : Date.parse(time);
+  if (Number.isNaN(millis)) throw new Error(`unparseable lease time ${JSON.stringify(time)}`);
+  return millis;
+}
+
+/** The `reason` and `message` of a `Status` body; client-node hands the body over as a string. */
+function parseStatus(body: unknown): { reason: string; message: string } {
+  let status: unknown = body;
+  if (typeof body === 'string') {
+    try {
+      status = JSON.parse(body);
+    } catch {
+      return { reason: '', message: body };
+    }
+  }
+  if (typeof status !== 'object' || status === null) return { reason: '', message: String(body) };
+  const { reason, message } = status as { reason?: unknown; message?: unknown };
+  return {
+    reason: typeof reason === 'string' ? reason : '',
+    message: typeof message === 'string' ? message : JSON.stringify(status),
+  };
+}
