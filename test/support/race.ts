@@ -1,0 +1,176 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { ElectorProcessOptions } from './elector-process.js';
+
+/** A deterministic PRNG (mulberry32), so that a failing schedule of faults can be replayed from its seed. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const nowNs = (): number => Number(process.hrtime.bigint());
+
+interface Term {
+  identity: string;
+  transitions: number;
+  generation: string;
+  start: number;
+  end?: number;
+}
+
+interface Fault {
+  kind: 'kill' | 'term';
+  identity: string;
+  wasLeader: boolean;
+  at: number;
+}
+
+export interface RaceReport {
+  seed: number;
+  terms: Term[];
+  faults: Fault[];
+  /** Milliseconds from a leader's SIGKILL to the next term's start. */
+  crashFailoverMs: number[];
+  /** Milliseconds from a leader's SIGTERM to the next term's start. */
+  releaseFailoverMs: number[];
+  overlaps: string[];
+  nonIncreasingTransitions: string[];
+}
+
+/**
+ * Runs `instances` elector processes for `durationMs`, killing (SIGKILL) or stopping (SIGTERM) one at
+ * random every few hundred milliseconds and starting a replacement, then checks the timeline: no two
+ * terms overlap and leaderTransitions strictly increase from term to term.
+ */
+export async function runRace(options: {
+  seed: number;
+  instances: number;
+  durationMs: number;
+  faultEveryMs: number;
+  process: Omit<ElectorProcessOptions, 'identity'>;
+}): Promise<RaceReport> {
+  const random = seededRandom(options.seed);
+  const live = new Map<string, ChildProcess>();
+  const terms: Term[] = [];
+  const faults: Fault[] = [];
+  const open = new Map<string, Term>();
+  let counter = 0;
+
+  /** Starts one elector process and resolves once it is campaigning. */
+  const launch = (): Promise<void> => {
+    const identity = `elector-${counter++}`;
+    const child = spawn(process.execPath, ['--import', 'tsx', new URL('./elector-process.ts', import.meta.url).pathname, JSON.stringify({ ...options.process, identity })], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let ready: () => void = () => undefined;
+    const isReady = new Promise<void>((resolve) => (ready = resolve));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      let message: { event: string; identity: string; t: number; transitions?: number; generation?: string };
+      try {
+        message = JSON.parse(line) as typeof message;
+      } catch {
+        return;
+      }
+      if (message.event === 'ready') {
+        live.set(identity, child);
+        ready();
+      } else if (message.event === 'started') {
+        const term: Term = { identity, transitions: message.transitions!, generation: message.generation!, start: message.t };
+        terms.push(term);
+        open.set(identity, term);
+      } else if (message.event === 'stopped') {
+        const term = open.get(identity);
+        if (term) term.end = message.t;
+        open.delete(identity);
+      }
+    });
+    child.on('exit', () => {
+      live.delete(identity);
+      ready();
+    });
+    return isReady;
+  };
+
+  const exited = (child: ChildProcess): Promise<void> =>
+    child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
+
+  await Promise.all(Array.from({ length: options.instances }, launch));
+  const end = Date.now() + options.durationMs;
+  while (Date.now() < end) {
+    await new Promise((r) => setTimeout(r, options.faultEveryMs * (0.5 + random())));
+    // Every other fault aims at the leader (waiting for one to be elected): that is where failover happens.
+    const aimAtLeader = faults.length % 2 === 0;
+    const electedBy = Date.now() + 10_000;
+    while (aimAtLeader && ![...live.keys()].some((id) => open.has(id)) && Date.now() < electedBy) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const identities = [...live.keys()];
+    const leader = identities.find((id) => open.has(id));
+    const target = aimAtLeader && leader ? leader : identities[Math.floor(random() * identities.length)];
+    if (!target) continue;
+    const child = live.get(target)!;
+    const kind = random() < 0.5 ? 'kill' : 'term';
+    const at = nowNs();
+    faults.push({ kind, identity: target, wasLeader: open.has(target), at });
+    child.kill(kind === 'kill' ? 'SIGKILL' : 'SIGTERM');
+    if (kind === 'kill') {
+      // A killed process leads no more: its term ends at the kill.
+      const term = open.get(target);
+      if (term) term.end = at;
+      open.delete(target);
+    }
+    await exited(child);
+    await launch();
+  }
+  const children = [...live.values()];
+  for (const child of children) child.kill('SIGTERM');
+  await Promise.all(children.map(exited));
+  const finish = nowNs();
+  for (const term of open.values()) term.end ??= finish;
+
+  terms.sort((a, b) => a.start - b.start);
+  const overlaps: string[] = [];
+  const nonIncreasing: string[] = [];
+  for (let i = 1; i < terms.length; i++) {
+    const previous = terms[i - 1]!;
+    const current = terms[i]!;
+    if (current.start < (previous.end ?? finish)) {
+      overlaps.push(`${current.identity} started ${((previous.end! - current.start) / 1e6).toFixed(1)} ms before ${previous.identity} stopped`);
+    }
+    if (current.generation === previous.generation && current.transitions <= previous.transitions) {
+      nonIncreasing.push(`${previous.identity}#${previous.transitions} -> ${current.identity}#${current.transitions}`);
+    }
+  }
+  const leaderFaults = (kind: Fault['kind']): number[] => {
+    const result: number[] = [];
+    for (const fault of faults) {
+      if (fault.kind !== kind || !fault.wasLeader) continue;
+      const next = terms.find((t) => t.start > fault.at);
+      if (next) result.push((next.start - fault.at) / 1e6);
+    }
+    return result;
+  };
+  return {
+    seed: options.seed,
+    terms,
+    faults,
+    crashFailoverMs: leaderFaults('kill'),
+    releaseFailoverMs: leaderFaults('term'),
+    overlaps,
+    nonIncreasingTransitions: nonIncreasing,
+  };
+}
+
+/** min / median / p99 / max of a sample, for reports. */
+export function summarize(values: number[]): string {
+  if (values.length === 0) return 'n=0';
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return `n=${sorted.length} min=${sorted[0]!.toFixed(0)} ms median=${at(0.5).toFixed(0)} ms p99=${at(0.99).toFixed(0)} ms max=${sorted.at(-1)!.toFixed(0)} ms`;
+}
