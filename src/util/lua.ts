@@ -17,7 +17,7 @@ export class LuaScript {
     this.sha = createHash('sha1').update(this.source).digest('hex');
   }
 
-  async run<T extends RedisValue = RedisValue>(redis: Redis, keys: string[], args: Array<string | number>): Promise<T> {
+  async run<T = RedisValue>(redis: Redis, keys: string[], args: Array<string | number>): Promise<T> {
     try {
       return (await redis.evalsha(this.sha, keys.length, ...keys, ...args)) as T;
     } catch (error) {

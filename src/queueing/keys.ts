@@ -1,0 +1,54 @@
+/**
+ * Redis keys of one leasebeat cluster. Every key shares the hash tag `{<cluster>}`, so the fence and the
+ * tick ledger live in one slot and a single Lua script may touch them together, on Redis Cluster too.
+ */
+export class KeySpace {
+  readonly base: string;
+
+  constructor(
+    readonly prefix = 'leasebeat',
+    readonly cluster = 'leasebeat',
+  ) {
+    this.base = `${prefix}:{${cluster}}`;
+  }
+
+  /** Hash: the highest term seen (generation, transitions) and counters of rejected attempts. */
+  get fence(): string {
+    return `${this.base}:fence`;
+  }
+
+  /** Set: generations (lease uids) that were superseded by a recreated lease. */
+  get retiredGenerations(): string {
+    return `${this.base}:fence:retired`;
+  }
+
+  /** Hash: job name → pause note, for pauses set at run time (`leasebeat pause`). */
+  get paused(): string {
+    return `${this.base}:paused`;
+  }
+
+  /** Hash: nominal tick (ms) → its fate: `claimed|…`, `enqueued|<jobId>` or `skipped|<reason>`. */
+  ledger(job: string): string {
+    return `${this.base}:ledger:${job}`;
+  }
+
+  /** Sorted set of the ledger's ticks, for pruning by age. */
+  ledgerIndex(job: string): string {
+    return `${this.base}:ledger-index:${job}`;
+  }
+
+  /** Sorted set of ticks claimed but not yet confirmed as added: what a new leader must finish. */
+  pending(job: string): string {
+    return `${this.base}:pending:${job}`;
+  }
+
+  /** Sorted set of skipped tick ranges (JSON members), scored by their first tick. */
+  skips(job: string): string {
+    return `${this.base}:skips:${job}`;
+  }
+
+  /** Hash: per-job state: last scheduled tick, last job id, counters. */
+  jobState(job: string): string {
+    return `${this.base}:job:${job}`;
+  }
+}

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+
+describe('TickLedger: fence and tick claims on a real Redis', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let ledger: TickLedger;
+  const termA = { generation: 'uid-a', leaderTransitions: 3 };
+  const termA4 = { generation: 'uid-a', leaderTransitions: 4 };
+  const termB = { generation: 'uid-b', leaderTransitions: 0 };
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await redis.flushall();
+    ledger = new TickLedger(redis, new KeySpace('test', 'c1'));
+  });
+
+  it('keeps every key in one hash slot', () => {
+    const k = ledger.keys;
+    for (const key of [k.fence, k.retiredGenerations, k.paused, k.ledger('j'), k.ledgerIndex('j'), k.pending('j'), k.skips('j'), k.jobState('j')]) {
+      assert.ok(key.startsWith('test:{c1}:'), key);
+    }
+  });
+
+  it('the fence only moves forward within a generation', async () => {
+    assert.deepEqual(await ledger.raiseFence(termA4, 'a', 1), { ok: true });
+    assert.deepEqual(await ledger.raiseFence(termA, 'old', 2), { ok: false, fence: termA4 });
+    assert.deepEqual(await ledger.raiseFence(termA4, 'a', 3), { ok: true }, 'the same term may raise again');
+    const fence = await ledger.fence();
+    assert.equal(fence.leaderTransitions, 4);
+    assert.equal(fence.rejectedRaises, 1);
+  });
+
+  it('a recreated lease (new generation) retires the old generation for good', async () => {
+    await ledger.raiseFence(termA4, 'a', 1);
+    assert.deepEqual(await ledger.raiseFence(termB, 'b', 2), { ok: true });
+    assert.equal((await ledger.raiseFence({ generation: 'uid-a', leaderTransitions: 99 }, 'zombie', 3)).ok, false);
+    assert.deepEqual(await ledger.claim(termA4, 'j', 1000, 'j@1000'), { kind: 'fenced' });
+  });
+
+  it('claims a tick once; a second claim finds it settled after confirmation', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
+    assert.deepEqual(await ledger.pendingTicks('j'), [1000]);
+    await ledger.confirm('j', 1000, 'j@1000', 1005);
+    assert.deepEqual(await ledger.pendingTicks('j'), []);
+    assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'settled', state: 'enqueued|j@1000' });
+    const state = await ledger.jobState('j');
+    assert.equal(state.lastScheduledTick, 1000);
+    assert.equal(state.lastJobId, 'j@1000');
+    assert.equal(state.enqueued, 1);
+  });
+
+  it('a claim left unconfirmed by a crashed leader is handed to the next term', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.claim(termA, 'j', 2000, 'j@2000');
+    await ledger.raiseFence(termA4, 'b', 2);
+    assert.deepEqual(await ledger.pendingTicks('j'), [2000]);
+    assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000'), { kind: 'claimed', retry: true });
+    assert.match((await ledger.tickState('j', 2000)) ?? '', /^claimed\|uid-a\|4\|/);
+  });
+
+  it('rejects a stale token and counts it on the fence and the job', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.raiseFence(termA4, 'b', 2);
+    assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000'), { kind: 'fenced' });
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 1, to: 2, count: 2, reason: 'missed-window' }), false);
+    assert.equal(await ledger.tickState('j', 3000), undefined, 'a fenced claim writes nothing to the ledger');
+    assert.equal((await ledger.fence()).fenced, 2);
+    assert.equal((await ledger.jobState('j')).fenced, 2);
+  });
+
+  it('records skips with their reason, and obeys a run-time pause', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 4000, 'j@4000', 'overlap'), { kind: 'skipped', reason: 'overlap' });
+    await ledger.pause('j', 'maintenance');
+    assert.deepEqual(await ledger.claim(termA, 'j', 5000, 'j@5000'), { kind: 'skipped', reason: 'paused' });
+    assert.equal((await ledger.pausedJobs()).get('j')?.note, 'maintenance');
+    assert.equal(await ledger.resume('j'), true);
+    assert.deepEqual(await ledger.claim(termA, 'j', 6000, 'j@6000'), { kind: 'claimed', retry: false });
+    assert.ok(await ledger.skipRange(termA, 'j', { from: 10, to: 90, count: 9, reason: 'missed-window' }));
+    const state = await ledger.jobState('j');
+    assert.deepEqual(state.skipped, { overlap: 1, paused: 1, 'missed-window': 9 });
+    assert.equal(state.lastScheduledTick, 6000);
+    assert.deepEqual(await ledger.skippedRanges('j'), [{ from: 10, to: 90, count: 9, reason: 'missed-window' }]);
+  });
+
+  it('prunes ledger entries older than the retention', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    for (const tick of [100, 200, 300]) {
+      await ledger.claim(termA, 'j', tick, `j@${tick}`);
+      await ledger.confirm('j', tick, `j@${tick}`, tick);
+    }
+    assert.equal(await ledger.prune('j', 250), 2);
+    assert.equal(await ledger.tickState('j', 100), undefined);
+    assert.equal(await ledger.tickState('j', 300), 'enqueued|j@300');
+  });
+});
