@@ -106,8 +106,8 @@ const EVENTS_API_ROUTE = /^\/apis\/events\.k8s\.io\/v1\/namespaces\/([^/]+)\/eve
 
 /** Raised inside a handler to answer with a Status. */
 class StatusError extends Error {
-  constructor(readonly reply: Reply) {
-    super(`status ${reply.status}`);
+  constructor(readonly reply: Reply, message: string) {
+    super(`HTTP ${reply.status}: ${message}`);
   }
 }
 
@@ -124,7 +124,7 @@ function failure(
   headers?: Record<string, string>,
 ): StatusError {
   const body = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, details, code };
-  return new StatusError({ status: code, body, ...(headers ? { headers } : {}) });
+  return new StatusError({ status: code, body, ...(headers ? { headers } : {}) }, message);
 }
 
 function leaseDetails(name: string): Record<string, unknown> {
@@ -310,7 +310,8 @@ export class FakeLeaseServer {
 
   /**
    * Writes a Lease as another client would: creates it (new uid) when missing, otherwise replaces its
-   * spec and bumps its resourceVersion. Times are MicroTime strings and are validated as on the wire.
+   * spec, bumping its resourceVersion when that changes anything. Times are MicroTime strings, validated
+   * as on the wire (an invalid spec throws).
    */
   putLease(namespace: string, name: string, spec: LeaseSpecWire): StoredLease {
     const existing = this.leases.get(key(namespace, name));
