@@ -387,11 +387,11 @@ export class LeaderElector {
     const holder = this.getLeader();
     if (this.observedRecord === undefined || holder === this.reportedLeader) return;
     this.reportedLeader = holder;
-    const { onNewLeader } = this.config.callbacks;
-    if (!onNewLeader) return;
+    const { callbacks } = this.config;
+    if (!callbacks.onNewLeader) return;
     queueMicrotask(() => {
       try {
-        onNewLeader(holder);
+        callbacks.onNewLeader?.(holder);
       } catch (error) {
         this.log.error({ err: error }, 'onNewLeader failed');
       }

@@ -33,5 +33,6 @@ export const systemClock: Clock = {
 /** The reason an aborted signal carries, always as an Error. */
 export function abortReason(signal: AbortSignal): Error {
   const reason: unknown = signal.reason;
-  return reason instanceof Error ? reason : new Error(String(reason ?? 'aborted'));
+  if (reason instanceof Error) return reason;
+  return new Error(typeof reason === 'string' ? reason : 'aborted');
 }

@@ -56,7 +56,13 @@ const elector = new LeaderElector({
   callbacks: {
     onStartedLeading: (signal, term) => {
       emit('started', { transitions: term.leaderTransitions, generation: term.generation });
-      signal.addEventListener('abort', () => emit('stopped'), { once: true });
+      // The guarded work (the producer) self-fences at lastRenewTime + RenewDeadline even when a starved
+      // event loop notices the loss later; report both so the parent can take the earlier one.
+      signal.addEventListener(
+        'abort',
+        () => emit('stopped', { wall: Date.now(), selfFenceAt: elector.lastRenewTime() + options.renewDeadlineMs }),
+        { once: true },
+      );
     },
     onStoppedLeading: () => undefined,
   },

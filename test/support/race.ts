@@ -44,6 +44,10 @@ export interface RaceReport {
 }
 
 /**
+ * A term ends when its leader stops (or is killed), or at its self-fence (last renewal + RenewDeadline)
+ * when that came first: after it the producer refuses to enqueue even if a starved event loop has not
+ * yet aborted the leader signal.
+ *
  * Runs `instances` elector processes for `durationMs`, killing (SIGKILL) or stopping (SIGTERM) one at
  * random every few hundred milliseconds and starting a replacement, then checks the timeline: no two
  * terms overlap and leaderTransitions strictly increase from term to term.
@@ -70,8 +74,8 @@ export async function runRace(options: {
     });
     let ready: () => void = () => undefined;
     const isReady = new Promise<void>((resolve) => (ready = resolve));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      let message: { event: string; identity: string; t: number; transitions?: number; generation?: string };
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      let message: { event: string; identity: string; t: number; transitions?: number; generation?: string; wall?: number; selfFenceAt?: number };
       try {
         message = JSON.parse(line) as typeof message;
       } catch {
@@ -86,7 +90,8 @@ export async function runRace(options: {
         open.set(identity, term);
       } else if (message.event === 'stopped') {
         const term = open.get(identity);
-        if (term) term.end = message.t;
+        const lateBy = Math.max(0, (message.wall ?? 0) - (message.selfFenceAt ?? Infinity));
+        if (term) term.end = message.t - lateBy * 1e6;
         open.delete(identity);
       }
     });
