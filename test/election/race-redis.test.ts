@@ -26,7 +26,7 @@ it('5 electors on the Redis lock, 20 s of kills and graceful stops: never two le
   t.diagnostic(`graceful failover (SIGTERM of the leader → next term): ${summarize(report.releaseFailoverMs)}`);
   assert.deepEqual(report.overlaps, [], 'leadership terms overlapped');
   assert.deepEqual(report.nonIncreasingTransitions, [], 'leaderTransitions did not strictly increase');
-  assert.ok(report.terms.length >= 4, `expected several terms, saw ${report.terms.length}`);
-  assert.ok(report.crashFailoverMs.length + report.releaseFailoverMs.length >= 2, 'expected leader faults');
+  assert.ok(report.terms.length >= 3, `expected several terms, saw ${report.terms.length}`);
+  assert.ok(report.crashFailoverMs.length + report.releaseFailoverMs.length >= 2, 'expected at least two leader faults');
   for (const ms of report.releaseFailoverMs) assert.ok(ms < timing.leaseDurationMs, `graceful failover took ${ms} ms: the release did not work`);
 });
