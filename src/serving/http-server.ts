@@ -1,0 +1,148 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
+import type { Logger } from 'pino';
+import { silentLogger } from '../util/logger.js';
+import { requireCredentials, resolveBoardAccess, type BoardOptions } from './auth.js';
+import { BOARD_PATH, createBoard } from './board.js';
+import { scrapeMetrics } from './exposition.js';
+import type { LeasebeatMetrics } from './metrics.js';
+import type { InstanceSource, ReadinessCheck } from './sources.js';
+import { renderStatusPage, statusPagePolicy } from './status-page.js';
+
+/** Options of `startHttpServer`. */
+export interface HttpServerOptions {
+  /** `LEASEBEAT_HTTP_HOST`; a non-loopback host needs board credentials or `board.insecure`. */
+  host: string;
+  /** `LEASEBEAT_HTTP_PORT`; 0 picks a free port. */
+  port: number;
+  source: InstanceSource;
+  metrics: LeasebeatMetrics;
+  board?: BoardOptions;
+  logger?: Logger;
+  /** Bound of each queue's BullMQ metrics export during a scrape. Default 5 s. */
+  queueMetricsTimeoutMs?: number;
+}
+
+/** A listening server. */
+export interface HttpServerHandle {
+  /** The bound address, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  /** Stops accepting connections, closes idle ones and resolves once in-flight requests have finished. */
+  close(): Promise<void>;
+}
+
+function urlOf(server: Server): string {
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** Responses that describe live state must never come from a cache. */
+const noStore: RequestHandler = (_req, res, next) => {
+  res.setHeader('Cache-Control', 'no-store');
+  next();
+};
+
+/**
+ * Serves, on one port:
+ * - `/livez`, `/readyz`, `/metrics`: always open, for the kubelet and Prometheus;
+ * - `/`, `/api/status`, `/admin/queues` (Bull Board): behind basic auth or a bearer token when credentials
+ *   are configured, since they reveal job names and the board can change queues.
+ * Rejects before listening when the board would be open on a non-loopback address without `board.insecure`.
+ */
+export async function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
+  const { host, port, source, metrics } = options;
+  const log = (options.logger ?? silentLogger).child({ component: 'http' });
+  const access = resolveBoardAccess(options.board ?? {}, host);
+  const guard: RequestHandler = access.credentials
+    ? requireCredentials(access.credentials)
+    : (_req, _res, next) => next();
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.use((_req, res, next) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('Referrer-Policy', 'no-referrer');
+    next();
+  });
+
+  app.get('/livez', noStore, (_req, res) => {
+    const problem = source.liveness();
+    res.status(problem ? 500 : 200).type('text/plain').send(problem ? `${problem.message}\n` : 'ok\n');
+  });
+
+  app.get('/readyz', noStore, async (_req, res) => {
+    let checks: ReadinessCheck[];
+    try {
+      checks = await source.readiness();
+    } catch (error) {
+      checks = [{ name: 'readiness', ok: false, detail: error instanceof Error ? error.message : String(error) }];
+    }
+    const ready = checks.every((check) => check.ok);
+    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not ready', checks });
+  });
+
+  app.get('/metrics', noStore, async (_req, res) => {
+    const body = await scrapeMetrics(metrics, source.queues(), {
+      ...(options.queueMetricsTimeoutMs !== undefined ? { timeoutMs: options.queueMetricsTimeoutMs } : {}),
+      onQueueError: (queue, err) => log.warn({ queue, err }, 'left a queue out of the metrics scrape'),
+    });
+    res.type(metrics.registry.contentType).send(body);
+  });
+
+  app.get('/api/status', guard, noStore, async (_req, res) => {
+    res.json(await source.status());
+  });
+
+  app.get('/', guard, noStore, async (_req, res) => {
+    const nonce = randomBytes(16).toString('base64');
+    const html = renderStatusPage({ snapshot: await source.status(), nonce, boardPath: BOARD_PATH });
+    res.setHeader('Content-Security-Policy', statusPagePolicy(nonce));
+    res.type('html').send(html);
+  });
+
+  const board = createBoard({
+    queues: () => source.queues(),
+    readOnly: options.board?.readOnly ?? false,
+    title: `leasebeat · ${source.identity}`,
+  });
+  app.use(BOARD_PATH, guard, board.sync, board.router);
+
+  const onError: ErrorRequestHandler = (err, req, res, _next) => {
+    log.error({ err, path: req.path }, 'request failed');
+    if (!res.headersSent) res.status(500).type('text/plain').send('internal error\n');
+  };
+  app.use(onError);
+
+  const server = createServer(app);
+  await listen(server, port, host);
+  const url = urlOf(server);
+  const auth = access.credentials
+    ? [access.credentials.basic && 'basic', access.credentials.token && 'bearer'].filter(Boolean).join('+')
+    : 'none';
+  if (access.warning) log.warn(access.warning);
+  log.info({ url, auth, readOnly: options.board?.readOnly ?? false }, 'HTTP server listening');
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    close: () =>
+      (closing ??= new Promise<void>((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        // Browsers keep idle keep-alive connections open; they would hold close() indefinitely.
+        server.closeIdleConnections();
+      })),
+  };
+}

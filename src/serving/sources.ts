@@ -1,0 +1,64 @@
+import type { Queue } from 'bullmq';
+
+/** One readiness check, as `/readyz` lists it. */
+export interface ReadinessCheck {
+  name: string;
+  ok: boolean;
+  detail?: string;
+}
+
+/**
+ * What the HTTP side needs from a running instance. The scheduler implements it; the server only reads.
+ * Every method is called per request, so answers may change between calls (hot-reloaded jobs, new queues).
+ */
+export interface InstanceSource {
+  identity: string;
+  /** Liveness: the elector's `check(toleranceMs)` — an Error only for a leader that stopped renewing. */
+  liveness(): Error | undefined;
+  /**
+   * Readiness checks: Redis reachable, jobs loaded, elector running. Never "is leader": PodDisruptionBudgets
+   * count Ready pods, so followers must be Ready too. Implementations should bound their own latency.
+   */
+  readiness(): Promise<ReadinessCheck[]>;
+  status(): Promise<StatusSnapshot>;
+  /** Every BullMQ Queue leasebeat uses (for Bull Board and queue metrics). */
+  queues(): Queue[];
+}
+
+/** The leadership term as the status API shows it; times are RFC 3339. */
+export interface StatusTerm {
+  generation: string;
+  leaderTransitions: number;
+  acquireTime: string;
+}
+
+/** One cron-defined job as the status API shows it. Times are RFC 3339. */
+export interface JobStatus {
+  name: string;
+  file: string;
+  queue: string;
+  schedule: string;
+  timezone: string;
+  paused: boolean;
+  nextRuns: string[];
+  lastTick: string | null;
+  lastJobId: string | null;
+  enqueued: number;
+  /** Skipped ticks by reason (for example `paused`, `overlap`, `missed`). */
+  skipped: Record<string, number>;
+  fenced: number;
+}
+
+/** The JSON document of `/api/status`, also rendered by the status page. */
+export interface StatusSnapshot {
+  instance: { identity: string; role: 'leader' | 'follower'; startedAt: string; version: string };
+  cluster: {
+    lock: string;
+    /** Identity of the current holder; `""` when nobody holds the lease. */
+    leader: string;
+    term: StatusTerm | null;
+    members: Array<{ identity: string; role: string; lastSeen: string }>;
+  };
+  jobs: JobStatus[];
+  loadErrors: Array<{ file: string; message: string }>;
+}
