@@ -1,0 +1,130 @@
+import type { FlowJob, FlowJobNode, Job, JobsOptions } from 'bullmq';
+import type { Logger } from 'pino';
+import type { Duration } from './duration.js';
+
+export type { Duration } from './duration.js';
+
+/** The fencing token of the leadership term under which a tick was enqueued. */
+export interface FenceToken {
+  readonly generation: string;
+  readonly leaderTransitions: number;
+}
+
+/** What a handler gets besides the BullMQ job. */
+export interface HandlerContext {
+  /** The nominal tick this run belongs to (before jitter, however late the run starts). */
+  tick: Date;
+  /** The fencing token the tick was enqueued under. */
+  token: FenceToken;
+  /** Aborted when the instance shuts down or the run should stop. */
+  signal: AbortSignal;
+  /** A logger bound to this job and tick. */
+  log: Logger;
+  /** True when the run was triggered by hand ("run now") rather than by the schedule. */
+  manual: boolean;
+}
+
+export type JobHandler<TData = unknown> = (job: Job<TData>, ctx: HandlerContext) => unknown;
+
+type WithOptionalQueue<T> = Omit<T, 'queueName' | 'children'> & {
+  /** Defaults to the job's own queue. */
+  queueName?: string;
+};
+
+/** A child of a tick's flow: BullMQ's flow node with `queueName` optional. */
+export type TickFlowChild = WithOptionalQueue<FlowJobNode> & { children?: TickFlowChild[] };
+
+/** The flow one tick starts: BullMQ's `FlowJob` (a parent and its children) with `queueName` optional. */
+export type TickFlow = WithOptionalQueue<FlowJob> & { children?: TickFlowChild[] };
+
+export interface FlowContext<TData = unknown> {
+  tick: Date;
+  data: TData;
+}
+
+/** Builds the flow for one tick. With a flow and no handler, the parent completes once its children have. */
+export type FlowBuilder<TData = unknown> = (ctx: FlowContext<TData>) => TickFlow | Promise<TickFlow>;
+
+/** What happens to a tick while the previous run of the same job is still waiting or active. */
+export type OverlapPolicy = 'allow' | 'skip' | 'bufferOne';
+
+/** Which missed ticks run after a period without a leader. */
+export type CatchupMode = 'latest' | 'all' | 'none';
+
+/** How long finished runs are kept: BullMQ's `removeOnComplete` / `removeOnFail`. */
+export type JobRetention = boolean | number | { age: number; count?: number } | { count: number };
+
+export type BackoffSetting = number | { type: 'fixed' | 'exponential'; delay: number };
+
+interface JobDefinitionFields<TData> {
+  /** Unique; becomes part of BullMQ job ids and Redis keys, so letters, digits, `.`, `_` and `-` only. */
+  name: string;
+  /** IANA time zone the cron schedule is read in; default `UTC`. */
+  timezone?: string;
+  /** JSON-serialisable data passed to every run. */
+  data?: TData;
+  /** Queue the runs go to; default `'leasebeat'`. */
+  queue?: string;
+  /** Runs of this job at once per instance; default 1. */
+  concurrency?: number;
+  attempts?: number;
+  backoff?: BackoffSetting;
+  removeOnComplete?: JobRetention;
+  removeOnFail?: JobRetention;
+  priority?: number;
+  /** Default `'allow'`. */
+  overlap?: OverlapPolicy;
+  /** Ticks missed while no leader enqueued; defaults `{ window: '5m', mode: 'latest', max: 10 }`. */
+  catchup?: { window?: Duration; mode?: CatchupMode; max?: number };
+  /** Deterministic per tick, and never as long as the gap to the next tick. */
+  jitter?: Duration;
+  paused?: boolean;
+  startAt?: Date | string;
+  endAt?: Date | string;
+}
+
+type Timing =
+  | { /** Cron: 5 fields, or 6 with seconds first. */ schedule: string; every?: never }
+  | { /** An interval, aligned to the Unix epoch (or to `startAt`). */ every: Duration; schedule?: never };
+
+type Work<TData> =
+  | { handler: JobHandler<TData>; flow?: FlowBuilder<TData> }
+  | { handler?: JobHandler<TData>; flow: FlowBuilder<TData> };
+
+/** A job definition as written in a `jobs/` file: a schedule or an interval, and a handler or a flow. */
+export type JobDefinition<TData = unknown> = JobDefinitionFields<TData> & Timing & Work<TData>;
+
+/** Declares a job; a file in `jobs/` default-exports the result. Returns its argument, typed. */
+export function defineJob<TData = unknown>(definition: JobDefinition<TData>): JobDefinition<TData> {
+  return definition;
+}
+
+/** When a job ticks: a cron expression read in the job's timezone, or a fixed interval. */
+export type Trigger = { kind: 'cron'; expression: string } | { kind: 'every'; everyMs: number };
+
+/** The BullMQ options a definition may set, in BullMQ's own shapes. */
+export type ScheduledJobOptions = Pick<JobsOptions, 'attempts' | 'backoff' | 'removeOnComplete' | 'removeOnFail' | 'priority'>;
+
+/** A validated job definition with defaults applied and durations in milliseconds. */
+export interface ScheduledJob<TData = unknown> {
+  readonly name: string;
+  /** Absolute path of the file it came from. */
+  readonly file: string;
+  readonly trigger: Trigger;
+  readonly timezone: string;
+  readonly data: TData | undefined;
+  readonly handler: JobHandler<TData> | undefined;
+  readonly flow: FlowBuilder<TData> | undefined;
+  readonly queue: string;
+  readonly concurrency: number;
+  readonly jobOptions: ScheduledJobOptions;
+  readonly overlap: OverlapPolicy;
+  readonly catchup: { readonly windowMs: number; readonly mode: CatchupMode; readonly max: number };
+  /** 0 when the job has no jitter. */
+  readonly maxJitterMs: number;
+  readonly paused: boolean;
+  /** Epoch ms of the first allowed tick, inclusive. */
+  readonly startAt: number | undefined;
+  /** Epoch ms of the last allowed tick, inclusive. */
+  readonly endAt: number | undefined;
+}

@@ -1,0 +1,307 @@
+/**
+ * The schedule plan: which nominal ticks a job has, which of them to enqueue after a period without
+ * a leader, how far to jitter a tick, and what to do when runs overlap. Pure functions of the job and
+ * of times in epoch milliseconds, so that any leader computes the same answers.
+ *
+ * ## Time zones and daylight-saving time
+ *
+ * A cron `schedule` is read on the wall clock of the job's `timezone` (default `UTC`). Every local
+ * time the expression matches fires at most once, at one well-defined instant:
+ *
+ * - **A local time the clocks skip** (spring forward) fires once, at the first instant after the gap.
+ *   In Europe/Berlin on 2026-03-29 the clocks jump from 02:00 to 03:00, so `30 2 * * *` fires at
+ *   03:00 CEST (01:00 UTC). Several skipped times (`0,30 2 * * *`) collapse into that one run, and a
+ *   schedule that also matches 03:00 itself (`0 2,3 * * *`) still runs once at 03:00.
+ * - **A local time the clocks show twice** (fall back) fires once, at its first occurrence. In
+ *   Europe/Berlin on 2026-10-25 the clocks go back from 03:00 to 02:00, so `30 2 * * *` fires at
+ *   02:30 CEST (00:30 UTC) and not again at 02:30 CET. This holds for every schedule: one with a
+ *   wildcard hour, such as `0 * * * *` or `* * * * *`, fires nothing during the second pass through
+ *   02:00–02:59 CET.
+ * - **`every` intervals and schedules in `UTC`** have no daylight-saving time: they fire at a fixed
+ *   real-time rate. Use them for work that must keep an even rate through the change.
+ *
+ * The rule does not depend on when, or from which earlier tick, a leader computes the schedule.
+ * cron-parser 5 on its own behaves differently and depends on where its iteration started: it moves
+ * a skipped time forward by the length of the gap (02:30 → 03:30, so `0,15,30,45 2 * * *` runs four
+ * times between 03:00 and 03:45), and on the repeated hour it runs wildcard-hour schedules twice but
+ * fixed-hour ones once. leasebeat therefore uses cron-parser only to parse expressions and to match
+ * days, and computes the instants itself.
+ *
+ * Cron `H` fields are hashed with the job name as the seed, so every instance picks the same value.
+ */
+import { createHash } from 'node:crypto';
+import { CronCalendar } from './cron.js';
+import type { OverlapPolicy, ScheduledJob } from './define-job.js';
+import { TimeZone } from './time-zone.js';
+
+/** How many ticks {@link ticksInRange} lists before it summarises the rest. */
+export const MAX_LISTED_TICKS = 1_000;
+
+/** Consecutive ticks, summarised: the first and last (inclusive) and how many there are. */
+export interface TickSpan {
+  from: number;
+  to: number;
+  count: number;
+}
+
+/**
+ * Why ticks did not run. `missed-window`: older than the catch-up window when a leader took over.
+ * `catchup-limit`: inside the window but beyond what `catchup.mode`/`max` allows. `paused`: the job
+ * is paused. `overlap`: the previous run was still unfinished.
+ */
+export type SkipReason = 'missed-window' | 'catchup-limit' | 'paused' | 'overlap';
+
+export interface SkippedTicks extends TickSpan {
+  reason: SkipReason;
+}
+
+/** The nominal ticks of a job. */
+interface TickSeries {
+  /** The first tick later than `instant`. */
+  after(instant: number): number | undefined;
+  /** The last tick at or before `instant`. */
+  atOrBefore(instant: number): number | undefined;
+  /** How many ticks lie in `(from, to]`. */
+  countIn(from: number, to: number): number;
+}
+
+/** `every` ticks: `anchor + k * period` for every integer k. */
+class IntervalSeries implements TickSeries {
+  constructor(
+    private readonly anchor: number,
+    private readonly period: number,
+  ) {}
+
+  after(instant: number): number {
+    return this.anchor + (this.steps(instant) + 1) * this.period;
+  }
+
+  atOrBefore(instant: number): number {
+    return this.anchor + this.steps(instant) * this.period;
+  }
+
+  countIn(from: number, to: number): number {
+    return Math.max(0, this.steps(to) - this.steps(from));
+  }
+
+  private steps(instant: number): number {
+    return Math.floor((instant - this.anchor) / this.period);
+  }
+}
+
+/**
+ * Cron ticks: wall times from the calendar mapped to instants by the zone. Both mappings are
+ * monotonic, so searching happens on the wall clock; only spring-forward gaps make several wall
+ * times share an instant, which {@link countIn} corrects for.
+ */
+class CronSeries implements TickSeries {
+  constructor(
+    private readonly calendar: CronCalendar,
+    private readonly zone: TimeZone,
+  ) {}
+
+  after(instant: number): number | undefined {
+    const wall = this.calendar.firstAtOrAfter(this.zone.firstWallAfter(instant));
+    return wall === undefined ? undefined : this.zone.instantOf(wall);
+  }
+
+  atOrBefore(instant: number): number | undefined {
+    const wall = this.calendar.lastAtOrBefore(this.zone.firstWallAfter(instant) - 1);
+    return wall === undefined ? undefined : this.zone.instantOf(wall);
+  }
+
+  countIn(from: number, to: number): number {
+    if (to <= from) return 0;
+    let count = this.calendar.countIn(this.zone.firstWallAfter(from), this.zone.firstWallAfter(to));
+    for (const { at, before, after } of this.zone.transitionsIn(from, to)) {
+      if (after <= before) continue;
+      // Every matching wall time in the gap fires at the transition instant, the same instant as the
+      // wall time right after the gap.
+      const inGap = this.calendar.countIn(at + before, at + after);
+      if (inGap > 0) count -= this.calendar.includes(at + after) ? inGap : inGap - 1;
+    }
+    return count;
+  }
+}
+
+/** Restricts a series to `[startAt, endAt]`. */
+class BoundedSeries implements TickSeries {
+  constructor(
+    private readonly inner: TickSeries,
+    private readonly startAt = -Infinity,
+    private readonly endAt = Infinity,
+  ) {}
+
+  after(instant: number): number | undefined {
+    const tick = this.inner.after(Math.max(instant, this.startAt - 1));
+    return tick !== undefined && tick <= this.endAt ? tick : undefined;
+  }
+
+  atOrBefore(instant: number): number | undefined {
+    const tick = this.inner.atOrBefore(Math.min(instant, this.endAt));
+    return tick !== undefined && tick >= this.startAt ? tick : undefined;
+  }
+
+  countIn(from: number, to: number): number {
+    const low = Math.max(from, this.startAt - 1);
+    const high = Math.min(to, this.endAt);
+    return high > low ? this.inner.countIn(low, high) : 0;
+  }
+}
+
+const seriesByJob = new WeakMap<ScheduledJob, TickSeries>();
+
+function seriesOf(job: ScheduledJob): TickSeries {
+  let series = seriesByJob.get(job);
+  if (!series) {
+    const { trigger } = job;
+    const ticks =
+      trigger.kind === 'every'
+        ? new IntervalSeries(job.startAt ?? 0, trigger.everyMs)
+        : new CronSeries(CronCalendar.compile(trigger.expression, job.name), TimeZone.of(job.timezone));
+    series = job.startAt === undefined && job.endAt === undefined ? ticks : new BoundedSeries(ticks, job.startAt, job.endAt);
+    seriesByJob.set(job, series);
+  }
+  return series;
+}
+
+/**
+ * The first nominal tick later than `after`, within `startAt`/`endAt`; undefined once the schedule
+ * has ended (or a cron expression has no match within about 8 years). `every` ticks are multiples of
+ * the interval since the Unix epoch, or since `startAt` when it is set.
+ */
+export function nextTick(job: ScheduledJob, after: number): number | undefined {
+  return seriesOf(job).after(after);
+}
+
+/** The next `count` nominal ticks later than `after`, oldest first (fewer if the schedule ends). */
+export function nextTicks(job: ScheduledJob, after: number, count: number): number[] {
+  const ticks: number[] = [];
+  for (let tick = nextTick(job, after); tick !== undefined && ticks.length < count; tick = nextTick(job, tick)) {
+    ticks.push(tick);
+  }
+  return ticks;
+}
+
+/** The newest nominal tick at or before `atOrBefore`. */
+export function previousTick(job: ScheduledJob, atOrBefore: number): number | undefined {
+  return seriesOf(job).atOrBefore(atOrBefore);
+}
+
+/** How many nominal ticks lie in `(from, to]`, computed without enumerating them. */
+export function countTicks(job: ScheduledJob, from: number, to: number): number {
+  return seriesOf(job).countIn(from, to);
+}
+
+/**
+ * The nominal ticks in `(from, to]`: the first `limit` listed, oldest first, and any beyond that only
+ * summarised in `rest`, so a per-second job over a day costs no more than `limit` ticks.
+ */
+export function ticksInRange(
+  job: ScheduledJob,
+  from: number,
+  to: number,
+  limit = MAX_LISTED_TICKS,
+): { ticks: number[]; rest: TickSpan | undefined } {
+  const series = seriesOf(job);
+  const ticks: number[] = [];
+  for (let tick = series.after(from); tick !== undefined && tick <= to && ticks.length < limit; tick = series.after(tick)) {
+    ticks.push(tick);
+  }
+  return { ticks, rest: ticks.length === limit ? spanOf(series, ticks[limit - 1]!, to) : undefined };
+}
+
+/** What to do after a period in which no leader enqueued this job's ticks. */
+export interface CatchupPlan {
+  /** Missed ticks to enqueue now, oldest first. */
+  enqueue: number[];
+  /** Missed ticks that will not run, oldest first. */
+  skipped: SkippedTicks[];
+}
+
+/**
+ * Decides, when a leader takes over at `now`, what happens to the ticks in `(lastTick, now]` that
+ * nobody enqueued. `lastTick` is the newest tick any leader scheduled; for a job never scheduled it
+ * is undefined, and nothing is backfilled: the job starts with its first tick after `now`.
+ *
+ * Ticks older than `now - catchup.window` are skipped as `missed-window`. Of the rest, mode `none`
+ * enqueues nothing, `latest` the newest one, and `all` up to `catchup.max` of the newest; the others
+ * are skipped as `catchup-limit`. A paused job skips all of them as `paused`. Counting never
+ * enumerates the skipped ticks.
+ */
+export function planCatchup(job: ScheduledJob, lastTick: number | undefined, now: number): CatchupPlan {
+  if (lastTick === undefined || now <= lastTick) return { enqueue: [], skipped: [] };
+  const series = seriesOf(job);
+  if (job.paused) return { enqueue: [], skipped: compact([skipped(series, lastTick, now, 'paused')]) };
+
+  const { windowMs, mode, max } = job.catchup;
+  const recentAfter = Math.max(lastTick, now - windowMs - 1);
+  const keep = mode === 'none' ? 0 : mode === 'latest' ? 1 : max;
+  const enqueue: number[] = [];
+  for (let tick = series.atOrBefore(now); tick !== undefined && tick > recentAfter && enqueue.length < keep; ) {
+    enqueue.unshift(tick);
+    tick = series.atOrBefore(tick - 1);
+  }
+  const oldestEnqueued = enqueue[0] ?? now + 1;
+  return {
+    enqueue,
+    skipped: compact([
+      skipped(series, lastTick, recentAfter, 'missed-window'),
+      skipped(series, recentAfter, oldestEnqueued - 1, 'catchup-limit'),
+    ]),
+  };
+}
+
+/**
+ * The deterministic delay of one tick: a hash of (job name, tick) scaled below both `jitter` and the
+ * gap to the next tick, so every leader computes the same run time and a run never slides past the
+ * next tick. 0 for a job without jitter.
+ */
+export function jitterMs(job: ScheduledJob, tick: number): number {
+  if (job.maxJitterMs <= 0) return 0;
+  const next = nextTick(job, tick);
+  const bound = next === undefined ? job.maxJitterMs : Math.min(job.maxJitterMs, next - tick);
+  const hash = createHash('sha256').update(`${job.name}\n${tick}`).digest().readUIntBE(0, 6);
+  return hash % bound;
+}
+
+export type TickDecision = { action: 'enqueue'; runAt: number } | { action: 'skip'; skipped: SkippedTicks };
+
+/** What to do with a tick that comes due while leading: enqueue it to run at its jittered time, or skip it. */
+export function planTick(job: ScheduledJob, tick: number): TickDecision {
+  if (job.paused) return { action: 'skip', skipped: { from: tick, to: tick, count: 1, reason: 'paused' } };
+  return { action: 'enqueue', runAt: tick + jitterMs(job, tick) };
+}
+
+/** The state of the newest run of a job enqueued before this tick. */
+export type RunState = 'none' | 'waiting' | 'delayed' | 'active' | 'finished';
+
+export type OverlapDecision = 'enqueue' | 'buffer' | 'skip';
+
+/**
+ * What to do with a new tick given the job's previous run. `allow` always enqueues. While the previous
+ * run is unfinished (waiting, delayed or active), `skip` skips the tick (reason `overlap`) and
+ * `bufferOne` holds it to run after the previous one, unless a tick is already buffered, in which case
+ * this one is skipped.
+ */
+export function decideOverlap(policy: OverlapPolicy, previous: RunState, bufferedPending: boolean): OverlapDecision {
+  const unfinished = previous === 'waiting' || previous === 'delayed' || previous === 'active';
+  if (policy === 'allow' || !unfinished) return 'enqueue';
+  if (policy === 'bufferOne' && !bufferedPending) return 'buffer';
+  return 'skip';
+}
+
+function spanOf(series: TickSeries, from: number, to: number): TickSpan | undefined {
+  const count = series.countIn(from, to);
+  if (count === 0) return undefined;
+  return { from: series.after(from)!, to: series.atOrBefore(to)!, count };
+}
+
+function skipped(series: TickSeries, from: number, to: number, reason: SkipReason): SkippedTicks | undefined {
+  const span = spanOf(series, from, to);
+  return span && { ...span, reason };
+}
+
+function compact<T>(items: Array<T | undefined>): T[] {
+  return items.filter((item): item is T => item !== undefined);
+}

@@ -1,0 +1,343 @@
+import { z } from 'zod';
+import { cronProblems } from './cron.js';
+import type { CatchupMode, OverlapPolicy, ScheduledJob, Trigger } from './define-job.js';
+import { formatDuration, parseDuration } from './duration.js';
+import { isTimeZone, timeZoneNames } from './time-zone.js';
+
+/** Job names become part of BullMQ job ids and Redis keys, where `:` separates the parts. */
+export const JOB_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** Defaults applied to every definition that leaves a field out. */
+export const JOB_DEFAULTS = {
+  timezone: 'UTC',
+  queue: 'leasebeat',
+  concurrency: 1,
+  overlap: 'allow' as OverlapPolicy,
+  /**
+   * A leader outage of up to 5 minutes (a failover, a rolling deploy) still runs the newest missed
+   * tick; anything older is reported as missed rather than run long after its time.
+   */
+  catchup: { windowMs: 5 * 60_000, mode: 'latest' as CatchupMode, max: 10 },
+  paused: false,
+};
+
+const MIN_EVERY_MS = 1_000;
+const MAX_CATCHUP = 1_000;
+const MAX_PRIORITY = 2_097_152;
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
+
+/** What a field must look like, used for every mistake zod itself detects (wrong type, out of range…). */
+const EXPECTED: Record<string, string> = {
+  '': 'a job definition object: export default defineJob({ name, schedule, handler })',
+  name: 'a unique name such as "nightly-report"',
+  schedule: 'a cron expression such as "0 3 * * *"',
+  timezone: 'an IANA time zone name such as "Europe/Berlin"',
+  queue: 'a queue name such as "reports"',
+  concurrency: 'a positive integer (runs at once on each instance), e.g. 2',
+  attempts: 'a positive integer, e.g. 3',
+  backoff: 'milliseconds, or { type: "fixed" | "exponential", delay: milliseconds }',
+  removeOnComplete: 'true, false, a number of jobs to keep, or { age: seconds, count }',
+  removeOnFail: 'true, false, a number of jobs to keep, or { age: seconds, count }',
+  priority: `an integer from 0 (none) through 1 (highest) to ${MAX_PRIORITY} (lowest)`,
+  overlap: '"allow", "skip" or "bufferOne"',
+  catchup: 'an object { window, mode, max }',
+  'catchup.mode': '"latest", "all" or "none"',
+  'catchup.max': `an integer from 1 to ${MAX_CATCHUP}`,
+  paused: 'true or false',
+  handler: 'a function (job, ctx) => …',
+  flow: 'a function ({ tick, data }) => flow',
+};
+
+function custom(ctx: z.RefinementCtx, message: string): void {
+  ctx.addIssue({ code: 'custom', message });
+}
+
+const durationField = (minMs: number) =>
+  z.unknown().transform((value, ctx) => {
+    const ms = parseDuration(value);
+    if (ms === undefined) {
+      custom(ctx, 'is not a duration; use milliseconds or a string like "30s", "5m" or "1h30m"');
+      return z.NEVER;
+    }
+    if (ms < minMs) {
+      const hint = typeof value === 'number' ? `; numbers are milliseconds — did you mean "${value}s"?` : '';
+      custom(ctx, `must be at least ${formatDuration(minMs)}${hint}`);
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+/** Epoch ms of a Date or an ISO 8601 string with an explicit zone, or undefined. */
+function parseDate(value: unknown): number | undefined {
+  const ms = value instanceof Date ? value.getTime() : typeof value === 'string' && ISO_DATE.test(value) ? Date.parse(value) : NaN;
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+const dateField = z.unknown().transform((value, ctx) => {
+  const ms = parseDate(value);
+  if (ms === undefined) {
+    custom(
+      ctx,
+      'must be a Date or an ISO 8601 string like "2026-01-01" or "2026-01-01T09:00:00+01:00"; a time needs "Z" or ' +
+        'an offset so that every instance reads it the same',
+    );
+    return z.NEVER;
+  }
+  return ms;
+});
+
+const functionField = (expected: string) =>
+  z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', { error: `must be ${expected}` });
+
+const retentionField = z.union([
+  z.boolean(),
+  z.int().nonnegative(),
+  z.strictObject({ age: z.int().nonnegative(), count: z.int().nonnegative().optional() }),
+  z.strictObject({ count: z.int().nonnegative() }),
+]);
+
+const definitionSchema = z.strictObject({
+  name: z.string().superRefine((name, ctx) => {
+    if (!JOB_NAME_PATTERN.test(name)) {
+      custom(
+        ctx,
+        'may contain only letters, digits, ".", "_" and "-", must start with a letter or digit and be at most 128 ' +
+          `long (${JOB_NAME_PATTERN.source}), because it becomes part of BullMQ job ids and Redis keys, where ":" ` +
+          'separates the parts',
+      );
+    }
+  }),
+  schedule: z
+    .string()
+    .superRefine((expression, ctx) => cronProblems(expression).forEach((problem) => custom(ctx, problem)))
+    .optional(),
+  every: durationField(MIN_EVERY_MS).optional(),
+  timezone: z
+    .string()
+    .superRefine((zone, ctx) => {
+      if (isTimeZone(zone)) return;
+      const guess = closest(zone, timeZoneNames());
+      custom(ctx, `unknown time zone; use an IANA name like "Europe/Berlin"${guess ? ` (did you mean "${guess}"?)` : ''}`);
+    })
+    .optional(),
+  data: z
+    .unknown()
+    .superRefine((data, ctx) => {
+      const problem = jsonProblem(data, 'data', new Set());
+      if (problem) custom(ctx, `must be JSON-serialisable: ${problem}`);
+    })
+    .optional(),
+  handler: functionField(EXPECTED.handler!).optional(),
+  flow: functionField(EXPECTED.flow!).optional(),
+  queue: z
+    .string()
+    .min(1)
+    .superRefine((queue, ctx) => {
+      if (queue.includes(':')) custom(ctx, 'must not contain ":" (BullMQ uses it to separate the parts of its Redis keys)');
+    })
+    .optional(),
+  concurrency: z.int().positive().optional(),
+  attempts: z.int().positive().optional(),
+  backoff: z
+    .union([
+      z.int().nonnegative(),
+      z.strictObject({ type: z.enum(['fixed', 'exponential']), delay: z.int().nonnegative() }),
+    ])
+    .optional(),
+  removeOnComplete: retentionField.optional(),
+  removeOnFail: retentionField.optional(),
+  priority: z.int().min(0).max(MAX_PRIORITY).optional(),
+  overlap: z.enum(['allow', 'skip', 'bufferOne']).optional(),
+  catchup: z
+    .strictObject({
+      window: durationField(0).optional(),
+      mode: z.enum(['latest', 'all', 'none']).optional(),
+      max: z.int().min(1).max(MAX_CATCHUP).optional(),
+    })
+    .optional(),
+  jitter: durationField(0).optional(),
+  paused: z.boolean().optional(),
+  startAt: dateField.optional(),
+  endAt: dateField.optional(),
+});
+
+type ParsedDefinition = z.output<typeof definitionSchema>;
+
+export type ValidationResult = { ok: true; job: ScheduledJob } | { ok: false; errors: string[] };
+
+/**
+ * Validates what a job file default-exported. Every problem in the file is reported, each as
+ * `<displayFile>: <field> <value>: <what is wrong and how to fix it>`.
+ */
+export function validateJobDefinition(value: unknown, file: string, displayFile = file): ValidationResult {
+  const result = definitionSchema.safeParse(value);
+  const errors = [
+    ...(result.success ? [] : result.error.issues.flatMap((issue) => describeIssue(issue, value))),
+    ...crossFieldProblems(value),
+  ];
+  if (!result.success || errors.length > 0) return { ok: false, errors: errors.map((e) => `${displayFile}: ${e}`) };
+  return { ok: true, job: normalize(result.data, file) };
+}
+
+/** Rules that involve several fields, checked on the raw input so that they are reported alongside field errors. */
+function crossFieldProblems(raw: unknown): string[] {
+  if (!isRecord(raw)) return [];
+  const has = (key: string): boolean => raw[key] !== undefined;
+  const problems: string[] = [];
+  if (has('schedule') && has('every')) {
+    problems.push('schedule/every: set either schedule (cron) or every (an interval), not both');
+  } else if (!has('schedule') && !has('every')) {
+    problems.push('schedule: missing; set schedule (a cron expression like "0 3 * * *") or every (an interval like "5m")');
+  }
+  if (has('every') && has('timezone')) {
+    problems.push(
+      `${label('timezone', raw.timezone)}: has no effect on every, which is aligned to the Unix epoch; ` +
+        'for local times use a schedule like "0 0 * * *" with the timezone',
+    );
+  }
+  if (!has('handler') && !has('flow')) {
+    problems.push('handler: missing; export a handler(job, ctx) function, a flow({ tick, data }) function, or both');
+  }
+  const startAt = parseDate(raw.startAt);
+  const endAt = parseDate(raw.endAt);
+  if (startAt !== undefined && endAt !== undefined && endAt <= startAt) {
+    problems.push(`${label('endAt', raw.endAt)}: must be later than startAt`);
+  }
+  return problems;
+}
+
+function normalize(parsed: ParsedDefinition, file: string): ScheduledJob {
+  const trigger: Trigger =
+    parsed.schedule !== undefined ? { kind: 'cron', expression: parsed.schedule.trim() } : { kind: 'every', everyMs: parsed.every! };
+  const { attempts, backoff, removeOnComplete, removeOnFail, priority } = parsed;
+  const jobOptions = Object.fromEntries(
+    Object.entries({ attempts, backoff, removeOnComplete, removeOnFail, priority }).filter(([, v]) => v !== undefined),
+  );
+  return {
+    name: parsed.name,
+    file,
+    trigger,
+    timezone: parsed.timezone ?? JOB_DEFAULTS.timezone,
+    data: parsed.data,
+    handler: parsed.handler as ScheduledJob['handler'],
+    flow: parsed.flow as ScheduledJob['flow'],
+    queue: parsed.queue ?? JOB_DEFAULTS.queue,
+    concurrency: parsed.concurrency ?? JOB_DEFAULTS.concurrency,
+    jobOptions,
+    overlap: parsed.overlap ?? JOB_DEFAULTS.overlap,
+    catchup: {
+      windowMs: parsed.catchup?.window ?? JOB_DEFAULTS.catchup.windowMs,
+      mode: parsed.catchup?.mode ?? JOB_DEFAULTS.catchup.mode,
+      max: parsed.catchup?.max ?? JOB_DEFAULTS.catchup.max,
+    },
+    maxJitterMs: parsed.jitter ?? 0,
+    paused: parsed.paused ?? JOB_DEFAULTS.paused,
+    startAt: parsed.startAt,
+    endAt: parsed.endAt,
+  };
+}
+
+function describeIssue(issue: z.core.$ZodIssue, input: unknown): string[] {
+  const path = issue.path.map(String);
+  const key = path.join('.');
+  if (issue.code === 'unrecognized_keys') {
+    const known = knownKeys(key);
+    return issue.keys.map((unknownKey) => {
+      const guess = closest(unknownKey, known);
+      const field = [...path, unknownKey].join('.');
+      return guess
+        ? `${field}: unknown field; did you mean "${guess}"?`
+        : `${field}: unknown field; known fields are ${known.join(', ')}`;
+    });
+  }
+  if (issue.code === 'custom') return [`${label(key, valueAt(input, path))}: ${issue.message}`];
+  // Describe the innermost field that has an expectation: for `removeOnComplete.age`, that is `removeOnComplete`.
+  let depth = path.length;
+  while (depth > 0 && EXPECTED[path.slice(0, depth).join('.')] === undefined) depth--;
+  const field = path.slice(0, depth).join('.');
+  const value = valueAt(input, path.slice(0, depth));
+  const expected = EXPECTED[field] ?? issue.message;
+  if (value === undefined) return [`${field}: missing; must be ${expected}`];
+  return [`${label(field, value)}: must be ${expected}`];
+}
+
+function knownKeys(path: string): string[] {
+  if (path === '') return Object.keys(definitionSchema.shape);
+  if (path === 'catchup') return ['window', 'mode', 'max'];
+  return [];
+}
+
+/** `field "value"` for messages; functions and long values are shortened. */
+function label(field: string, value: unknown): string {
+  const name = field === '' ? 'default export' : field;
+  if (value === undefined) return name;
+  if (typeof value === 'function') return `${name} (a function)`;
+  const shown = show(value);
+  return `${name} ${shown.length > 60 ? `${shown.slice(0, 57)}...` : shown}`;
+}
+
+function show(value: unknown): string {
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? 'Invalid Date' : value.toISOString();
+  if (typeof value === 'symbol' || typeof value === 'bigint') return value.toString();
+  try {
+    return JSON.stringify(value) ?? typeof value;
+  } catch {
+    return 'an object that refers back to itself';
+  }
+}
+
+function valueAt(input: unknown, path: readonly string[]): unknown {
+  let current = input;
+  for (const key of path) {
+    if (!isRecord(current)) return undefined;
+    current = current[key];
+  }
+  return current;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Why `value` would not survive JSON.stringify/parse unchanged, or undefined if it would. */
+function jsonProblem(value: unknown, path: string, ancestors: Set<object>): string | undefined {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${path} is ${value}`;
+  if (typeof value !== 'object') return `${path} is ${typeof value === 'undefined' ? 'undefined' : `a ${typeof value}`}`;
+  if (ancestors.has(value)) return `${path} refers back to itself`;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) {
+    return `${path} is a ${value.constructor?.name ?? 'non-plain object'}; use plain objects, arrays, strings, numbers, booleans and null`;
+  }
+  ancestors.add(value);
+  const entries = Array.isArray(value) ? value.map((v, i) => [`${path}[${i}]`, v] as const) : Object.entries(value).map(([k, v]) => [`${path}.${k}`, v] as const);
+  for (const [childPath, child] of entries) {
+    const problem = jsonProblem(child, childPath, ancestors);
+    if (problem) return problem;
+  }
+  ancestors.delete(value);
+  return undefined;
+}
+
+/** The candidate closest to `word` by edit distance, if it is close enough to be a likely typo. */
+function closest(word: string, candidates: readonly string[]): string | undefined {
+  const limit = Math.max(2, Math.floor(word.length / 4));
+  let best: { candidate: string; distance: number } | undefined;
+  for (const candidate of candidates) {
+    const distance = editDistance(word.toLowerCase(), candidate.toLowerCase());
+    if (distance <= limit && (!best || distance < best.distance)) best = { candidate, distance };
+  }
+  return best?.candidate;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
