@@ -23,7 +23,7 @@ export interface ProducerOptions {
   ledger: TickLedger;
   queues: QueueSet;
   /** The jobs loaded right now; read again after every `reload()`. */
-  jobs: () => Map<string, ScheduledJob>;
+  jobs: () => ReadonlyMap<string, ScheduledJob>;
   /**
    * The local self-fence: false once RenewDeadline has passed since the last successful renewal. Checked
    * before every claim and every add, so a leader that was paused cannot enqueue before it notices.

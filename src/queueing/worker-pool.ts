@@ -23,7 +23,7 @@ const CONCURRENCY_BACKOFF_MS = 250;
 export class WorkerPool {
   private readonly workers = new Map<string, Worker>();
   private readonly active = new Map<string, number>();
-  private jobs = new Map<string, ScheduledJob>();
+  private jobs: ReadonlyMap<string, ScheduledJob> = new Map();
   private closing = false;
 
   constructor(
@@ -36,7 +36,7 @@ export class WorkerPool {
   ) {}
 
   /** Starts or adjusts workers so that every queue in `jobs` has one, sized to its jobs' concurrency. */
-  update(jobs: Map<string, ScheduledJob>): void {
+  update(jobs: ReadonlyMap<string, ScheduledJob>): void {
     if (this.closing) return;
     this.jobs = jobs;
     const concurrencyByQueue = new Map<string, number>();
@@ -114,13 +114,14 @@ export class WorkerPool {
     try {
       const data = job.data as Partial<TickJobData>;
       const context: HandlerContext = {
+        data: data.data,
         tick: new Date(data.tick ?? job.timestamp),
         token: data.token ?? { generation: '', leaderTransitions: -1 },
         signal: signal ?? new AbortController().signal,
         log: this.options.logger.child({ job: job.name, jobId: job.id }),
         manual: data.manual ?? false,
       };
-      if (definition.handler) return await definition.handler(job, context);
+      if (definition.handler) return await definition.handler(job as Job<TickJobData>, context);
       // A flow parent without a handler completes with its children's results.
       return await job.getChildrenValues();
     } finally {

@@ -10,8 +10,21 @@ export interface FenceToken {
   readonly leaderTransitions: number;
 }
 
+/** What leasebeat stores in `job.data` of every run it enqueues. */
+export interface TickRunData<TData = unknown> {
+  /** Nominal tick, epoch ms. */
+  tick: number;
+  /** The fencing token of the term that enqueued it; manual runs carry generation `''`. */
+  token: FenceToken;
+  /** The definition's `data`. */
+  data: TData;
+  manual: boolean;
+}
+
 /** What a handler gets besides the BullMQ job. */
-export interface HandlerContext {
+export interface HandlerContext<TData = unknown> {
+  /** The definition's `data` (also at `job.data.data`). */
+  data: TData;
   /** The nominal tick this run belongs to (before jitter, however late the run starts). */
   tick: Date;
   /** The fencing token the tick was enqueued under. */
@@ -24,7 +37,8 @@ export interface HandlerContext {
   manual: boolean;
 }
 
-export type JobHandler<TData = unknown> = (job: Job<TData>, ctx: HandlerContext) => unknown;
+/** Runs one tick. `job.data` is a {@link TickRunData}; what it returns becomes the BullMQ job's result. */
+export type JobHandler<TData = unknown> = (job: Job<TickRunData<TData>>, ctx: HandlerContext<TData>) => unknown;
 
 type WithOptionalQueue<T> = Omit<T, 'queueName' | 'children'> & {
   /** Defaults to the job's own queue. */

@@ -1,0 +1,31 @@
+/**
+ * leasebeat: a leader-gated cron scheduler for BullMQ. The library entry point; the CLI is a thin layer
+ * over it.
+ */
+export { createScheduler, type Scheduler, type SchedulerOptions } from './scheduler.js';
+export {
+  defineJob,
+  type JobDefinition,
+  type HandlerContext,
+  type ScheduledJob,
+  type OverlapPolicy,
+  type CatchupMode,
+  type FenceToken,
+} from './scheduling/define-job.js';
+export { LeaderElector, LeadershipLostError } from './election/leader-elector.js';
+export {
+  ElectionConfigError,
+  type LeaderElectionConfig,
+  type LeaderCallbacks,
+  type LeaderElectionMetrics,
+} from './election/config.js';
+export type { ResourceLock } from './election/resource-lock.js';
+export { LockConflictError, LockNotFoundError } from './election/resource-lock.js';
+export type { LeaderElectionRecord, Term } from './election/record.js';
+export { KubernetesLeaseLock, type KubernetesLeaseLockOptions } from './election/kubernetes-lock.js';
+export { RedisLeaseLock, type RedisLeaseLockOptions } from './election/redis-lock.js';
+export { defaultIdentity } from './election/identity.js';
+export { TickLedger, type FencingToken, type JobState, type FenceState } from './queueing/tick-ledger.js';
+export type { TickJobData } from './queueing/job-data.js';
+export { startHttpServer, type HttpServerOptions } from './serving/http-server.js';
+export { createMetrics } from './serving/metrics.js';
