@@ -1,0 +1,301 @@
+import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { watch, type FSWatcher } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Logger } from 'pino';
+import { silentLogger } from '../util/logger.js';
+import type { ScheduledJob } from './define-job.js';
+import { validateJobDefinition } from './schema.js';
+
+/** One problem with one job file. `message` is complete on its own and starts with the file. */
+export interface LoadError {
+  /** Absolute path of the file. */
+  file: string;
+  message: string;
+}
+
+export interface LoadResult {
+  jobs: Map<string, ScheduledJob>;
+  errors: LoadError[];
+}
+
+/** How long a job file may take to import (top-level await included) before it counts as broken. */
+const IMPORT_TIMEOUT_MS = 10_000;
+const DEFAULT_DEBOUNCE_MS = 100;
+
+/**
+ * Job files are the `.ts`, `.js` and `.mjs` files directly in the folder. Names starting with `_` or
+ * `.` are left alone, so helpers shared by several jobs can live next to them.
+ */
+function isJobFile(name: string): boolean {
+  return /\.(?:ts|js|mjs)$/.test(name) && !name.endsWith('.d.ts') && !name.startsWith('_') && !name.startsWith('.');
+}
+
+async function listJobFiles(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  return entries
+    .filter((entry) => entry.isFile() && isJobFile(entry.name))
+    .map((entry) => entry.name)
+    .sort()
+    .map((name) => path.join(dir, name));
+}
+
+/** The path as users see it in messages: relative to the working directory when inside it. */
+function shownPath(file: string): string {
+  const relative = path.relative(process.cwd(), file);
+  return relative.startsWith('..') || path.isAbsolute(relative) ? file : relative;
+}
+
+const requireForCache = createRequire(import.meta.url);
+let importVersion = 0;
+
+/**
+ * Imports a job file afresh and validates its default export. ES modules are cached by URL, so a
+ * query makes every import a new module; files in a CommonJS package scope are cached by path, so
+ * their cache entry goes first. A module once imported stays in memory: each reload costs a little.
+ * Only the job file is re-imported; modules it imports are cached until restart.
+ */
+async function loadJobFile(file: string): Promise<{ job: ScheduledJob } | { errors: string[] }> {
+  const shown = shownPath(file);
+  let exports: Record<string, unknown>;
+  try {
+    delete requireForCache.cache[file];
+    exports = await withTimeout(import(`${pathToFileURL(file).href}?v=${++importVersion}`) as Promise<Record<string, unknown>>);
+  } catch (error) {
+    return { errors: [`${shown}: ${describeImportError(error)}`] };
+  }
+  if (exports.default === undefined) {
+    return { errors: [`${shown}: has no default export; add \`export default defineJob({ ... })\``] };
+  }
+  const result = validateJobDefinition(exports.default, file, shown);
+  return result.ok ? { job: result.job } : { errors: result.errors };
+}
+
+async function withTimeout<T>(work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`did not finish importing within ${IMPORT_TIMEOUT_MS / 1000}s`)), IMPORT_TIMEOUT_MS);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function describeImportError(error: unknown): string {
+  const oneLine = (text: string): string =>
+    text
+      .split('\n')
+      .map((line) => line.trim())
+      .filter(Boolean)
+      .join(' ')
+      .slice(0, 500);
+  if (!(error instanceof Error)) return `threw while being imported: ${String(error)}`;
+  // tsx reports TypeScript syntax errors as "Transform failed with N error(s):\n<file>:<line>:<column>: ERROR: <text>".
+  if (error.message.startsWith('Transform failed')) {
+    const first = /:(\d+):\d+: ERROR: (.*)/.exec(error.message);
+    if (first) return `has a syntax error on line ${first[1]}: ${oneLine(first[2]!)}`;
+  }
+  // Node keeps the location of a JavaScript syntax error out of the error object; the message is all there is.
+  if (error instanceof SyntaxError) return `has a syntax error: ${oneLine(error.message)}`;
+  return `threw while being imported: ${error.name}: ${oneLine(error.message)}`;
+}
+
+interface FileState {
+  file: string;
+  /** The job the file defines, or the last good version while the file is broken. */
+  job: ScheduledJob | undefined;
+  errors: string[];
+}
+
+/**
+ * Builds the job set from per-file states (sorted by file name). A name is owned by the file that
+ * owned it before, else by the first file in name order; any other file using it gets an error.
+ */
+function assemble(states: FileState[], previousOwners: ReadonlyMap<string, string>): LoadResult {
+  const owners = new Map<string, string>();
+  const claims = states.filter((state) => state.job !== undefined) as Array<FileState & { job: ScheduledJob }>;
+  for (const { file, job } of claims) if (previousOwners.get(job.name) === file) owners.set(job.name, file);
+  for (const { file, job } of claims) if (!owners.has(job.name)) owners.set(job.name, file);
+
+  const jobs = new Map<string, ScheduledJob>();
+  const errors: LoadError[] = [];
+  for (const { file, job, errors: messages } of states) {
+    errors.push(...messages.map((message) => ({ file, message })));
+    if (!job) continue;
+    const owner = owners.get(job.name)!;
+    if (owner === file) {
+      jobs.set(job.name, job);
+    } else {
+      errors.push({
+        file,
+        message:
+          `${shownPath(file)}: name "${job.name}" is already defined in ${shownPath(owner)}, which keeps running it; ` +
+          'this file is ignored until one of them is renamed',
+      });
+    }
+  }
+  return { jobs, errors };
+}
+
+/**
+ * Imports and validates every job file in `dir`. A broken file never stops the others: its problems
+ * are returned in `errors`. When two files use one name, the first by file name wins.
+ */
+export async function loadJobs(dir: string): Promise<LoadResult> {
+  const files = await listJobFiles(dir);
+  const outcomes = await Promise.all(files.map((file) => loadJobFile(file)));
+  const states = files.map((file, i): FileState => {
+    const outcome = outcomes[i]!;
+    return 'job' in outcome ? { file, job: outcome.job, errors: [] } : { file, job: undefined, errors: outcome.errors };
+  });
+  return assemble(states, new Map());
+}
+
+export interface RegistrySnapshot {
+  jobs: ReadonlyMap<string, ScheduledJob>;
+  errors: readonly LoadError[];
+}
+
+/** A change to the job set, with the names that appeared, changed or disappeared. */
+export interface RegistryChange extends RegistrySnapshot {
+  added: string[];
+  updated: string[];
+  removed: string[];
+}
+
+export interface JobRegistryOptions {
+  logger?: Logger;
+  /** How long the folder must be quiet before a change is loaded; default 100 ms. */
+  debounceMs?: number;
+}
+
+/**
+ * The job set of a folder, kept current while the process runs. Edits take effect without a restart;
+ * a broken edit keeps the last good version of that file's job running and reports why; a deleted
+ * file removes its job and a new file adds one. Emits `change` whenever the jobs or the errors change.
+ * Files are compared by content, so saving a file unchanged does nothing.
+ */
+export class JobRegistry extends EventEmitter<{ change: [RegistryChange] }> {
+  private readonly files = new Map<string, FileState & { hash: string }>();
+  private current: LoadResult = { jobs: new Map(), errors: [] };
+  private readonly log: Logger;
+  private readonly debounceMs: number;
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private scans: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    readonly dir: string,
+    options: JobRegistryOptions = {},
+  ) {
+    super();
+    this.log = options.logger ?? silentLogger;
+    this.debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+  }
+
+  get jobs(): ReadonlyMap<string, ScheduledJob> {
+    return this.current.jobs;
+  }
+
+  get errors(): readonly LoadError[] {
+    return this.current.errors;
+  }
+
+  /** Starts watching, then loads every file (emitting the first `change`). Throws if `dir` cannot be read. */
+  async start(): Promise<RegistrySnapshot> {
+    // Watch before the first scan so that an edit made during it is not lost.
+    this.watcher = watch(this.dir, () => this.scheduleScan());
+    this.watcher.on('error', (error) => this.log.error({ err: error, dir: this.dir }, 'watching the jobs folder failed'));
+    try {
+      return await this.reload();
+    } catch (error) {
+      await this.close();
+      throw error;
+    }
+  }
+
+  /** Rescans the folder now; scans never overlap. */
+  reload(): Promise<RegistrySnapshot> {
+    const scan = this.scans.then(() => this.scan());
+    this.scans = scan.catch(() => undefined);
+    return scan;
+  }
+
+  /** Stops watching and waits for a scan in progress. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.watcher?.close();
+    await this.scans;
+  }
+
+  private scheduleScan(): void {
+    if (this.closed) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.reload().catch((error: unknown) => this.log.error({ err: error, dir: this.dir }, 'reloading job definitions failed'));
+    }, this.debounceMs);
+  }
+
+  private async scan(): Promise<RegistrySnapshot> {
+    const files = await listJobFiles(this.dir);
+    for (const file of this.files.keys()) if (!files.includes(file)) this.files.delete(file);
+    for (const file of files) await this.refresh(file);
+
+    const previous = this.current;
+    const owners = new Map([...previous.jobs.values()].map((job) => [job.name, job.file]));
+    const states = files.map((file) => this.files.get(file)).filter((state) => state !== undefined);
+    const next = assemble(states, owners);
+    this.current = next;
+
+    const change: RegistryChange = {
+      ...next,
+      added: [...next.jobs.keys()].filter((name) => !previous.jobs.has(name)),
+      updated: [...next.jobs.keys()].filter((name) => previous.jobs.has(name) && previous.jobs.get(name) !== next.jobs.get(name)),
+      removed: [...previous.jobs.keys()].filter((name) => !next.jobs.has(name)),
+    };
+    const previousMessages = new Set(previous.errors.map((error) => error.message));
+    const newErrors = next.errors.filter((error) => !previousMessages.has(error.message));
+    const errorsChanged = newErrors.length > 0 || next.errors.length !== previous.errors.length;
+    for (const error of newErrors) this.log.warn({ file: error.file }, error.message);
+    if (change.added.length + change.updated.length + change.removed.length > 0 || errorsChanged) {
+      this.log.info(
+        { added: change.added, updated: change.updated, removed: change.removed, errors: next.errors.length },
+        'job definitions changed',
+      );
+      this.emit('change', change);
+    }
+    return next;
+  }
+
+  /** Re-imports a file if its content changed; a broken version keeps the previous job. */
+  private async refresh(file: string): Promise<void> {
+    let content: Buffer;
+    try {
+      content = await readFile(file);
+    } catch {
+      this.files.delete(file); // deleted while scanning; the next event rescans
+      return;
+    }
+    const hash = createHash('sha256').update(content).digest('hex');
+    const previous = this.files.get(file);
+    if (previous?.hash === hash) return;
+    const outcome = await loadJobFile(file);
+    if ('job' in outcome) {
+      this.files.set(file, { file, hash, job: outcome.job, errors: [] });
+      return;
+    }
+    const kept = previous?.job;
+    const errors = kept
+      ? outcome.errors.map((message) => `${message} (the previous version of job "${kept.name}" keeps running)`)
+      : outcome.errors;
+    this.files.set(file, { file, hash, job: kept, errors });
+  }
+}
