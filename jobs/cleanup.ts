@@ -1,4 +1,4 @@
-import { defineJob } from '../src/index.js';
+import { defineJob } from '../src/job.js';
 
 /**
  * Every 5 minutes, on the minute (a 6-field cron with seconds). Uses a queue of its own so a slow

@@ -1,4 +1,4 @@
-import { defineJob } from '../src/index.js';
+import { defineJob } from '../src/job.js';
 
 /** Every 10 seconds: shows who enqueued each tick (the term) and who ran it. */
 export default defineJob({

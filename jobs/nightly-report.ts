@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { defineJob } from '../src/index.js';
+import { defineJob } from '../src/job.js';
 
 /**
  * At 02:30 Berlin time. The time falls into the spring-forward gap once a year (see the README on DST).

@@ -1,0 +1,70 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+/** One log line of a leasebeat process (pino JSON). */
+export interface LogLine {
+  level: number;
+  time: number;
+  msg: string;
+  [field: string]: unknown;
+}
+
+/** A real `leasebeat start` process, its parsed log, and helpers to wait on it. */
+export interface Instance {
+  identity: string;
+  child: ChildProcess;
+  logs: LogLine[];
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  exited(): Promise<number | null>;
+}
+
+const binary = new URL('../../bin/leasebeat.js', import.meta.url).pathname;
+
+/** Fast election timings for multi-process tests: a crash fails over in about 2.5 s. */
+export const FAST_ELECTION = { LEASEBEAT_LEASE_DURATION: '2s', LEASEBEAT_RENEW_DEADLINE: '1500ms', LEASEBEAT_RETRY_PERIOD: '250ms' };
+
+/** Starts `leasebeat start` with the given environment (on top of this process's). */
+export function startInstance(identity: string, env: Record<string, string>): Instance {
+  const child = spawn(process.execPath, [binary, 'start'], {
+    env: { ...process.env, LEASEBEAT_IDENTITY: identity, LEASEBEAT_HTTP_PORT: '0', LEASEBEAT_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: LogLine[] = [];
+  const waiters = new Set<{ predicate: (line: LogLine) => boolean; resolve: (line: LogLine) => void }>();
+  createInterface({ input: child.stdout }).on('line', (text) => {
+    let line: LogLine;
+    try {
+      line = JSON.parse(text) as LogLine;
+    } catch {
+      return;
+    }
+    logs.push(line);
+    for (const waiter of waiters) {
+      if (waiter.predicate(line)) {
+        waiters.delete(waiter);
+        waiter.resolve(line);
+      }
+    }
+  });
+  const stderr: string[] = [];
+  createInterface({ input: child.stderr }).on('line', (text) => stderr.push(text));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    identity,
+    child,
+    logs,
+    exited: () => exit,
+    waitForLog(predicate, timeoutMs = 20_000) {
+      const seen = logs.find(predicate);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        const waiter = { predicate, resolve };
+        waiters.add(waiter);
+        setTimeout(() => {
+          if (!waiters.delete(waiter)) return;
+          reject(new Error(`${identity}: no matching log line within ${timeoutMs} ms; stderr: ${stderr.slice(-5).join(' | ')}`));
+        }, timeoutMs).unref();
+      });
+    },
+  };
+}
