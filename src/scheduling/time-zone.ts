@@ -50,7 +50,7 @@ export class TimeZone {
   private readonly format: Intl.DateTimeFormat;
   private readonly fixedOffset: number | undefined;
 
-  private constructor(readonly name: string) {
+  private constructor(name: string) {
     this.format = new Intl.DateTimeFormat('en-US', {
       timeZone: name,
       hourCycle: 'h23',

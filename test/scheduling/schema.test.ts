@@ -96,7 +96,7 @@ describe('validateJobDefinition: a valid definition', () => {
     defineJob({ name: 'x', every: '1m', schedule: '* * * * *', handler });
     // @ts-expect-error -- a misspelt field
     defineJob({ name: 'x', shedule: '* * * * *', handler });
-    defineJob({ name: 'x', every: 60_000, data: { n: 1 }, handler: (job) => job.data.n + 1 });
+    defineJob({ name: 'x', every: 60_000, data: { n: 1 }, handler: (job, ctx) => job.data.data.n + ctx.data.n });
   });
 });
 
