@@ -56,6 +56,7 @@ th, td { text-align: left; padding: .4rem .6rem; border-bottom: 1px solid var(--
 th { color: var(--muted); font-weight: 600; white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code, time { font-family: ui-monospace, monospace; font-size: .92em; }
+time, td > code { white-space: nowrap; }
 .sub { display: block; color: var(--muted); font-size: .85em; }
 .badge { display: inline-block; padding: 0 .45rem; border-radius: 999px; border: 1px solid currentColor; font-size: .85em; }
 .ok { color: var(--ok); } .warn { color: var(--warn); } .bad { color: var(--bad); }
@@ -78,7 +79,7 @@ const SCRIPT = `
   function h(tag, attributes, ...children) {
     const node = document.createElement(tag);
     for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -86,7 +87,10 @@ const SCRIPT = `
   }
   function relative(ms) {
     const seconds = Math.round(Math.abs(ms) / 1000);
-    const span = seconds < 90 ? seconds + ' s' : seconds < 5400 ? Math.round(seconds / 60) + ' min' : Math.round(seconds / 3600) + ' h';
+    const span = seconds < 90 ? seconds + ' s'
+      : seconds < 5400 ? Math.round(seconds / 60) + ' min'
+      : seconds < 172800 ? Math.round(seconds / 3600) + ' h'
+      : Math.round(seconds / 86400) + ' d';
     return ms >= 0 ? 'in ' + span : span + ' ago';
   }
   function time(iso) {
@@ -145,7 +149,7 @@ const SCRIPT = `
         ]))),
       h('section', {}, h('h2', {}, 'Members (' + s.cluster.members.length + ')'),
         table(['Identity', 'Role', 'Last seen'], s.cluster.members.map((m) =>
-          h('tr', {}, h('td', {}, m.identity, m.identity === s.cluster.leader ? h('span', { class: 'badge ok' }, 'leader') : null),
+          h('tr', {}, h('td', {}, m.identity, m.identity === s.cluster.leader ? [' ', h('span', { class: 'badge ok' }, 'leader')] : null),
             h('td', {}, m.role), h('td', {}, time(m.lastSeen)))), 'No members reported.')),
       h('section', {}, h('h2', {}, 'Jobs (' + s.jobs.length + ')'),
         table(['Job', 'Queue', 'Schedule', 'Time zone', 'Next runs', 'Last tick', 'Last job', 'Enqueued', 'Skipped', 'Fenced', 'State'],

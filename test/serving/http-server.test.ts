@@ -137,7 +137,7 @@ describe('startHttpServer', () => {
       assert.doesNotMatch(html, /<img src=x/);
       assert.equal(html.match(/<\/script>/g)?.length, 2);
       assert.ok(html.includes('\\u003cimg src=x onerror=alert(1)\\u003e'));
-      assert.equal(html.match(new RegExp(`nonce="${nonce}"`, 'g'))?.length, 2);
+      assert.equal(html.split(`nonce="${nonce}"`).length - 1, 2, 'the style and the script carry the nonce');
     });
   });
 

@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
+import { createMetrics } from '../../src/serving/metrics.js';
+import { fixedSource, LAST_JOB_ID, LEADER, sampleSnapshot, startQueueWorld, type FixedSource, type QueueWorld } from './fixture.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SCREENSHOT = fileURLToPath(new URL('../../test-results/status-page.png', import.meta.url));
+const USER = 'ops';
+const PASSWORD = 's3cret pass';
+
+describe('status page and Bull Board in a real browser', () => {
+  let world: QueueWorld;
+  let source: FixedSource;
+  let server: HttpServerHandle;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const problems: string[] = [];
+
+  before(async () => {
+    // Fail, never skip: CI installs chromium in .ci/run, and a missing browser must not pass silently.
+    assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
+    world = await startQueueWorld();
+    source = fixedSource([world.reports, world.cleanup]);
+    server = await startHttpServer({
+      host: '127.0.0.1',
+      port: 0,
+      source,
+      metrics: createMetrics(),
+      board: { user: USER, password: PASSWORD },
+    });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    });
+    context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1400, height: 900 } });
+    page = await context.newPage();
+    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    page.on('dialog', (dialog) => {
+      problems.push(`dialog opened: ${dialog.message()}`);
+      void dialog.dismiss();
+    });
+    page.on('console', (message) => {
+      if (message.type() === 'error' && !message.text().includes('favicon')) problems.push(`console: ${message.text()}`);
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    await world?.close();
+  });
+
+  it('renders the cluster and the jobs from the snapshot, with hostile text shown as text', async () => {
+    const response = await page.goto(server.url + '/');
+    assert.equal(response?.status(), 200);
+    await page.locator('#leader').filter({ hasText: LEADER }).waitFor();
+
+    const row = page.locator('tr.job[data-job="nightly-report"]');
+    const cells = await row.locator('td').allInnerTexts();
+    assert.match(cells[0]!, /nightly-report\s+jobs\/nightly-report\.ts/);
+    assert.equal(cells[1], 'reports');
+    assert.equal(cells[2], '0 3 * * *');
+    assert.equal(cells[3], 'Europe/Berlin');
+    assert.equal(await row.locator('td').nth(4).locator('time').count(), 3, 'the next three runs, not four');
+    assert.match(cells[4]!, /^2026-01-02 02:00:00Z/);
+    assert.equal(cells[7], '12');
+    assert.match(cells[8]!, /^3\s+overlap 2, paused 1$/);
+    assert.equal(cells[9], '1');
+    assert.equal(cells[10], 'active');
+    const link = row.locator('td').nth(6).locator('a');
+    assert.equal(await link.innerText(), LAST_JOB_ID);
+    assert.equal(await link.getAttribute('href'), `/admin/queues/queue/reports/${encodeURIComponent(LAST_JOB_ID)}`);
+
+    const hostile = page.locator('tr.job').nth(1);
+    assert.match(await hostile.innerText(), /<img src=x onerror=alert\(1\)>/);
+    assert.match(await hostile.innerText(), /paused/);
+    assert.equal(await page.locator('img').count(), 0);
+    assert.match(await page.locator('main').innerText(), /jobs\/broken\.ts\s+schedule: invalid cron expression "61 \* \* \* \*"/);
+    assert.match(await page.title(), /^leasebeat · pod-a_4f1c$/);
+
+    await mkdir(dirname(SCREENSHOT), { recursive: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    assert.deepEqual(problems, []);
+  });
+
+  it('refreshes from /api/status without a reload', async () => {
+    const next = sampleSnapshot();
+    next.cluster.leader = 'pod-c_77aa';
+    source.snapshot = next;
+    await page.locator('#leader').filter({ hasText: 'pod-c_77aa' }).waitFor({ timeout: 15_000 });
+    assert.deepEqual(problems, []);
+  });
+
+  it('opens the last job in Bull Board from its link', async () => {
+    source.snapshot = sampleSnapshot();
+    await page.goto(server.url + '/');
+    await page.locator(`a:text-is("${LAST_JOB_ID}")`).click();
+    await page.waitForURL(`**/admin/queues/queue/reports/**`);
+    await page.getByText(LAST_JOB_ID).first().waitFor();
+  });
+
+  it('serves Bull Board with the queue names behind auth', async () => {
+    const response = await page.goto(server.url + '/admin/queues');
+    assert.equal(response?.status(), 200);
+    await page.getByText('reports', { exact: true }).first().waitFor();
+    await page.getByText('cleanup', { exact: true }).first().waitFor();
+
+    // Without credentials the browser gets the Basic challenge, cannot answer it, and shows nothing.
+    const anonymous = await browser.newContext();
+    try {
+      await assert.rejects((await anonymous.newPage()).goto(server.url + '/admin/queues'), /ERR_INVALID_AUTH_CREDENTIALS/);
+    } finally {
+      await anonymous.close();
+    }
+  });
+});
