@@ -1,0 +1,245 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Queue, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import type { Term } from '../../src/election/record.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { Producer, type ProducerMetrics } from '../../src/queueing/producer.js';
+import { QueueSet } from '../../src/queueing/queue-set.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+
+const logger = pino({ level: 'silent' });
+
+function scheduled(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
+  const result = validateJobDefinition({ every: '1s', handler: () => undefined, ...definition }, `/jobs/${definition.name}.ts`);
+  if (!result.ok) throw new Error(result.errors.join('\n'));
+  return result.job;
+}
+
+function term(transitions: number, generation = 'gen-1'): Term {
+  return { holderIdentity: `leader-${transitions}`, generation, leaderTransitions: transitions, acquireTime: Date.now() };
+}
+
+class CountingMetrics implements ProducerMetrics {
+  enqueuedTotal = 0;
+  fencedTotal = 0;
+  skips: Array<{ reason: string; count: number }> = [];
+  enqueued(): void {
+    this.enqueuedTotal++;
+  }
+  skipped(_job: string, reason: string, count: number): void {
+    this.skips.push({ reason, count });
+  }
+  fenced(count: number): void {
+    this.fencedTotal += count;
+  }
+}
+
+describe('Producer on a real Redis and BullMQ', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let ledger: TickLedger;
+  let queues: QueueSet;
+  let jobs: Map<string, ScheduledJob>;
+
+  const producer = (options: { stillLeading?: () => boolean; metrics?: ProducerMetrics } = {}): Producer =>
+    new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: options.stillLeading ?? (() => true), logger, metrics: options.metrics });
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    await queues.close();
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await queues?.close();
+    await redis.flushall();
+    ledger = new TickLedger(redis, new KeySpace());
+    queues = new QueueSet({ connection: redis });
+    jobs = new Map();
+  });
+
+  const queueJobs = async (name = 'leasebeat') => {
+    const queue = new Queue(name, { connection: redis });
+    try {
+      return await queue.getJobs(['waiting', 'delayed', 'active', 'completed', 'failed', 'prioritized']);
+    } finally {
+      await queue.close();
+    }
+  };
+
+  it('enqueues each tick once, on time, with a deterministic id and the term in its data', async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    const metrics = new CountingMetrics();
+    const stop = new AbortController();
+    const run = producer({ metrics }).run(term(1), stop.signal);
+    await sleep(3_400);
+    stop.abort();
+    await run;
+    const added = await queueJobs();
+    assert.ok(added.length >= 3 && added.length <= 4, `expected 3-4 ticks in 3.4 s, got ${added.length}`);
+    for (const job of added) {
+      const data = job.data as { tick: number; token: { leaderTransitions: number } };
+      assert.equal(job.id, `fast@${data.tick}`);
+      assert.equal(data.tick % 1000, 0, 'every ticks are aligned to the epoch');
+      assert.equal(data.token.leaderTransitions, 1);
+      assert.ok(job.timestamp - data.tick < 250, `enqueued ${job.timestamp - data.tick} ms after its tick`);
+    }
+    assert.equal(metrics.enqueuedTotal, added.length);
+    assert.equal((await ledger.jobState('fast')).enqueued, added.length);
+  });
+
+  it('fencing: a stale leader that does not know it lost is rejected by Redis and stops', async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    const staleMetrics = new CountingMetrics();
+    const staleStop = new AbortController();
+    // The stale leader's local self-fence is blind (it believes it still leads): only Redis can stop it.
+    const staleRun = producer({ metrics: staleMetrics }).run(term(1), staleStop.signal);
+    await sleep(2_200);
+    const freshStop = new AbortController();
+    const freshRun = producer().run(term(2), freshStop.signal);
+    await staleRun; // ends by itself once a claim is fenced
+    const raisedAt = Number(await redis.hget(ledger.keys.fence, 'raisedAt'));
+    await sleep(2_200);
+    freshStop.abort();
+    await freshRun;
+
+    const added = await queueJobs();
+    const stale = added.filter((job) => (job.data as { token: { leaderTransitions: number } }).token.leaderTransitions === 1);
+    const fresh = added.filter((job) => (job.data as { token: { leaderTransitions: number } }).token.leaderTransitions === 2);
+    assert.ok(stale.length >= 1 && fresh.length >= 1);
+    for (const job of stale) assert.ok(job.timestamp <= raisedAt + 5, 'no enqueue from the old term after the fence rose');
+    const ids = added.map((job) => job.id);
+    assert.equal(new Set(ids).size, ids.length, 'no duplicate ticks');
+    assert.ok(staleMetrics.fencedTotal >= 1, 'the stale leader counted its rejection');
+    assert.ok((await ledger.fence()).fenced >= 1, 'the fence counter records the rejected attempt');
+    assert.ok(staleStop.signal.aborted === false, 'it stopped because of the fence, not because it was told to');
+  });
+
+  it('the local self-fence stops enqueuing before any request once the renew deadline passed', async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    let leading = true;
+    const stop = new AbortController();
+    const run = producer({ stillLeading: () => leading }).run(term(1), stop.signal);
+    await sleep(1_300);
+    leading = false;
+    const countAtLoss = (await queueJobs()).length;
+    await run;
+    await sleep(1_200);
+    assert.equal((await queueJobs()).length, countAtLoss);
+    assert.equal((await ledger.fence()).fenced, 0, 'nothing even reached Redis');
+  });
+
+  it('finishes a tick that a crashed leader claimed but never added, exactly once', async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'crashed', Date.now());
+    const orphan = Math.floor(Date.now() / 1000) * 1000 - 1000;
+    await ledger.claim({ generation: 'gen-1', leaderTransitions: 1 }, 'fast', orphan, `fast@${orphan}`);
+    const stop = new AbortController();
+    const run = producer().run(term(2), stop.signal);
+    await sleep(300);
+    stop.abort();
+    await run;
+    const queue = new Queue('leasebeat', { connection: redis });
+    const job = await queue.getJob(`fast@${orphan}`);
+    await queue.close();
+    assert.ok(job, 'the orphaned claim was enqueued by the next term');
+    assert.equal(await ledger.tickState('fast', orphan), `enqueued|fast@${orphan}`);
+    assert.deepEqual(await ledger.pendingTicks('fast'), []);
+  });
+
+  it('never enqueues a tick twice, even after removeOnComplete deleted its job', async () => {
+    jobs.set('fast', scheduled({ name: 'fast', removeOnComplete: true }));
+    const workerConnection = server.client();
+    const worker = new Worker('leasebeat', async () => 'done', { connection: workerConnection });
+    const first = new AbortController();
+    const run1 = producer().run(term(1), first.signal);
+    await sleep(2_200);
+    first.abort();
+    await run1;
+    await sleep(300);
+    const done = Number((await redis.hget(ledger.keys.jobState('fast'), 'enqueued')) ?? 0);
+    assert.ok(done >= 2);
+    assert.equal((await queueJobs()).length, 0, 'completed jobs were removed');
+    // A new term replays the same ticks (as after a failover): the ledger refuses every one of them.
+    const last = Number(await redis.hget(ledger.keys.jobState('fast'), 'lastScheduledTick'));
+    await redis.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(last - 3_000));
+    const second = new AbortController();
+    const run2 = producer().run(term(2), second.signal);
+    await sleep(200);
+    second.abort();
+    await run2;
+    await worker.close();
+    workerConnection.disconnect();
+    const runs = await redis.zcard('bull:leasebeat:completed');
+    assert.equal(runs, 0);
+    const enqueuedAfter = Number(await redis.hget(ledger.keys.jobState('fast'), 'enqueued'));
+    assert.ok(enqueuedAfter - done <= 1, `the replayed ticks were not enqueued again (${enqueuedAfter - done} new)`);
+  });
+
+  it('catch-up on takeover: latest enqueues the newest missed tick and records the rest as skipped', async () => {
+    jobs.set('fast', scheduled({ name: 'fast', catchup: { window: '5s', mode: 'latest' } }));
+    await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'old', Date.now());
+    const now = Date.now();
+    await redis.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(Math.floor(now / 1000) * 1000 - 20_000));
+    const metrics = new CountingMetrics();
+    const stop = new AbortController();
+    const run = producer({ metrics }).run(term(2), stop.signal);
+    await sleep(100);
+    stop.abort();
+    await run;
+    const reasons = Object.fromEntries(metrics.skips.map((s) => [s.reason, s.count]));
+    assert.ok(reasons['missed-window']! >= 14, JSON.stringify(reasons));
+    assert.ok(reasons['catchup-limit']! >= 4, JSON.stringify(reasons));
+    assert.equal((await queueJobs()).length, 1, 'only the newest missed tick ran');
+    const ranges = await ledger.skippedRanges('fast');
+    assert.deepEqual(ranges.map((r) => r.reason).sort(), ['catchup-limit', 'missed-window']);
+  });
+
+  it('overlap skip: a tick is skipped while the previous run is still unfinished', async () => {
+    jobs.set('slow', scheduled({ name: 'slow', overlap: 'skip' }));
+    const metrics = new CountingMetrics();
+    const stop = new AbortController();
+    const run = producer({ metrics }).run(term(1), stop.signal);
+    await sleep(2_300); // no worker: the first run stays waiting
+    stop.abort();
+    await run;
+    assert.equal((await queueJobs()).length, 1);
+    assert.ok(metrics.skips.filter((s) => s.reason === 'overlap').length >= 1);
+    assert.ok(((await ledger.jobState('slow')).skipped.overlap ?? 0) >= 1);
+  });
+
+  it('a job paused at run time has its ticks recorded as skipped (paused)', async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    await ledger.pause('fast', 'maintenance');
+    const stop = new AbortController();
+    const run = producer().run(term(1), stop.signal);
+    await sleep(2_200);
+    stop.abort();
+    await run;
+    assert.equal((await queueJobs()).length, 0);
+    assert.ok(((await ledger.jobState('fast')).skipped.paused ?? 0) >= 2);
+  });
+
+  it('hot reload: a job added while producing starts ticking without a restart', async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    const stop = new AbortController();
+    const p = producer();
+    const run = p.run(term(1), stop.signal);
+    await sleep(300);
+    jobs = new Map(jobs).set('late', scheduled({ name: 'late', every: '1s' }));
+    p.reload();
+    await sleep(2_300);
+    stop.abort();
+    await run;
+    assert.ok((await ledger.jobState('late')).enqueued >= 2);
+  });
+});
