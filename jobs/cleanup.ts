@@ -12,7 +12,7 @@ export default defineJob({
   catchup: { window: '30m', mode: 'all', max: 3 },
   removeOnComplete: 100,
   data: { olderThanDays: 30 },
-  handler: async (_job, ctx) => {
+  handler: (_job, ctx) => {
     ctx.log.info({ olderThanDays: ctx.data.olderThanDays, manual: ctx.manual }, 'cleaning up');
     return { removed: 0 };
   },

@@ -6,7 +6,7 @@ export default defineJob({
   every: '10s',
   data: { message: 'still here' },
   removeOnComplete: { age: 3600, count: 1000 },
-  handler: async (job, ctx) => {
+  handler: (job, ctx) => {
     ctx.log.info({ tick: ctx.tick.toISOString(), term: ctx.token, runner: process.pid }, 'heartbeat');
     return { tick: ctx.tick.toISOString(), ranOn: process.pid };
   },

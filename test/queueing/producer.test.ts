@@ -159,7 +159,7 @@ describe('Producer on a real Redis and BullMQ', () => {
   it('never enqueues a tick twice, even after removeOnComplete deleted its job', async () => {
     jobs.set('fast', scheduled({ name: 'fast', removeOnComplete: true }));
     const workerConnection = server.client();
-    const worker = new Worker('leasebeat', async () => 'done', { connection: workerConnection });
+    const worker = new Worker('leasebeat', () => Promise.resolve('done'), { connection: workerConnection });
     const first = new AbortController();
     const run1 = producer().run(term(1), first.signal);
     await sleep(2_200);
