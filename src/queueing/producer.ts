@@ -45,6 +45,10 @@ const MIN_RETENTION_MS = 3_600_000;
 /** How often the producer re-reads Redis time and prunes the ledger, and checks buffered runs. */
 const CLOCK_RESYNC_MS = 60_000;
 const BUFFER_POLL_MS = 1_000;
+/** A tick whose enqueue failed is tried again this much later, until it is older than its catch-up window. */
+const ENQUEUE_RETRY_MS = 1_000;
+const RESTART_BACKOFF_MS = 500;
+const MAX_RESTART_BACKOFF_MS = 10_000;
 
 /** How long the ledger remembers a job's ticks: longer than its catch-up window can look back. */
 export function retentionMs(job: ScheduledJob): number {
@@ -66,6 +70,7 @@ export class Producer {
   private readonly lastFired = new Map<string, number>();
   private readonly buffered = new Map<string, number>();
   private readonly inflight = new Set<Promise<void>>();
+  private retries: Due[] = [];
 
   constructor(private readonly options: ProducerOptions) {
     this.clock = options.clock ?? systemClock;
@@ -88,38 +93,52 @@ export class Producer {
     const term$ = new AbortController();
     const stop = (): void => term$.abort();
     signal.addEventListener('abort', stop, { once: true });
-    const log = this.log.child({ term: token });
+    const context: TermContext = { token, holder: term.holderIdentity, signal: term$.signal, log: this.log.child({ term: token }), stop };
     try {
-      await this.syncClock();
-      if (!this.options.stillLeading() || signal.aborted) return;
-      const raised = await this.options.ledger.raiseFence(token, term.holderIdentity, this.now());
-      if (!raised.ok) {
-        log.error({ fence: raised.fence }, 'the fence is already past this term; not producing');
-        this.options.metrics?.fenced(1);
-        return;
+      // Redis may be unreachable for a while (a restart, a failover): the term keeps trying to produce.
+      for (let attempt = 0; !term$.signal.aborted; attempt++) {
+        try {
+          await this.produce(context);
+          return;
+        } catch (error) {
+          if (term$.signal.aborted) return;
+          const backoff = Math.min(RESTART_BACKOFF_MS * 2 ** attempt, MAX_RESTART_BACKOFF_MS);
+          context.log.error({ err: error, retryInMs: backoff }, 'producer failed; restarting it');
+          await this.clock.sleep(backoff, term$.signal).catch(() => undefined);
+        }
       }
-      log.info('fence raised; producing');
-      this.lastFired.clear();
-      this.buffered.clear();
-      const heap = new Heap<Due>((a, b) => a.fireAt - b.fireAt || a.tick - b.tick);
-      const context = { token, signal: term$.signal, log, stop };
-      for (const job of this.options.jobs().values()) await this.takeOver(job, heap, context);
-      await this.loop(heap, context);
-    } catch (error) {
-      if (!term$.signal.aborted) log.error({ err: error }, 'producer failed');
     } finally {
       signal.removeEventListener('abort', stop);
       term$.abort();
       await Promise.allSettled([...this.inflight]);
-      log.info('producer stopped');
+      context.log.info('producer stopped');
     }
+  }
+
+  /** Raises the fence, takes over every job, then fires ticks until the term ends. */
+  private async produce(context: TermContext): Promise<void> {
+    await this.syncClock();
+    if (!this.options.stillLeading() || context.signal.aborted) return;
+    const raised = await this.options.ledger.raiseFence(context.token, context.holder, this.now());
+    if (!raised.ok) {
+      context.log.error({ fence: raised.fence }, 'the fence is already past this term; not producing');
+      this.options.metrics?.fenced(1);
+      return;
+    }
+    context.log.info('fence raised; producing');
+    this.lastFired.clear();
+    this.buffered.clear();
+    this.retries = [];
+    const heap = new Heap<Due>((a, b) => a.fireAt - b.fireAt || a.tick - b.tick);
+    for (const job of this.options.jobs().values()) await this.takeOver(job, heap, context);
+    await this.loop(heap, context);
   }
 
   private async loop(heap: Heap<Due>, context: TermContext): Promise<void> {
     let nextResync = this.clock.now() + CLOCK_RESYNC_MS;
     while (!context.signal.aborted) {
       const next = heap.peek();
-      const untilDue = next ? next.fireAt - this.now() : Infinity;
+      const untilDue = Math.min(next ? next.fireAt - this.now() : Infinity, ...this.retries.map((r) => r.fireAt - this.now()));
       const wait = Math.min(untilDue, this.buffered.size > 0 ? BUFFER_POLL_MS : Infinity, nextResync - this.clock.now());
       if (wait > 0) {
         this.wake = new AbortController();
@@ -132,20 +151,37 @@ export class Producer {
         }
       }
       if (this.clock.now() >= nextResync) {
-        await this.maintain();
+        await this.maintain().catch((error: unknown) => context.log.warn({ err: error }, 'clock sync or ledger pruning failed'));
         nextResync = this.clock.now() + CLOCK_RESYNC_MS;
       }
       if (this.buffered.size > 0) this.track(this.releaseBuffered(context));
       const now = this.now();
+      const retries = this.retries.filter((r) => r.fireAt <= now);
+      this.retries = this.retries.filter((r) => r.fireAt > now);
+      for (const retry of retries) {
+        const job = this.options.jobs().get(retry.job);
+        if (job) this.fire(job, retry.tick, context, true);
+      }
       while (heap.size() > 0 && heap.peek()!.fireAt <= now) {
         const due = heap.pop()!;
         const job = this.options.jobs().get(due.job);
         if (!job) continue;
         this.lastFired.set(job.name, due.tick);
         this.schedule(job, due.tick, heap);
-        this.track(this.enqueue(job, due.tick, context));
+        this.fire(job, due.tick, context, false);
       }
     }
+  }
+
+  /** Enqueues one tick in the background; a tick whose enqueue failed (Redis unreachable) is tried again. */
+  private fire(job: ScheduledJob, tick: number, context: TermContext, late: boolean): void {
+    this.track(
+      this.enqueue(job, tick, context, { late }).catch((error: unknown) => {
+        if (context.signal.aborted) return;
+        context.log.warn({ err: error, job: job.name, tick: new Date(tick) }, 'enqueue failed; retrying');
+        this.retries.push({ job: job.name, tick, fireAt: this.now() + ENQUEUE_RETRY_MS });
+      }),
+    );
   }
 
   /** Finishes ticks a previous term claimed but never added, records or runs missed ticks, and schedules the next. */
@@ -189,13 +225,14 @@ export class Producer {
   }
 
   /** Decides the fate of one tick and, if it runs, adds it to BullMQ. */
-  private async enqueue(job: ScheduledJob, tick: number, context: TermContext, options: { skipOverlap?: boolean } = {}): Promise<void> {
+  private async enqueue(job: ScheduledJob, tick: number, context: TermContext, options: { skipOverlap?: boolean; late?: boolean } = {}): Promise<void> {
     const { ledger, metrics } = this.options;
     if (context.signal.aborted) return;
     if (!this.options.stillLeading()) return this.selfFenced(context);
     const jobId = tickJobId(job.name, tick);
     let skipReason: string | undefined;
     if (job.paused) skipReason = 'paused';
+    else if (options.late && this.now() - tick > job.catchup.windowMs) skipReason = 'missed-window';
     else if (job.overlap !== 'allow' && !options.skipOverlap) {
       const decision = decideOverlap(job.overlap, await this.previousRun(job), this.buffered.has(job.name));
       if (decision === 'buffer') {
@@ -312,6 +349,7 @@ export class Producer {
 
 interface TermContext {
   token: FencingToken;
+  holder: string;
   signal: AbortSignal;
   log: Logger;
   stop: () => void;

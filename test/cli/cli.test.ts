@@ -94,7 +94,7 @@ describe('the leasebeat CLI, run as a real process', () => {
     const result = await leasebeat(['trigger', 'heartbeat'], env);
     assert.equal(result.code, 0, result.stderr);
     const id = /job (\S+) on queue/.exec(result.stdout)?.[1];
-    assert.ok(id?.startsWith('heartbeat@manual-'));
+    assert.ok(id && id.startsWith('heartbeat@manual-'), result.stdout);
     const queue = new Queue('leasebeat', { connection: redis });
     const job = await queue.getJob(id);
     await queue.close();

@@ -55,7 +55,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     redis = server.client();
   });
   after(async () => {
-    await queues.close();
+    await queues?.close();
     redis.disconnect();
     await server.close();
   });
@@ -241,5 +241,39 @@ describe('Producer on a real Redis and BullMQ', () => {
     stop.abort();
     await run;
     assert.ok((await ledger.jobState('late')).enqueued >= 2);
+  });
+});
+
+describe('Producer across a Redis restart', () => {
+  it('keeps producing after Redis comes back, and every tick is enqueued or recorded as skipped', { timeout: 60_000 }, async () => {
+    const server = await startRedis({ appendonly: true });
+    const redis = server.client();
+    redis.on('error', () => undefined);
+    const ledger = new TickLedger(redis, new KeySpace());
+    const queues = new QueueSet({ connection: redis });
+    const jobs = new Map([['fast', scheduled({ name: 'fast', catchup: { window: '1m', mode: 'all', max: 100 } })]]);
+    const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const stop = new AbortController();
+    const run = producer.run(term(1), stop.signal);
+    await sleep(2_200);
+    await server.stop(true);
+    await sleep(2_500);
+    await server.restart();
+    await sleep(3_000);
+    stop.abort();
+    await run;
+    const ticks = (await redis.zrange(ledger.keys.ledgerIndex('fast'), 0, -1)).map(Number);
+    const first = ticks[0]!;
+    const last = ticks.at(-1)!;
+    const missing: number[] = [];
+    for (let tick = first; tick <= last; tick += 1000) {
+      const state = await ledger.tickState('fast', tick);
+      if (!state?.startsWith('enqueued|') && !state?.startsWith('skipped|')) missing.push(tick);
+    }
+    assert.ok(last - first >= 6_000, `ticks span ${last - first} ms`);
+    assert.deepEqual(missing, [], 'every tick through the outage was enqueued late or recorded');
+    await queues.close();
+    redis.disconnect();
+    await server.close();
   });
 });
