@@ -16,7 +16,17 @@ if (embedded) console.log(`started an embedded redis-server at ${embedded.url} (
 const children: ChildProcess[] = [];
 for (const [index, port] of [8081, 8082, 8083].entries()) {
   const child = spawn(process.execPath, ['bin/leasebeat.js', 'start'], {
-    env: { ...process.env, LEASEBEAT_REDIS_URL: redisUrl, LEASEBEAT_HTTP_PORT: String(port), LEASEBEAT_IDENTITY: `demo-${index + 1}`, LEASEBEAT_LOG_LEVEL: 'warn' },
+    // Short election timings so a failover is quick to watch: a crash takes over in about 5 s.
+    env: {
+      LEASEBEAT_LEASE_DURATION: '4s',
+      LEASEBEAT_RENEW_DEADLINE: '3s',
+      LEASEBEAT_RETRY_PERIOD: '500ms',
+      ...process.env,
+      LEASEBEAT_REDIS_URL: redisUrl,
+      LEASEBEAT_HTTP_PORT: String(port),
+      LEASEBEAT_IDENTITY: `demo-${index + 1}`,
+      LEASEBEAT_LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   children.push(child);
