@@ -90,7 +90,7 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     const enqueued = async (): Promise<number> => (await ledger.jobState(JOB)).enqueued;
 
     await until('ticks from the first leader', async () => (await enqueued()) >= 3 && true, 60_000);
-    await sleep(5_000);
+    await sleep(9_000);
 
     const first = byIdentity(await redis.hget(LEASE_KEY, 'holderIdentity'));
     assert.ok(first, 'a leader among the three');
@@ -103,7 +103,7 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     });
     await until('enqueues by the new leader', async () => (await enqueued()) > beforeKill);
     t.diagnostic(`SIGKILL of the leader → first enqueue of the next term: ${Date.now() - killedAt} ms (lease 2 s, retry 250 ms)`);
-    await sleep(5_000);
+    await sleep(9_000);
 
     const beforeTerm = await enqueued();
     const stoppedAt = Date.now();
@@ -113,7 +113,7 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     await until('enqueues by the last instance', async () => (await enqueued()) > beforeTerm);
     t.diagnostic(`SIGTERM of the leader → first enqueue of the next term: ${Date.now() - stoppedAt} ms (release, then about one retry period)`);
     assert.ok(third.logs.some((l) => l.msg === 'acquired the leader lease'));
-    await sleep(5_000);
+    await sleep(9_000);
 
     third.child.kill('SIGTERM');
     assert.equal(await third.exited(), 0);
@@ -128,7 +128,7 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     const runners = new Set(Object.values(await redis.hgetall('test:runner')));
     t.diagnostic(`runs were processed by ${runners.size} different processes`);
     assert.deepEqual(audit.problems, []);
-    assert.ok(audit.enqueued >= 15, `expected a steady stream of ticks, got ${audit.enqueued}`);
+    assert.ok(audit.enqueued >= 25, `expected a steady stream of ticks, got ${audit.enqueued}`);
     assert.ok(audit.pendingAtEnd.length <= 1, 'only the last instance may leave a claim for the next leader');
     assert.ok(fence.leaderTransitions >= 2, 'two takeovers raised the fence twice');
     assert.ok(runners.size >= 2, 'every instance processes runs, not only the leader');
