@@ -1,0 +1,346 @@
+import type { Job, JobType, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { LogLine } from '../../test/support/instance.js';
+import { tickJobId, type TickJobData } from '../../src/queueing/job-data.js';
+import type { TickLedger } from '../../src/queueing/tick-ledger.js';
+import type { ScheduledJob } from '../../src/scheduling/define-job.js';
+import { ticksInRange } from '../../src/scheduling/plan.js';
+import type { JobWrites } from './events.js';
+import type { ExecutedFault } from './faults.js';
+import { DELIBERATE_FAILURE, type RunRecord } from './jobs/_record.js';
+
+/** The outcome of one invariant: how many items it checked and what broke it (the first few). */
+export interface InvariantResult {
+  name: string;
+  ok: boolean;
+  checked: number;
+  violations: string[];
+  /** How many violations there were in all; `violations` lists at most {@link MAX_LISTED}. */
+  violationCount: number;
+}
+
+/** A leadership term as the fence history shows it: when its leader raised the fence, and its enqueues. */
+export interface TermSummary {
+  rank: number;
+  identity: string;
+  token: string;
+  raisedAt: number;
+  enqueues: number;
+  firstWrite?: number;
+  lastWrite?: number;
+}
+
+export interface TickStats {
+  ticks: number;
+  enqueued: number;
+  skipped: Record<string, number>;
+}
+
+/** A failover: from a fault to the first enqueue written under a term raised after it. */
+export interface FailoverGap {
+  fault: number;
+  kind: string;
+  wasLeader: boolean;
+  gapMs: number;
+}
+
+export interface Audit {
+  invariants: InvariantResult[];
+  ticks: Record<string, TickStats>;
+  terms: TermSummary[];
+  failovers: FailoverGap[];
+  /** Enqueue lag of window jobs: Redis write time minus nominal tick (catch-up runs included). */
+  lagMs: number[];
+  /** Handler runs per enqueued window job, e.g. `{ "1": 812, "2": 3 }`: 2 is a re-run after a stall. */
+  runsPerJob: Record<string, number>;
+  /** Adds that BullMQ turned away because the job id already existed (harmless by design). */
+  repeatedAdds: number;
+  /** Longest stretch without an enqueue of the per-second job inside the window. */
+  longestSilenceMs: number;
+  /** Window jobs whose write time came from the job timestamp because no `added` event was seen. */
+  writesWithoutEvent: number;
+}
+
+export interface AuditInput {
+  jobs: ScheduledJob[];
+  /** Ticks in `(from, to]` are checked. */
+  window: { from: number; to: number };
+  redis: Redis;
+  ledger: TickLedger;
+  /** The queues the jobs use, by name. */
+  queues: Map<string, Queue>;
+  logs: Array<{ identity: string; line: LogLine }>;
+  writes: ReadonlyMap<string, JobWrites>;
+  runs: RunRecord[];
+  faults: ExecutedFault[];
+  /** The job whose silences are measured. */
+  steadyJob: string;
+}
+
+const MAX_LISTED = 25;
+const STATES: JobType[] = ['completed', 'failed', 'active', 'waiting', 'delayed', 'prioritized', 'waiting-children'];
+/** How long after a fault ends a new term still counts as its failover. */
+const FAILOVER_ATTRIBUTION_MS = 15_000;
+
+interface Raise {
+  identity: string;
+  token: string;
+  transitions: number;
+  generation: string;
+  at: number;
+}
+
+interface SeenJob {
+  id: string;
+  name: string;
+  tick: number;
+  token: string;
+  state: string;
+  failedReason: string;
+  /** Redis time of the write (its `added` event), else the job timestamp. */
+  writtenAt: number;
+}
+
+const tokenKey = (token: { generation: string; leaderTransitions: number } | undefined): string =>
+  token ? `${token.generation}#${token.leaderTransitions}` : 'none';
+
+class Violations {
+  readonly items: string[] = [];
+  count = 0;
+  checked = 0;
+
+  add(message: string): void {
+    this.count++;
+    if (this.items.length < MAX_LISTED) this.items.push(message);
+  }
+
+  result(name: string): InvariantResult {
+    return { name, ok: this.count === 0, checked: this.checked, violations: this.items, violationCount: this.count };
+  }
+}
+
+/** Reads every job of the queues once, with its state and the time Redis wrote it. */
+async function readJobs(queues: Map<string, Queue>, writes: ReadonlyMap<string, JobWrites>): Promise<{ jobs: Map<string, SeenJob>; withoutEvent: Set<string> }> {
+  const jobs = new Map<string, SeenJob>();
+  const withoutEvent = new Set<string>();
+  for (const queue of queues.values()) {
+    for (const state of STATES) {
+      for (const job of (await queue.getJobs([state], 0, -1, true)) as Array<Job<TickJobData>>) {
+        const id = String(job.id);
+        const write = writes.get(id);
+        if (!write) withoutEvent.add(id);
+        jobs.set(id, {
+          id,
+          name: job.name,
+          tick: job.data.tick,
+          token: tokenKey(job.data.token),
+          state,
+          failedReason: job.failedReason ?? '',
+          writtenAt: write?.addedAt ?? job.timestamp,
+        });
+      }
+    }
+  }
+  return { jobs, withoutEvent };
+}
+
+/**
+ * The fence history from the instances' logs: each term's first raise, oldest first. (A term whose setup
+ * failed, e.g. during a Redis restart, raises the fence to its own token again; that moves nothing.)
+ */
+function fenceHistory(logs: AuditInput['logs']): Raise[] {
+  const raises: Raise[] = [];
+  for (const { identity, line } of logs) {
+    if (line.msg !== 'fence raised; producing') continue;
+    const term = line.term as { generation: string; leaderTransitions: number } | undefined;
+    if (!term) continue;
+    raises.push({ identity, token: tokenKey(term), transitions: term.leaderTransitions, generation: term.generation, at: line.time });
+  }
+  raises.sort((a, b) => a.at - b.at);
+  const seen = new Set<string>();
+  return raises.filter((raise) => !seen.has(raise.token) && seen.add(raise.token));
+}
+
+/** Checks the four invariants (and that the fence only moves forward) and gathers the run's statistics. */
+export async function audit(input: AuditInput): Promise<Audit> {
+  const { jobs: seen, withoutEvent } = await readJobs(input.queues, input.writes);
+  const raises = fenceHistory(input.logs);
+  const rank = new Map(raises.map((raise, index) => [raise.token, index]));
+  const runsByJob = new Map<string, RunRecord[]>();
+  for (const run of input.runs) runsByJob.set(run.jobId, [...(runsByJob.get(run.jobId) ?? []), run]);
+
+  // 1. Every (job, nominal tick) in the window: exactly one job, or a recorded skip with its reason.
+  const exactlyOnce = new Violations();
+  const ticks: Record<string, TickStats> = {};
+  const windowJobs: SeenJob[] = [];
+  for (const job of input.jobs) {
+    const stats: TickStats = { ticks: 0, enqueued: 0, skipped: {} };
+    ticks[job.name] = stats;
+    const ledger = await ledgerOf(input, job.name);
+    const ranges = await input.ledger.skippedRanges(job.name);
+    const { ticks: due } = ticksInRange(job, input.window.from, input.window.to, Number.MAX_SAFE_INTEGER);
+    for (const tick of due) {
+      stats.ticks++;
+      exactlyOnce.checked++;
+      const where = `${job.name} tick ${new Date(tick).toISOString()}`;
+      const id = tickJobId(job.name, tick);
+      const found = seen.get(id);
+      const state = ledger.get(tick);
+      const range = ranges.find((r) => r.from <= tick && tick <= r.to);
+      const skipReason = state?.startsWith('skipped|') ? state.slice('skipped|'.length) : state === undefined ? range?.reason : undefined;
+      if (state?.startsWith('enqueued|')) {
+        stats.enqueued++;
+        if (state !== `enqueued|${id}`) exactlyOnce.add(`${where}: ledger says ${state}, expected job id ${id}`);
+        if (!found) exactlyOnce.add(`${where}: recorded as enqueued but BullMQ has no job ${id}`);
+        else if (found.tick !== tick || found.name !== job.name) exactlyOnce.add(`${where}: job ${id} carries tick ${found.tick} of ${found.name}`);
+        else windowJobs.push(found);
+        if (range) exactlyOnce.add(`${where}: enqueued, yet also inside a skipped range (${range.reason})`);
+        const timestamps = new Set((runsByJob.get(id) ?? []).map((run) => run.timestamp));
+        if (timestamps.size > 1) exactlyOnce.add(`${where}: its runs show ${timestamps.size} different adds (job timestamps ${[...timestamps].join(', ')})`);
+      } else if (skipReason !== undefined) {
+        stats.skipped[skipReason] = (stats.skipped[skipReason] ?? 0) + 1;
+        if (found) exactlyOnce.add(`${where}: recorded as skipped (${skipReason}) but BullMQ has job ${id}`);
+        if (skipReason === '') exactlyOnce.add(`${where}: skipped without a reason`);
+      } else if (state?.startsWith('claimed|')) {
+        exactlyOnce.add(`${where}: still only claimed (${state}) after the drain: never enqueued`);
+      } else {
+        exactlyOnce.add(`${where}: neither a job nor a recorded skip${found ? ` (BullMQ has ${id} without a ledger entry)` : ''}`);
+      }
+    }
+  }
+  // No job for a window tick may exist outside the ledger's deterministic id (e.g. a second id for one tick).
+  const perTick = new Map<string, string[]>();
+  for (const job of seen.values()) {
+    if (job.tick <= input.window.from || job.tick > input.window.to) continue;
+    const key = `${job.name}@${job.tick}`;
+    perTick.set(key, [...(perTick.get(key) ?? []), job.id]);
+  }
+  for (const [key, ids] of perTick) if (ids.length > 1) exactlyOnce.add(`${key}: ${ids.length} BullMQ jobs (${ids.join(', ')})`);
+
+  // 2. No enqueue carries a token lower than the fence at the time of its write.
+  const fenced = new Violations();
+  for (const job of seen.values()) {
+    fenced.checked++;
+    const own = rank.get(job.token);
+    if (own === undefined) {
+      fenced.add(`job ${job.id} carries token ${job.token}, which no leader ever raised the fence to`);
+      continue;
+    }
+    const fenceAt = lastIndexAtOrBefore(raises, job.writtenAt);
+    if (fenceAt > own) {
+      const newer = raises[fenceAt]!;
+      fenced.add(
+        `job ${job.id} (token ${job.token}) was written at ${iso(job.writtenAt)}, after ${newer.identity} raised the fence to ${newer.token} at ${iso(newer.at)}`,
+      );
+    }
+  }
+
+  // 3. Every enqueued job ended completed, or failed by its own handler; none vanished.
+  const finished = new Violations();
+  const runsPerJob: Record<string, number> = {};
+  for (const job of windowJobs) {
+    finished.checked++;
+    const runs = runsByJob.get(job.id)?.length ?? 0;
+    runsPerJob[String(runs)] = (runsPerJob[String(runs)] ?? 0) + 1;
+    if (job.state === 'completed') {
+      if (runs === 0) finished.add(`job ${job.id} completed without its handler having run`);
+    } else if (job.state === 'failed') {
+      if (!job.failedReason.startsWith(DELIBERATE_FAILURE)) finished.add(`job ${job.id} failed, but not by its handler: ${job.failedReason}`);
+    } else {
+      finished.add(`job ${job.id} is still ${job.state} after the drain`);
+    }
+  }
+
+  // 4. Leader terms never overlap in their enqueues.
+  const terms = termSummaries(raises, seen);
+  const disjoint = new Violations();
+  const written = terms.filter((t) => t.firstWrite !== undefined);
+  for (let i = 1; i < written.length; i++) {
+    disjoint.checked++;
+    const previous = written[i - 1]!;
+    const current = written[i]!;
+    if (previous.lastWrite! >= current.firstWrite!) {
+      disjoint.add(
+        `term ${previous.token} (${previous.identity}) enqueued until ${iso(previous.lastWrite!)}, ` +
+          `after term ${current.token} (${current.identity}) began enqueuing at ${iso(current.firstWrite!)}`,
+      );
+    }
+  }
+
+  // 5. The fence only moves forward: each raise is to a later term than the one before.
+  const forward = new Violations();
+  for (let i = 1; i < raises.length; i++) {
+    forward.checked++;
+    const previous = raises[i - 1]!;
+    const current = raises[i]!;
+    if (current.generation === previous.generation && current.transitions <= previous.transitions) {
+      forward.add(`${current.identity} raised the fence to ${current.token} after ${previous.identity} had raised it to ${previous.token}`);
+    }
+  }
+
+  return {
+    invariants: [
+      exactlyOnce.result('every (job, nominal tick) in the window has exactly one job, or a recorded skip with its reason'),
+      fenced.result('no enqueue carries a token lower than the fence at the time of its write'),
+      finished.result('every enqueued job ended completed, or failed by its own handler; none vanished'),
+      disjoint.result("leader terms never overlap in their enqueues ([first, last] write per term)"),
+      forward.result('the fence only moves forward (leaderTransitions rise from term to term)'),
+    ],
+    ticks,
+    terms,
+    failovers: failoverGaps(input.faults, raises, rank, seen),
+    lagMs: windowJobs.map((job) => job.writtenAt - job.tick).sort((a, b) => a - b),
+    runsPerJob,
+    repeatedAdds: [...input.writes.values()].reduce((sum, w) => sum + w.repeats.length, 0),
+    longestSilenceMs: longestSilence(windowJobs.filter((j) => j.name === input.steadyJob).map((j) => j.writtenAt)),
+    writesWithoutEvent: windowJobs.filter((j) => withoutEvent.has(j.id)).length,
+  };
+}
+
+/** The ledger of one job: nominal tick → its recorded fate. */
+async function ledgerOf(input: AuditInput, job: string): Promise<Map<number, string>> {
+  const fields = await input.redis.hgetall(input.ledger.keys.ledger(job));
+  return new Map(Object.entries(fields).map(([tick, state]) => [Number(tick), state]));
+}
+
+function termSummaries(raises: Raise[], jobs: Map<string, SeenJob>): TermSummary[] {
+  const terms = new Map<string, TermSummary>();
+  raises.forEach((raise, index) => terms.set(raise.token, { rank: index, identity: raise.identity, token: raise.token, raisedAt: raise.at, enqueues: 0 }));
+  for (const job of jobs.values()) {
+    const term = terms.get(job.token);
+    if (!term) continue;
+    term.enqueues++;
+    term.firstWrite = Math.min(term.firstWrite ?? Infinity, job.writtenAt);
+    term.lastWrite = Math.max(term.lastWrite ?? -Infinity, job.writtenAt);
+  }
+  return [...terms.values()].sort((a, b) => a.rank - b.rank);
+}
+
+function failoverGaps(faults: ExecutedFault[], raises: Raise[], rank: Map<string, number>, jobs: Map<string, SeenJob>): FailoverGap[] {
+  const gaps: FailoverGap[] = [];
+  for (const fault of faults) {
+    const next = raises.findIndex((r) => r.at > fault.startedAt && r.at <= fault.endedAt + FAILOVER_ATTRIBUTION_MS);
+    if (next < 0) continue;
+    let first = Infinity;
+    for (const job of jobs.values()) {
+      if ((rank.get(job.token) ?? -1) >= next && job.writtenAt > fault.startedAt) first = Math.min(first, job.writtenAt);
+    }
+    if (first < Infinity) gaps.push({ fault: fault.index, kind: fault.kind, wasLeader: fault.wasLeader, gapMs: first - fault.startedAt });
+  }
+  return gaps;
+}
+
+function lastIndexAtOrBefore(raises: Raise[], at: number): number {
+  let index = -1;
+  for (let i = 0; i < raises.length && raises[i]!.at <= at; i++) index = i;
+  return index;
+}
+
+function longestSilence(times: number[]): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let longest = 0;
+  for (let i = 1; i < sorted.length; i++) longest = Math.max(longest, sorted[i]! - sorted[i - 1]!);
+  return longest;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();

@@ -1,0 +1,220 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Redis } from 'ioredis';
+import { FakeLeaseServer } from '../../test/support/fake-lease-server.js';
+import { startInstance, type Instance, type LogLine } from '../../test/support/instance.js';
+import { startRedis, type TestRedis } from '../../test/support/redis-server.js';
+import { TcpProxy } from '../../test/support/tcp-proxy.js';
+import type { ElectionTimings, LockKind } from './plan.js';
+
+export const LEASE_NAME = 'leasebeat';
+export const LEASE_NAMESPACE = 'default';
+/** The Redis lock's record, under the default prefix and lease name. */
+const REDIS_LEASE_KEY = `leasebeat:{${LEASE_NAME}}:lease`;
+
+/** One process incarnation: its identity, slot and parsed log. */
+export interface Incarnation {
+  identity: string;
+  slot: number;
+  instance: Instance;
+  startedAt: number;
+  /** Set while the process is SIGSTOPped. */
+  stopped: boolean;
+  exitedAt?: number;
+}
+
+/** Everything one slot's processes connect through: a Redis proxy and, for Kubernetes, an API proxy. */
+interface Slot {
+  index: number;
+  redisProxy: TcpProxy;
+  apiProxy: TcpProxy | undefined;
+  kubeconfig: string | undefined;
+  incarnations: number;
+  current: Incarnation | undefined;
+}
+
+export interface ClusterOptions {
+  lock: LockKind;
+  instances: number;
+  jobsDir: string;
+  timings: ElectionTimings;
+  /** Extra environment for every process. */
+  env?: Record<string, string>;
+}
+
+/**
+ * The system under test: a redis-server with AOF, for Kubernetes the fake Lease API server, and K slots
+ * each running one real `leasebeat start` process at a time. Every process reaches Redis (and the API
+ * server) through its slot's own TCP proxy, so one process can be partitioned alone.
+ */
+export class ChaosCluster {
+  readonly incarnations: Incarnation[] = [];
+  private readonly slots: Slot[] = [];
+
+  private constructor(
+    readonly options: ClusterOptions,
+    readonly redis: TestRedis,
+    /** A direct client (no proxy) for the suite's own reads and writes. */
+    readonly client: Redis,
+    readonly api: FakeLeaseServer | undefined,
+    private readonly configDir: string,
+  ) {}
+
+  static async start(options: ClusterOptions): Promise<ChaosCluster> {
+    const redis = await startRedis({ appendonly: true });
+    const client = redis.client();
+    client.on('error', () => undefined);
+    const api = options.lock === 'kubernetes' ? await FakeLeaseServer.start() : undefined;
+    const configDir = await mkdtemp(join(tmpdir(), 'leasebeat-chaos-'));
+    const cluster = new ChaosCluster(options, redis, client, api, configDir);
+    for (let index = 0; index < options.instances; index++) cluster.slots.push(await cluster.createSlot(index));
+    return cluster;
+  }
+
+  /** Starts one process in every slot. */
+  startAll(): void {
+    for (const slot of this.slots) this.launch(slot);
+  }
+
+  /** The processes running now (stopped ones included). */
+  live(): Incarnation[] {
+    return this.slots.flatMap((slot) => (slot.current ? [slot.current] : []));
+  }
+
+  /** The identity in the lock record right now, if any. */
+  async holder(): Promise<string | undefined> {
+    if (this.api) return this.api.lease(LEASE_NAMESPACE, LEASE_NAME)?.spec.holderIdentity || undefined;
+    return (await this.client.hget(REDIS_LEASE_KEY, 'holderIdentity')) || undefined;
+  }
+
+  /** The live, running process that holds the lock, if one does. */
+  async leader(): Promise<Incarnation | undefined> {
+    const holder = await this.holder();
+    return this.live().find((i) => i.identity === holder && !i.stopped);
+  }
+
+  /** Kills the process (SIGKILL) and waits for it to exit. */
+  async kill(incarnation: Incarnation): Promise<void> {
+    incarnation.instance.child.kill('SIGKILL');
+    await this.exited(incarnation);
+  }
+
+  /** Sends SIGTERM and waits for a clean exit, killing the process if it hangs past `graceMs`. */
+  async terminate(incarnation: Incarnation, graceMs: number): Promise<{ code: number | null; forced: boolean }> {
+    incarnation.instance.child.kill('SIGTERM');
+    const code = await Promise.race([incarnation.instance.exited(), new Promise<'hung'>((r) => setTimeout(() => r('hung'), graceMs))]);
+    if (code !== 'hung') {
+      await this.exited(incarnation);
+      return { code, forced: false };
+    }
+    await this.kill(incarnation);
+    return { code: null, forced: true };
+  }
+
+  stop(incarnation: Incarnation): void {
+    incarnation.stopped = true;
+    incarnation.instance.child.kill('SIGSTOP');
+  }
+
+  resume(incarnation: Incarnation): void {
+    incarnation.instance.child.kill('SIGCONT');
+    incarnation.stopped = false;
+  }
+
+  /** Starts a new process (a new identity) in the slot of an exited one. */
+  restart(exited: Incarnation): Incarnation {
+    return this.launch(this.slots[exited.slot]!);
+  }
+
+  redisProxyOf(incarnation: Incarnation): TcpProxy {
+    return this.slots[incarnation.slot]!.redisProxy;
+  }
+
+  apiProxyOf(incarnation: Incarnation): TcpProxy | undefined {
+    return this.slots[incarnation.slot]!.apiProxy;
+  }
+
+  /** Every log line of every incarnation, with its identity. */
+  logs(): Array<{ identity: string; line: LogLine }> {
+    return this.incarnations.flatMap((i) => i.instance.logs.map((line) => ({ identity: i.identity, line })));
+  }
+
+  /** Stops every process gracefully, killing any that hangs past `graceMs`. */
+  async stopAll(graceMs = 15_000): Promise<void> {
+    await Promise.all(
+      this.live().map(async (incarnation) => {
+        if (incarnation.stopped) this.resume(incarnation);
+        await this.terminate(incarnation, graceMs);
+      }),
+    );
+  }
+
+  /** Stops every process, then the servers and proxies, and removes the kubeconfig files. */
+  async close(): Promise<void> {
+    await this.stopAll();
+    for (const slot of this.slots) {
+      await slot.redisProxy.close();
+      await slot.apiProxy?.close();
+    }
+    await this.api?.close();
+    this.client.disconnect();
+    await this.redis.close();
+    await rm(this.configDir, { recursive: true, force: true });
+  }
+
+  private async createSlot(index: number): Promise<Slot> {
+    const redisProxy = await TcpProxy.start({ port: this.redis.port });
+    if (!this.api) return { index, redisProxy, apiProxy: undefined, kubeconfig: undefined, incarnations: 0, current: undefined };
+    const apiProxy = await TcpProxy.start({ port: Number(new URL(this.api.url).port) });
+    const kubeconfig = join(this.configDir, `kubeconfig-${index}.json`);
+    await writeFile(kubeconfig, JSON.stringify(kubeconfigFor(`http://127.0.0.1:${apiProxy.port}`)));
+    return { index, redisProxy, apiProxy, kubeconfig, incarnations: 0, current: undefined };
+  }
+
+  private launch(slot: Slot): Incarnation {
+    const { timings, lock } = this.options;
+    const identity = `chaos-${slot.index}-${slot.incarnations++}`;
+    const env: Record<string, string> = {
+      LEASEBEAT_REDIS_URL: `redis://127.0.0.1:${slot.redisProxy.port}`,
+      LEASEBEAT_JOBS_DIR: this.options.jobsDir,
+      LEASEBEAT_LOCK: lock,
+      LEASEBEAT_LEASE_NAME: LEASE_NAME,
+      LEASEBEAT_LEASE_NAMESPACE: LEASE_NAMESPACE,
+      LEASEBEAT_LEASE_DURATION: `${timings.leaseDurationMs}ms`,
+      LEASEBEAT_RENEW_DEADLINE: `${timings.renewDeadlineMs}ms`,
+      LEASEBEAT_RETRY_PERIOD: `${timings.retryPeriodMs}ms`,
+      LEASEBEAT_SHUTDOWN_TIMEOUT: '5s',
+      CHAOS_RECORD_URL: this.redis.url,
+      ...(slot.kubeconfig ? { KUBECONFIG: slot.kubeconfig } : {}),
+      ...this.options.env,
+    };
+    const incarnation: Incarnation = { identity, slot: slot.index, instance: startInstance(identity, env), startedAt: Date.now(), stopped: false };
+    void incarnation.instance.exited().then(() => {
+      incarnation.exitedAt ??= Date.now();
+      if (slot.current === incarnation) slot.current = undefined;
+    });
+    slot.current = incarnation;
+    this.incarnations.push(incarnation);
+    return incarnation;
+  }
+
+  private async exited(incarnation: Incarnation): Promise<void> {
+    await incarnation.instance.exited();
+    incarnation.exitedAt ??= Date.now();
+    const slot = this.slots[incarnation.slot]!;
+    if (slot.current === incarnation) slot.current = undefined;
+  }
+}
+
+/** A kubeconfig for a plain-HTTP API server; client-node accepts http only with TLS verification off. */
+function kubeconfigFor(server: string): Record<string, unknown> {
+  return {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'fake', cluster: { server, 'insecure-skip-tls-verify': true } }],
+    users: [{ name: 'fake', user: { token: 'fake-token' } }],
+    contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'fake', namespace: LEASE_NAMESPACE } }],
+    'current-context': 'fake',
+  };
+}

@@ -1,0 +1,13 @@
+import { defineJob } from '../../../src/job.js';
+import { recordRun } from './_record.js';
+
+// Every tick must run: missed ticks are all caught up after a failover.
+export default defineJob({
+  name: 'every-second',
+  every: '1s',
+  catchup: { window: '10m', mode: 'all', max: 1000 },
+  attempts: 1,
+  handler: async (job, ctx) => {
+    await recordRun(job, ctx);
+  },
+});

@@ -1,0 +1,42 @@
+/**
+ * The chaos suite's command line:
+ *
+ *   npm run chaos -- --minutes 10 --instances 3 --lock redis [--seed 42]
+ *
+ * Prints the seeded fault schedule, each fault as it is injected, and the report; writes report.json,
+ * report.md and the processes' logs under test-results/chaos/. Exits 1 when an invariant was violated.
+ */
+import { parseArgs } from 'node:util';
+import { toMarkdown } from './report.js';
+import { runChaos } from './suite.js';
+
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '1' },
+    instances: { type: 'string', default: '3' },
+    lock: { type: 'string', default: 'redis' },
+    seed: { type: 'string' },
+    out: { type: 'string' },
+  },
+});
+
+const minutes = Number(values.minutes);
+const instances = Number(values.instances);
+const seed = values.seed === undefined ? Date.now() % 1_000_000 : Number(values.seed);
+if (!(minutes > 0) || !Number.isInteger(instances) || instances < 2 || !Number.isInteger(seed) || !['redis', 'kubernetes'].includes(values.lock)) {
+  console.error('usage: npm run chaos -- --minutes N --instances K (K >= 2) --lock redis|kubernetes [--seed S] [--out DIR]');
+  process.exit(2);
+}
+
+const { report, outDir } = await runChaos({
+  lock: values.lock as 'redis' | 'kubernetes',
+  instances,
+  durationMs: Math.round(minutes * 60_000),
+  seed,
+  outDir: values.out,
+  log: (line) => console.log(line),
+});
+console.log('');
+console.log(toMarkdown(report));
+console.log(`reports: ${outDir}/report.md, report.json, instances.ndjson`);
+process.exit(report.ok ? 0 : 1);

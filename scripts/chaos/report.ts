@@ -1,0 +1,94 @@
+import type { Audit } from './audit.js';
+import type { ExecutedFault } from './faults.js';
+import { describeFault, type ElectionTimings, type LockKind, type PlannedFault } from './plan.js';
+
+/** min / median / p99 / max of a sample (nearest rank), or undefined for an empty one. */
+export interface Spread {
+  n: number;
+  min: number;
+  median: number;
+  p99: number;
+  max: number;
+}
+
+export function spread(values: number[]): Spread | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = (q: number): number => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+  return { n: sorted.length, min: sorted[0]!, median: rank(0.5), p99: rank(0.99), max: sorted.at(-1)! };
+}
+
+export const formatSpread = (s: Spread | undefined, unit = 'ms'): string =>
+  s ? `${s.min} / ${s.median} / ${s.p99} / ${s.max} ${unit} (n=${s.n})` : 'none';
+
+/** Everything a chaos run found, as written to `report.json`. */
+export interface ChaosReport {
+  lock: LockKind;
+  instances: number;
+  seed: number;
+  durationMs: number;
+  timings: ElectionTimings;
+  startedAt: string;
+  /** The replay command. */
+  command: string;
+  window: { from: string; to: string; seconds: number };
+  drainMs: number;
+  plan: PlannedFault[];
+  faults: ExecutedFault[];
+  faultCounts: Record<string, number>;
+  ok: boolean;
+  invariants: Audit['invariants'];
+  ticks: Audit['ticks'];
+  failover: { all: Spread | undefined; byKind: Record<string, Spread | undefined>; gaps: Audit['failovers'] };
+  enqueueLagMs: Spread | undefined;
+  longestSilenceMs: number;
+  runsPerJob: Record<string, number>;
+  repeatedAdds: number;
+  writesWithoutEvent: number;
+  terms: Audit['terms'];
+  fence: { leaderTransitions: number; fenced: number; rejectedRaises: number };
+  processes: number;
+}
+
+/** The Markdown report: the verdict first, then faults, failovers and ticks. */
+export function toMarkdown(report: ChaosReport): string {
+  const lines: string[] = [];
+  lines.push(`# Chaos run: ${report.lock} lock, ${report.instances} instances, seed ${report.seed}`);
+  lines.push('');
+  lines.push(`**${report.ok ? 'All invariants held' : 'INVARIANTS VIOLATED'}.** Started ${report.startedAt}; faults for ${(report.durationMs / 1000).toFixed(0)} s, ` +
+    `window ${report.window.seconds} s of ticks (${report.window.from} – ${report.window.to}), drained in ${(report.drainMs / 1000).toFixed(1)} s. ` +
+    `Election timings: lease ${report.timings.leaseDurationMs} ms, renew deadline ${report.timings.renewDeadlineMs} ms, retry ${report.timings.retryPeriodMs} ms.`);
+  lines.push('');
+  lines.push(`Replay: \`${report.command}\``);
+  lines.push('');
+  lines.push('| Invariant | Result | Checked | Violations |');
+  lines.push('|---|---|---:|---:|');
+  for (const inv of report.invariants) lines.push(`| ${inv.name} | ${inv.ok ? 'pass' : '**FAIL**'} | ${inv.checked} | ${inv.violationCount} |`);
+  for (const inv of report.invariants.filter((i) => !i.ok)) {
+    lines.push('', `Violations of "${inv.name}":`, ...inv.violations.map((v) => `- ${v}`));
+  }
+  lines.push('', '## Faults', '');
+  lines.push(`${report.faults.length} injected over ${report.processes} process incarnations: ` +
+    Object.entries(report.faultCounts).map(([kind, n]) => `${kind} ${n}`).join(', ') + '.');
+  lines.push('', '| # | Fault | Target | Leader? | Detail |', '|---:|---|---|---|---|');
+  for (const fault of report.faults) {
+    lines.push(`| ${fault.index} | ${fault.kind} | ${fault.target ?? ''} | ${fault.wasLeader ? 'yes' : ''} | ${fault.detail} |`);
+  }
+  lines.push('', '## Failover', '');
+  lines.push('From the fault to the first enqueue written under a newer term (min / median / p99 / max):', '');
+  lines.push(`- all: ${formatSpread(report.failover.all)}`);
+  for (const [kind, s] of Object.entries(report.failover.byKind)) lines.push(`- ${kind}: ${formatSpread(s)}`);
+  lines.push(`- longest stretch without an enqueue of the per-second job: ${report.longestSilenceMs} ms`);
+  lines.push(`- enqueue lag in the window (Redis write minus nominal tick, catch-up included): ${formatSpread(report.enqueueLagMs)}`);
+  lines.push(`- fence: ${report.terms.length} terms, leaderTransitions now ${report.fence.leaderTransitions}; ` +
+    `${report.fence.fenced} claims/skips and ${report.fence.rejectedRaises} raises turned away by the fence; ${report.repeatedAdds} repeated adds ignored by BullMQ`);
+  lines.push('', '## Ticks', '', '| Job | Ticks | Enqueued | Skipped (reason: count) |', '|---|---:|---:|---|');
+  for (const [job, stats] of Object.entries(report.ticks)) {
+    const skipped = Object.entries(stats.skipped).map(([reason, n]) => `${reason}: ${n}`).join(', ');
+    lines.push(`| ${job} | ${stats.ticks} | ${stats.enqueued} | ${skipped} |`);
+  }
+  lines.push('', `Handler runs per enqueued job: ${Object.entries(report.runsPerJob).map(([runs, n]) => `${runs} run(s): ${n}`).join(', ')} ` +
+    '(a second run is BullMQ re-running a job whose worker died: at-least-once processing).');
+  lines.push('', '## Fault schedule (from the seed)', '', ...report.plan.map((f) => `- ${describeFault(f)}`));
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,192 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Queue } from 'bullmq';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { loadJobs } from '../../src/scheduling/loader.js';
+import { audit, type Audit, type InvariantResult } from './audit.js';
+import { ChaosCluster } from './cluster.js';
+import { EventTail } from './events.js';
+import { inject, type ExecutedFault } from './faults.js';
+import { RUNS_KEY, type RunRecord } from './jobs/_record.js';
+import { describeFault, estimatedMs, planFaults, type ElectionTimings, type LockKind } from './plan.js';
+import { spread, toMarkdown, type ChaosReport, type Spread } from './report.js';
+
+export const JOBS_DIR = fileURLToPath(new URL('./jobs/', import.meta.url));
+const RESULTS_DIR = fileURLToPath(new URL('../../test-results/chaos/', import.meta.url));
+
+/** Short election timings, so a crash fails over in about 2.5 s and a run sees many terms. */
+export const CHAOS_TIMINGS: ElectionTimings = { leaseDurationMs: 2000, renewDeadlineMs: 1500, retryPeriodMs: 250 };
+
+export interface ChaosOptions {
+  lock: LockKind;
+  instances: number;
+  /** How long faults are injected. */
+  durationMs: number;
+  seed: number;
+  timings?: ElectionTimings;
+  /** Bound on waiting, after the faults, for every tick of the window to be settled and run. */
+  drainTimeoutMs?: number;
+  /** Where the reports go; default `test-results/chaos/<lock>-seed<seed>-<time>/`. */
+  outDir?: string;
+  /** Progress lines (the schedule, each fault as injected). */
+  log?: (line: string) => void;
+}
+
+export interface ChaosResult {
+  report: ChaosReport;
+  outDir: string;
+}
+
+/** The invariants that can still come true while the system drains: ticks settling, jobs finishing. */
+const SETTLING = [0, 2];
+/**
+ * BullMQ recovers a run whose worker died once its 30 s lock has expired and two 15 s stalled checks
+ * have seen it: up to a minute, plus the run itself.
+ */
+const DEFAULT_DRAIN_TIMEOUT_MS = 90_000;
+
+/**
+ * Runs the chaos suite: K real `leasebeat start` processes on a Redis with AOF (and, for Kubernetes, the
+ * fake Lease API), faults injected on a seeded schedule for `durationMs`, a drain, then the invariant
+ * checks from Redis and the processes' logs. Writes `report.json`, `report.md` and the processes' logs.
+ */
+export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
+  const timings = options.timings ?? CHAOS_TIMINGS;
+  const log = options.log ?? ((): void => undefined);
+  const startedAt = new Date();
+  const outDir = options.outDir ?? join(RESULTS_DIR, `${options.lock}-seed${options.seed}-${startedAt.toISOString().replaceAll(':', '-')}`);
+  const command = `npm run chaos -- --minutes ${+(options.durationMs / 60_000).toFixed(3)} --instances ${options.instances} --lock ${options.lock} --seed ${options.seed}`;
+  const plan = planFaults({ seed: options.seed, durationMs: options.durationMs, lock: options.lock, timings });
+  log(`chaos: ${options.lock} lock, ${options.instances} instances, ${(options.durationMs / 1000).toFixed(0)} s of faults, seed ${options.seed}`);
+  log(`replay: ${command}`);
+  for (const fault of plan) log(`  plan ${describeFault(fault)}`);
+
+  const { jobs, errors } = await loadJobs(JOBS_DIR);
+  if (errors.length > 0) throw new Error(`chaos fixtures do not load: ${errors.map((e) => e.message).join('; ')}`);
+  const cluster = await ChaosCluster.start({ lock: options.lock, instances: options.instances, jobsDir: JOBS_DIR, timings });
+  const tailClient = cluster.redis.client();
+  tailClient.on('error', () => undefined);
+  const queueNames = [...new Set([...jobs.values()].map((job) => job.queue))];
+  const tail = new EventTail(tailClient, queueNames.map((name) => `bull:${name}:events`));
+  const queues = new Map(queueNames.map((name) => [name, new Queue(name, { connection: cluster.client })]));
+  const ledger = new TickLedger(cluster.client, new KeySpace());
+  const faults: ExecutedFault[] = [];
+  try {
+    tail.start();
+    cluster.startAll();
+    const firstRaise = await waitFor('a first leader to produce', 60_000, () =>
+      cluster.logs().find((entry) => entry.line.msg === 'fence raised; producing')?.line.time);
+    log(`chaos: first term producing at ${new Date(firstRaise).toISOString()}`);
+    // Ticks due while the first leader was still taking over belong to no term: the window starts after.
+    const windowFrom = firstRaise + 1000;
+    const faultsEnd = Date.now() + options.durationMs;
+    for (const fault of plan) {
+      if (Date.now() + fault.gapMs + estimatedMs(fault) > faultsEnd) break;
+      await sleep(fault.gapMs);
+      const executed = await inject(cluster, fault);
+      faults.push(executed);
+      log(`  t+${((executed.startedAt - firstRaise) / 1000).toFixed(1)}s #${executed.index} ${executed.kind} ${executed.target ?? ''}${executed.wasLeader ? ' (leader)' : ''}: ${executed.detail}`);
+    }
+    await sleep(Math.max(0, faultsEnd - Date.now()));
+    const windowTo = Date.now();
+
+    const drainStart = Date.now();
+    const input = { jobs: [...jobs.values()], window: { from: windowFrom, to: windowTo }, redis: cluster.client, ledger, queues, faults, steadyJob: 'every-second' };
+    log('chaos: faults over; draining');
+    for (;;) {
+      const draft = await audit({ ...input, logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
+      if (SETTLING.every((i) => draft.invariants[i]!.ok) || Date.now() - drainStart > (options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS)) break;
+      await sleep(2000);
+    }
+    const drainMs = Date.now() - drainStart;
+    await cluster.stopAll();
+    await tail.stop();
+    const result = await audit({ ...input, logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
+    const fence = await ledger.fence();
+    const report = buildReport({ options, timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
+    await writeResults(outDir, report, cluster);
+    return { report, outDir };
+  } finally {
+    await tail.stop().catch(() => undefined);
+    for (const queue of queues.values()) await queue.close();
+    tailClient.disconnect();
+    await cluster.close();
+  }
+}
+
+async function readRuns(cluster: ChaosCluster): Promise<RunRecord[]> {
+  return (await cluster.client.lrange(RUNS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunRecord);
+}
+
+async function waitFor<T>(what: string, timeoutMs: number, probe: () => T | undefined): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`chaos: timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+function buildReport(parts: {
+  options: ChaosOptions;
+  timings: ElectionTimings;
+  startedAt: Date;
+  command: string;
+  plan: ChaosReport['plan'];
+  faults: ExecutedFault[];
+  result: Audit;
+  window: { from: number; to: number };
+  drainMs: number;
+  processes: number;
+  fence: { leaderTransitions: number; fenced: number; rejectedRaises: number };
+}): ChaosReport {
+  const { options, result, faults } = parts;
+  const faultCounts: Record<string, number> = {};
+  for (const fault of faults) faultCounts[fault.kind] = (faultCounts[fault.kind] ?? 0) + 1;
+  const byKind: Record<string, Spread | undefined> = {};
+  for (const kind of new Set(result.failovers.map((g) => g.kind))) {
+    byKind[kind] = spread(result.failovers.filter((g) => g.kind === kind).map((g) => g.gapMs));
+  }
+  return {
+    lock: options.lock,
+    instances: options.instances,
+    seed: options.seed,
+    durationMs: options.durationMs,
+    timings: parts.timings,
+    startedAt: parts.startedAt.toISOString(),
+    command: parts.command,
+    window: {
+      from: new Date(parts.window.from).toISOString(),
+      to: new Date(parts.window.to).toISOString(),
+      seconds: Math.round((parts.window.to - parts.window.from) / 1000),
+    },
+    drainMs: parts.drainMs,
+    plan: parts.plan,
+    faults,
+    faultCounts,
+    ok: result.invariants.every((i: InvariantResult) => i.ok),
+    invariants: result.invariants,
+    ticks: result.ticks,
+    failover: { all: spread(result.failovers.map((g) => g.gapMs)), byKind, gaps: result.failovers },
+    enqueueLagMs: spread(result.lagMs),
+    longestSilenceMs: result.longestSilenceMs,
+    runsPerJob: result.runsPerJob,
+    repeatedAdds: result.repeatedAdds,
+    writesWithoutEvent: result.writesWithoutEvent,
+    terms: result.terms,
+    fence: { leaderTransitions: parts.fence.leaderTransitions, fenced: parts.fence.fenced, rejectedRaises: parts.fence.rejectedRaises },
+    processes: parts.processes,
+  };
+}
+
+async function writeResults(outDir: string, report: ChaosReport, cluster: ChaosCluster): Promise<void> {
+  await mkdir(outDir, { recursive: true });
+  await writeFile(join(outDir, 'report.json'), JSON.stringify(report, null, 2));
+  await writeFile(join(outDir, 'report.md'), toMarkdown(report));
+  const lines = cluster.logs().map(({ identity, line }) => JSON.stringify({ identity, ...line }));
+  await writeFile(join(outDir, 'instances.ndjson'), lines.join('\n') + '\n');
+}
