@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { WorkerPool } from '../../src/queueing/worker-pool.js';
+import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+
+function scheduled(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
+  const result = validateJobDefinition({ every: '1m', ...definition }, `/jobs/${definition.name}.ts`);
+  if (!result.ok) throw new Error(result.errors.join('\n'));
+  return result.job;
+}
+
+const tickData = (data: unknown = {}) => ({ tick: Date.UTC(2026, 0, 1), token: { generation: 'g', leaderTransitions: 4 }, data, manual: false });
+
+describe('WorkerPool on a real Redis and BullMQ', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let queue: Queue;
+  let events: QueueEvents;
+  let eventsConnection: Redis;
+  let pool: WorkerPool | undefined;
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+    queue = new Queue('leasebeat', { connection: redis });
+    eventsConnection = server.client();
+    events = new QueueEvents('leasebeat', { connection: eventsConnection });
+    await events.waitUntilReady();
+  });
+  after(async () => {
+    await pool?.close(1000);
+    await events.close();
+    eventsConnection.disconnect();
+    await queue.close();
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await pool?.close(1000);
+    pool = undefined;
+    await queue.obliterate({ force: true });
+  });
+
+  it('dispatches by job name and hands the handler the tick, token, data and a logger', async () => {
+    let seen: unknown;
+    pool = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['report', scheduled({ name: 'report', handler: (job, ctx) => ((seen = { tick: ctx.tick.toISOString(), token: ctx.token, data: ctx.data, manual: ctx.manual, id: job.id }), 'ok') })]]));
+    const job = await queue.add('report', tickData({ to: 'ops' }), { jobId: 'report@1767225600000' });
+    assert.equal(await job.waitUntilFinished(events, 10_000), 'ok');
+    assert.deepEqual(seen, { tick: '2026-01-01T00:00:00.000Z', token: { generation: 'g', leaderTransitions: 4 }, data: { to: 'ops' }, manual: false, id: 'report@1767225600000' });
+  });
+
+  it('a throwing handler fails the run and BullMQ retries it; the process carries on', async () => {
+    let calls = 0;
+    pool = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['flaky', scheduled({ name: 'flaky', handler: () => {
+      calls++;
+      if (calls < 3) throw new Error(`attempt ${calls} failed`);
+      return 'third time lucky';
+    } })]]));
+    const job = await queue.add('flaky', tickData(), { attempts: 3 });
+    assert.equal(await job.waitUntilFinished(events, 10_000), 'third time lucky');
+    assert.equal(calls, 3);
+    const failing = await queue.add('flaky', tickData(), { attempts: 1 });
+    calls = 0;
+    await assert.rejects(failing.waitUntilFinished(events, 10_000), /attempt 1 failed/);
+  });
+
+  it('a run of a job this instance does not know fails with a message that says why', async () => {
+    pool = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['known', scheduled({ name: 'known', handler: () => 1 })]]));
+    const job = await queue.add('unknown', tickData());
+    await assert.rejects(job.waitUntilFinished(events, 10_000), /every instance must load the same jobs\/ folder/);
+  });
+
+  it('respects per-job concurrency on an instance, and close() waits for active runs', async () => {
+    let running = 0;
+    let peak = 0;
+    pool = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    const slow = scheduled({ name: 'slow', concurrency: 1, handler: async () => {
+      running++;
+      peak = Math.max(peak, running);
+      await sleep(300);
+      running--;
+      return 'done';
+    } });
+    pool.update(new Map([['slow', slow], ['other', scheduled({ name: 'other', concurrency: 3, handler: () => 1 })]]));
+    const jobs = await Promise.all([1, 2, 3].map(() => queue.add('slow', tickData())));
+    await sleep(150);
+    assert.equal(pool.activeCount(), 1);
+    await Promise.all(jobs.map((job) => job.waitUntilFinished(events, 10_000)));
+    assert.equal(peak, 1, 'never two runs of a concurrency-1 job at once on one instance');
+    const last = await queue.add('slow', tickData());
+    await sleep(100);
+    await pool.close(5_000);
+    assert.equal(await last.getState(), 'completed', 'close() let the active run finish');
+  });
+});
