@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { ElectorProcessOptions } from './elector-process.js';
@@ -178,4 +179,32 @@ export function summarize(values: number[]): string {
   const sorted = [...values].sort((a, b) => a - b);
   const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
   return `n=${sorted.length} min=${sorted[0]!.toFixed(0)} ms median=${at(0.5).toFixed(0)} ms p99=${at(0.99).toFixed(0)} ms max=${sorted.at(-1)!.toFixed(0)} ms`;
+}
+
+/** Election timings of the race tests: short, so that 20 s hold several failovers. */
+export const RACE_TIMING = { leaseDurationMs: 2000, renewDeadlineMs: 1500, retryPeriodMs: 250 };
+
+/**
+ * The race test shared by both locks: 5 electors for 20 s of seeded kills and graceful stops, reported
+ * through `diagnostic` and checked: no overlapping terms, strictly increasing transitions, working releases.
+ */
+export async function raceAndCheck(
+  lock: Pick<ElectorProcessOptions, 'lock' | 'redisUrl' | 'apiServer'>,
+  diagnostic: (message: string) => void,
+): Promise<void> {
+  const seed = Number(process.env.RACE_SEED ?? Date.now() % 100_000);
+  const report = await runRace({ seed, instances: 5, durationMs: 20_000, faultEveryMs: 1800, process: { ...lock, ...RACE_TIMING } });
+  diagnostic(`seed ${seed} (replay with RACE_SEED=${seed}); ${report.terms.length} terms, ${report.faults.length} faults`);
+  diagnostic(
+    `crash failover (SIGKILL of the leader → next term): ${summarize(report.crashFailoverMs)}; ` +
+      `bound ${RACE_TIMING.leaseDurationMs + 1.2 * RACE_TIMING.retryPeriodMs} ms`,
+  );
+  diagnostic(`graceful failover (SIGTERM of the leader → next term): ${summarize(report.releaseFailoverMs)}`);
+  assert.deepEqual(report.overlaps, [], 'leadership terms overlapped');
+  assert.deepEqual(report.nonIncreasingTransitions, [], 'leaderTransitions did not strictly increase');
+  assert.ok(report.terms.length >= 3, `expected several terms, saw ${report.terms.length}`);
+  assert.ok(report.crashFailoverMs.length + report.releaseFailoverMs.length >= 2, 'expected at least two leader faults');
+  for (const ms of report.releaseFailoverMs) {
+    assert.ok(ms < RACE_TIMING.leaseDurationMs, `graceful failover took ${ms} ms: the release did not work`);
+  }
 }
