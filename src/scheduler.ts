@@ -8,6 +8,12 @@ import { LeaderElector } from './election/leader-elector.js';
 import type { Term } from './election/record.js';
 import { RedisLeaseLock } from './election/redis-lock.js';
 import type { ResourceLock } from './election/resource-lock.js';
+import { Heartbeat, type MemberReport } from './members/heartbeat.js';
+import { MemberMonitor, type MemberMetrics } from './members/monitor.js';
+import { MAX_LISTED_JOBS, type WorkerState } from './members/record.js';
+import { resolveMemberSettings, type MemberSettings } from './members/settings.js';
+import { membersReport } from './members/status.js';
+import { MemberStore, type CordonRequest } from './members/store.js';
 import { KeySpace } from './queueing/keys.js';
 import { Producer, type ProducerMetrics } from './queueing/producer.js';
 import { QueueSet } from './queueing/queue-set.js';
@@ -44,19 +50,26 @@ export interface SchedulerOptions {
   workerTuning?: WorkerTuning;
   /** Bound on draining active runs at `stop()`. Default 25 s. */
   shutdownTimeoutMs?: number;
+  /** Heartbeats and member health; see `MemberSettings` for the defaults. */
+  members?: Partial<MemberSettings>;
   logger?: Logger;
   clock?: Clock;
-  metrics?: { election?: LeaderElectionMetrics; producer?: ProducerMetrics };
+  metrics?: { election?: LeaderElectionMetrics; producer?: ProducerMetrics; members?: MemberMetrics };
 }
 
-/** A running leasebeat instance: elector, producer (while leading) and workers. */
+/**
+ * A running leasebeat instance: elector, producer and member health monitor (while leading), workers, and
+ * a heartbeat that registers it as a member and obeys cordons.
+ */
 export interface Scheduler extends InstanceSource {
   readonly elector: LeaderElector;
   readonly registry: JobRegistry;
   readonly ledger: TickLedger;
-  /** Loads the jobs, starts the workers and starts campaigning. */
+  /** The member registry: records, cordons and the leader's judgement. */
+  readonly members: MemberStore;
+  /** Loads the jobs, registers as a member, starts the workers and (unless cordoned) campaigns. */
   start(): Promise<void>;
-  /** Stops enqueuing, releases the lease, drains the workers and closes connections it opened. */
+  /** Reports draining, stops enqueuing, releases the lease, drains the workers, leaves the registry. */
   stop(): Promise<void>;
 }
 
@@ -72,6 +85,7 @@ class LeasebeatScheduler implements Scheduler {
   readonly elector: LeaderElector;
   readonly registry: JobRegistry;
   readonly ledger: TickLedger;
+  readonly members: MemberStore;
   readonly identity: string;
   private readonly redis: Redis;
   private readonly ownsRedis: boolean;
@@ -80,10 +94,18 @@ class LeasebeatScheduler implements Scheduler {
   private readonly producer: Producer;
   private readonly log: Logger;
   private readonly clock: Clock;
-  private readonly campaign = new AbortController();
+  private readonly memberSettings: MemberSettings;
+  private readonly heartbeat: Heartbeat;
+  private readonly heartbeatControl = new AbortController();
   private readonly startedAt = new Date();
-  private electorRun: Promise<void> | undefined;
+  /** The elector's current run; none while cordoned or stopped. */
+  private campaign: { controller: AbortController; run: Promise<void> } | undefined;
+  private heartbeatRun: Promise<void> = Promise.resolve();
   private producerRun: Promise<void> = Promise.resolve();
+  private monitorRun: Promise<void> = Promise.resolve();
+  /** Whether this instance obeys a cordon; changes one at a time through `cordonChange`. */
+  private cordoned = false;
+  private cordonChange: Promise<unknown> = Promise.resolve();
   private stopping: Promise<void> | undefined;
 
   constructor(private readonly options: SchedulerOptions) {
@@ -94,7 +116,10 @@ class LeasebeatScheduler implements Scheduler {
     const leaseName = options.leaseName ?? 'leasebeat';
     const lock = options.lock ?? new RedisLeaseLock({ connection: this.redis, name: leaseName, identity: options.identity ?? defaultIdentity(), prefix: options.prefix });
     this.identity = lock.identity();
-    this.ledger = new TickLedger(this.redis, new KeySpace(options.prefix, leaseName));
+    const keys = new KeySpace(options.prefix, leaseName);
+    this.ledger = new TickLedger(this.redis, keys);
+    this.members = new MemberStore(this.redis, keys);
+    this.memberSettings = resolveMemberSettings(options.members);
     this.queueSet = new QueueSet({ connection: this.redis, prefix: options.bullPrefix });
     this.registry = new JobRegistry(options.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
     if (options.workers !== false) {
@@ -121,8 +146,21 @@ class LeasebeatScheduler implements Scheduler {
       callbacks: {
         onStartedLeading: (signal, term) => this.lead(signal, term),
         // Awaited by the elector before it releases the lease: enqueuing has stopped by then.
-        onStoppedLeading: () => this.producerRun,
+        onStoppedLeading: async () => {
+          await Promise.all([this.producerRun, this.monitorRun]);
+        },
       },
+    });
+    this.heartbeat = new Heartbeat({
+      store: this.members,
+      identity: this.identity,
+      version: VERSION,
+      clock: this.clock,
+      intervalMs: this.memberSettings.heartbeatIntervalMs,
+      timeoutMs: this.memberSettings.graceMs,
+      logger: this.log.child({ component: 'heartbeat' }),
+      report: () => this.memberReport(),
+      onCordon: (request) => this.onCordon(request),
     });
   }
 
@@ -134,10 +172,11 @@ class LeasebeatScheduler implements Scheduler {
     });
     const snapshot = await this.registry.start();
     this.log.info({ jobs: [...snapshot.jobs.keys()], errors: snapshot.errors.length, identity: this.identity }, 'jobs loaded');
+    // Register first: a cordon stored for this identity is obeyed before any job is taken or vote cast.
+    await this.heartbeat.beat().catch((error: unknown) => this.log.warn({ err: error }, 'first heartbeat failed; retrying every interval'));
     this.workers?.update(snapshot.jobs);
-    this.electorRun = this.elector.run(this.campaign.signal).catch((error: unknown) => {
-      this.log.fatal({ err: error }, 'the elector stopped unexpectedly');
-    });
+    if (!this.cordoned) this.startCampaign();
+    this.heartbeatRun = this.heartbeat.run(this.heartbeatControl.signal);
   }
 
   stop(): Promise<void> {
@@ -160,9 +199,12 @@ class LeasebeatScheduler implements Scheduler {
     ]);
     return [
       { name: 'redis', ...redis },
-      { name: 'jobs', ok: this.registry.jobs.size > 0 || this.registry.errors.length === 0, detail: `${this.registry.jobs.size} loaded, ${this.registry.errors.length} failed` },
-      { name: 'elector', ok: this.electorRun !== undefined && !this.campaign.signal.aborted },
-      { name: 'workers', ok: this.workers ? this.workers.running() : true },
+      { name: 'jobs', ...this.jobsCheck() },
+      // A cordoned instance is still Ready, as a cordoned Kubernetes node is: it is out of rotation by choice.
+      this.cordoned && !this.shuttingDown
+        ? { name: 'elector', ok: true, detail: 'cordoned: not campaigning' }
+        : { name: 'elector', ok: this.campaign !== undefined },
+      { name: 'workers', ok: !this.shuttingDown && this.workerState() !== 'stopped', detail: this.workerState() },
     ];
   }
 
@@ -193,8 +235,8 @@ class LeasebeatScheduler implements Scheduler {
         fenced: state.fenced,
       };
     }));
-    const members = [{ identity: this.identity, role: this.elector.isLeader() ? 'leader' : 'follower', lastSeen: new Date(now).toISOString() }];
-    if (leader && leader !== this.identity) members.push({ identity: leader, role: 'leader', lastSeen: '' });
+    const [records, cordons, view] = await Promise.all([this.members.list(), this.members.cordons(), this.members.health()]);
+    const { members, disruption } = membersReport(records, cordons, view);
     return {
       instance: { identity: this.identity, role: this.elector.isLeader() ? 'leader' : 'follower', startedAt: this.startedAt.toISOString(), version: VERSION },
       cluster: {
@@ -202,6 +244,7 @@ class LeasebeatScheduler implements Scheduler {
         leader,
         term: term ? { generation: term.generation, leaderTransitions: term.leaderTransitions, acquireTime: new Date(term.acquireTime).toISOString() } : null,
         members,
+        disruption,
       },
       jobs,
       loadErrors: this.registry.errors.map((e) => ({ file: e.file, message: e.message })),
@@ -210,6 +253,96 @@ class LeasebeatScheduler implements Scheduler {
 
   private lead(signal: AbortSignal, term: Term): void {
     this.producerRun = this.producer.run(term, signal);
+    // A fresh monitor per term: a new leader rebuilds member health from scratch.
+    const monitor = new MemberMonitor({
+      store: this.members,
+      self: this.identity,
+      settings: this.memberSettings,
+      clock: this.clock,
+      logger: this.log.child({ component: 'members' }),
+      metrics: this.options.metrics?.members,
+    });
+    this.monitorRun = monitor.run(signal);
+  }
+
+  private startCampaign(): void {
+    const controller = new AbortController();
+    const run = this.elector.run(controller.signal).catch((error: unknown) => {
+      this.log.fatal({ err: error }, 'the elector stopped unexpectedly');
+    });
+    this.campaign = { controller, run };
+  }
+
+  /** Cancels the campaign: the producer and monitor stop, then the lease is released (releaseOnCancel). */
+  private async stopCampaign(reason: string): Promise<void> {
+    const campaign = this.campaign;
+    this.campaign = undefined;
+    if (!campaign) return;
+    campaign.controller.abort(new Error(reason));
+    await campaign.run;
+  }
+
+  /** Applies the cordon the heartbeat found, after any change still in progress. True when it changed something. */
+  private onCordon(request: CordonRequest | undefined): Promise<boolean> {
+    const change = this.cordonChange.then(() => this.applyCordon(request));
+    this.cordonChange = change.catch(() => undefined);
+    return change;
+  }
+
+  private async applyCordon(request: CordonRequest | undefined): Promise<boolean> {
+    const cordon = request !== undefined;
+    if (cordon === this.cordoned || this.shuttingDown) return false;
+    this.cordoned = cordon;
+    if (!cordon) {
+      this.log.info('uncordoned: taking jobs and campaigning again');
+      this.workers?.resume();
+      this.startCampaign();
+      return true;
+    }
+    this.log.warn({ note: request.note }, 'cordoned: leaving the election (releasing the lease if held), finishing active jobs, taking no new ones');
+    this.workers?.pause().then(
+      () => this.log.info('cordoned and drained: no active jobs'),
+      (error: unknown) => this.log.error({ err: error }, 'pausing the workers failed'),
+    );
+    await this.stopCampaign('cordoned');
+    return true;
+  }
+
+  private get shuttingDown(): boolean {
+    return this.stopping !== undefined;
+  }
+
+  private workerState(): WorkerState {
+    return this.workers?.state() ?? 'disabled';
+  }
+
+  private jobsCheck(): { ok: boolean; detail: string } {
+    const { jobs, errors } = this.registry;
+    return { ok: jobs.size > 0 || errors.length === 0, detail: `${jobs.size} loaded, ${errors.length} failed` };
+  }
+
+  /** What the heartbeat writes about this instance. */
+  private memberReport(): MemberReport {
+    const workers = this.workerState();
+    const activeJobIds = this.workers?.activeJobIds() ?? [];
+    const jobs = this.jobsCheck();
+    const problem = this.shuttingDown
+      ? 'shutting down'
+      : !jobs.ok
+        ? `no jobs loaded (${jobs.detail})`
+        : workers === 'stopped'
+          ? 'workers stopped'
+          : undefined;
+    return {
+      role: this.elector.isLeader() ? 'leader' : 'follower',
+      workers,
+      activeJobs: activeJobIds.length,
+      activeJobIds: activeJobIds.slice(0, MAX_LISTED_JOBS),
+      cordoned: this.cordoned,
+      draining: this.shuttingDown || workers === 'draining',
+      ready: problem === undefined,
+      ...(problem ? { reason: problem } : {}),
+    };
   }
 
   /** The local self-fence: leading, and less than RenewDeadline since the last successful renewal. */
@@ -218,13 +351,19 @@ class LeasebeatScheduler implements Scheduler {
   }
 
   private async shutdown(): Promise<void> {
-    this.log.info('shutting down: stop enqueuing, release the lease, drain the workers');
-    // 1-2. Cancelling the campaign stops the producer, then releases the lease (releaseOnCancel).
-    this.campaign.abort(new Error('shutdown'));
-    await this.electorRun;
+    this.log.info('shutting down: report draining, stop enqueuing, release the lease, drain the workers, leave');
+    await this.cordonChange;
+    // 1. Report draining at once, so the leader and operators see it before the lease moves.
+    await this.heartbeat.beat().catch((error: unknown) => this.log.warn({ err: error }, 'could not report draining'));
+    // 2-3. Cancelling the campaign stops the producer and monitor, then releases the lease (releaseOnCancel).
+    await this.stopCampaign('shutdown');
     await this.registry.close();
-    // 3. Workers finish their active runs, bounded by the shutdown timeout.
+    // 4. Workers finish their active runs, bounded by the shutdown timeout; heartbeats go on meanwhile.
     await this.workers?.close(this.options.shutdownTimeoutMs ?? 25_000);
+    // 5. Leave the registry: a clean departure is not a failure for the leader to judge.
+    this.heartbeatControl.abort(new Error('shutdown'));
+    await this.heartbeatRun;
+    await this.heartbeat.leave().catch((error: unknown) => this.log.warn({ err: error }, 'could not leave the member registry'));
     await this.queueSet.close();
     if (this.ownsRedis) await this.redis.quit().catch(() => this.redis.disconnect());
     this.log.info('shut down');

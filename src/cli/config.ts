@@ -3,6 +3,8 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { parseDuration } from '../scheduling/duration.js';
 import { resolveElectionConfig } from '../election/config.js';
+import { resolveMemberSettings, type MemberSettings } from '../members/settings.js';
+import type { WorkerTuning } from '../queueing/worker-pool.js';
 
 /** The service configuration, from flags and `LEASEBEAT_*` environment variables (flags win). */
 export interface ServiceConfig {
@@ -22,6 +24,10 @@ export interface ServiceConfig {
   httpPort: number;
   board: { user?: string; password?: string; token?: string; readOnly: boolean; insecure: boolean };
   shutdownTimeoutMs: number;
+  /** Heartbeat interval, grace period and removal timeout (rates and threshold at their defaults). */
+  members: MemberSettings;
+  /** BullMQ lock settings; unset fields keep leasebeat's defaults. */
+  workerTuning: WorkerTuning;
   logLevel: string;
 }
 
@@ -46,6 +52,11 @@ export const SETTINGS = [
   'BOARD_TOKEN',
   'BOARD_READONLY',
   'SHUTDOWN_TIMEOUT',
+  'HEARTBEAT_INTERVAL',
+  'MEMBER_GRACE',
+  'MEMBER_REMOVAL',
+  'LOCK_DURATION',
+  'STALLED_INTERVAL',
   'LOG_LEVEL',
 ] as const;
 
@@ -61,7 +72,9 @@ export function inCluster(env: NodeJS.ProcessEnv = process.env): boolean {
   return Boolean(env.KUBERNETES_SERVICE_HOST) && existsSync(`${SERVICE_ACCOUNT}/token`);
 }
 
-function duration(raw: string | undefined, name: string, fallback: number): number {
+function duration(raw: string | undefined, name: string, fallback: number): number;
+function duration(raw: string | undefined, name: string, fallback?: number): number | undefined;
+function duration(raw: string | undefined, name: string, fallback?: number): number | undefined {
   if (raw === undefined || raw === '') return fallback;
   const ms = parseDuration(/^\d+$/.test(raw) ? Number(raw) : raw);
   if (ms === undefined || ms <= 0) {
@@ -108,6 +121,21 @@ export function loadConfig(overrides: RawSettings & { insecureBoard?: boolean } 
     throw new ConfigError(message);
   }
 
+  let members: MemberSettings;
+  try {
+    members = resolveMemberSettings({
+      heartbeatIntervalMs: duration(get('HEARTBEAT_INTERVAL'), 'HEARTBEAT_INTERVAL'),
+      graceMs: duration(get('MEMBER_GRACE'), 'MEMBER_GRACE'),
+      removalTimeoutMs: duration(get('MEMBER_REMOVAL'), 'MEMBER_REMOVAL'),
+    });
+  } catch (error) {
+    const message = (error as Error).message
+      .replace('heartbeatIntervalMs', 'LEASEBEAT_HEARTBEAT_INTERVAL')
+      .replace('graceMs', 'LEASEBEAT_MEMBER_GRACE')
+      .replace('heartbeatIntervalMs', 'LEASEBEAT_HEARTBEAT_INTERVAL');
+    throw new ConfigError(message);
+  }
+
   const namespaceFile = `${SERVICE_ACCOUNT}/namespace`;
   const leaseNamespace =
     get('LEASE_NAMESPACE') ?? env.POD_NAMESPACE ?? (existsSync(namespaceFile) ? readFileSync(namespaceFile, 'utf8').trim() : 'default');
@@ -144,6 +172,11 @@ export function loadConfig(overrides: RawSettings & { insecureBoard?: boolean } 
       insecure: overrides.insecureBoard ?? false,
     },
     shutdownTimeoutMs: duration(get('SHUTDOWN_TIMEOUT'), 'SHUTDOWN_TIMEOUT', 25_000),
+    members,
+    workerTuning: {
+      lockDurationMs: duration(get('LOCK_DURATION'), 'LOCK_DURATION'),
+      stalledIntervalMs: duration(get('STALLED_INTERVAL'), 'STALLED_INTERVAL'),
+    },
     logLevel: get('LOG_LEVEL') ?? 'info',
   };
 }

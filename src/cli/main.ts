@@ -6,14 +6,19 @@ import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RedisLeaseLock } from '../election/redis-lock.js';
 import type { ResourceLock } from '../election/resource-lock.js';
+import { waitForDrain } from '../members/drain.js';
+import { formatMembersTable, membersReport } from '../members/status.js';
+import { MemberStore } from '../members/store.js';
 import { KeySpace } from '../queueing/keys.js';
 import type { TickJobData } from '../queueing/job-data.js';
 import { TickLedger } from '../queueing/tick-ledger.js';
 import { createScheduler } from '../scheduler.js';
+import { formatDuration, parseDuration } from '../scheduling/duration.js';
 import { loadJobs } from '../scheduling/loader.js';
 import { nextTicks } from '../scheduling/plan.js';
 import { startHttpServer } from '../serving/http-server.js';
 import { createMetrics } from '../serving/metrics.js';
+import { systemClock } from '../util/clock.js';
 import { createLogger } from '../util/logger.js';
 import { ConfigError, loadConfig, redactUrl, type RawSettings, type ServiceConfig } from './config.js';
 import { redisAnswers, startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
@@ -87,8 +92,10 @@ async function start(flags: CommonFlags & { insecureBoard?: boolean } & Record<s
     prefix: config.prefix,
     election: { leaseDurationMs: config.leaseDurationMs, renewDeadlineMs: config.renewDeadlineMs, retryPeriodMs: config.retryPeriodMs },
     shutdownTimeoutMs: config.shutdownTimeoutMs,
+    members: config.members,
+    workerTuning: config.workerTuning,
     logger,
-    metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics },
+    metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics },
   });
   logger.info({ redis: redactUrl(url), lock: config.lock, identity: scheduler.identity, jobsDir: config.jobsDir }, 'starting leasebeat');
   const http = await startHttpServer({ host: config.httpHost, port: config.httpPort, source: scheduler, metrics, board: config.board, logger });
@@ -129,7 +136,14 @@ async function validate(dir: string, options: { count: string }): Promise<void> 
   if (errors.length > 0) process.exitCode = 1;
 }
 
-async function withRedis<T>(flags: CommonFlags, run: (context: { config: ServiceConfig; redis: Redis; ledger: TickLedger }) => Promise<T>): Promise<T> {
+interface RedisContext {
+  config: ServiceConfig;
+  redis: Redis;
+  ledger: TickLedger;
+  members: MemberStore;
+}
+
+async function withRedis<T>(flags: CommonFlags, run: (context: RedisContext) => Promise<T>): Promise<T> {
   const config = loadConfig(settingsFrom(flags));
   const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
   redis.on('error', () => undefined);
@@ -139,20 +153,23 @@ async function withRedis<T>(flags: CommonFlags, run: (context: { config: Service
     throw new ConfigError(`no Redis answers at ${redactUrl(config.redisUrl)} (LEASEBEAT_REDIS_URL or --redis-url)`);
   }
   try {
-    return await run({ config, redis, ledger: new TickLedger(redis, new KeySpace(config.prefix, config.leaseName)) });
+    const keys = new KeySpace(config.prefix, config.leaseName);
+    return await run({ config, redis, ledger: new TickLedger(redis, keys), members: new MemberStore(redis, keys) });
   } finally {
     redis.disconnect();
   }
 }
 
 async function status(flags: CommonFlags & { json?: boolean }): Promise<void> {
-  await withRedis(flags, async ({ config, redis, ledger }) => {
+  await withRedis(flags, async ({ config, redis, ledger, members }) => {
     const lease = await new RedisLeaseLock({ connection: redis, name: config.leaseName, prefix: config.prefix, identity: 'cli' })
       .get(AbortSignal.timeout(5000))
       .catch(() => undefined);
     const fence = await ledger.fence();
     const paused = await ledger.pausedJobs();
     const { jobs, errors } = await loadJobs(resolve(config.jobsDir));
+    const [records, cordons, health] = await Promise.all([members.list(), members.cordons(), members.health()]);
+    const membership = membersReport(records, cordons, health);
     const rows = await Promise.all(
       [...jobs.values()].map(async (job) => ({ job, state: await ledger.jobState(job.name), next: nextTicks(job, Date.now(), 1)[0] })),
     );
@@ -160,6 +177,8 @@ async function status(flags: CommonFlags & { json?: boolean }): Promise<void> {
       leader: lease?.record.holderIdentity ?? null,
       leaderTransitions: lease?.record.leaderTransitions ?? null,
       fence,
+      disruption: membership.disruption,
+      members: membership.members,
       jobs: rows.map(({ job, state, next }) => ({
         name: job.name,
         paused: job.paused || paused.has(job.name),
@@ -179,6 +198,7 @@ async function status(flags: CommonFlags & { json?: boolean }): Promise<void> {
     }
     console.log(`leader: ${report.leader || '(none)'}  transitions: ${report.leaderTransitions ?? '-'}  fence: ${fence.generation || '-'}#${fence.leaderTransitions} (rejected ${fence.fenced})`);
     console.log('(with the Kubernetes lock, the leader is in the Lease: kubectl get lease)');
+    for (const line of formatMembersTable(membership)) console.log(line);
     for (const row of report.jobs) {
       console.log(
         `${row.name}${row.paused ? ' [paused]' : ''}  next ${row.next ?? '-'}  last ${row.lastTick ?? '-'} ${row.lastJobId ?? ''}  ` +
@@ -213,6 +233,62 @@ async function pause(name: string, flags: CommonFlags & { note?: string }): Prom
 async function resume(name: string, flags: CommonFlags): Promise<void> {
   await withRedis(flags, async ({ ledger }) => {
     console.log((await ledger.resume(name)) ? `resumed ${name}` : `${name} was not paused`);
+  });
+}
+
+/** The identity of a registered (or cordoned) member: the exact identity, or a prefix matching only one. */
+async function resolveMember(members: MemberStore, given: string): Promise<string> {
+  const known = new Set([...(await members.list()).keys(), ...(await members.cordons()).keys()]);
+  if (known.has(given)) return given;
+  const matches = [...known].filter((identity) => identity.startsWith(given));
+  if (matches.length === 1) return matches[0]!;
+  if (matches.length > 1) throw new ConfigError(`"${given}" matches ${matches.length} members (${matches.join(', ')}): give more of the identity`);
+  throw new ConfigError(`no member "${given}" is registered: \`leasebeat status\` lists the members`);
+}
+
+async function cordon(member: string, flags: CommonFlags & { note?: string }): Promise<void> {
+  await withRedis(flags, async ({ members }) => {
+    const identity = await resolveMember(members, member);
+    await members.cordon(identity, { at: Date.now(), note: flags.note ?? '' });
+    console.log(`cordoned ${identity}: within one heartbeat it leaves the election (releasing the lease if it leads) and takes no new jobs`);
+  });
+}
+
+async function uncordon(member: string, flags: CommonFlags): Promise<void> {
+  await withRedis(flags, async ({ members }) => {
+    const identity = await resolveMember(members, member);
+    console.log((await members.uncordon(identity)) ? `uncordoned ${identity}` : `${identity} was not cordoned`);
+  });
+}
+
+async function drain(member: string, flags: CommonFlags & { note?: string; wait?: boolean; timeout: string }): Promise<void> {
+  const timeoutMs = parseDuration(flags.timeout);
+  if (timeoutMs === undefined) throw new ConfigError(`--timeout "${flags.timeout}" is not a duration: write it like 90s or 10m`);
+  await withRedis(flags, async ({ members }) => {
+    const identity = await resolveMember(members, member);
+    await members.cordon(identity, { at: Date.now(), note: flags.note ?? 'drain' });
+    if (!flags.wait) {
+      console.log(`cordoned ${identity}; it finishes its active jobs and takes no new ones (--wait waits for that)`);
+      return;
+    }
+    console.log(`cordoned ${identity}; waiting up to ${formatDuration(timeoutMs)} for its active jobs to finish`);
+    let shown = '';
+    const outcome = await waitForDrain(members, identity, {
+      timeoutMs,
+      pollMs: 250,
+      clock: systemClock,
+      onProgress: (record) => {
+        const line = `  ${record.cordoned ? 'cordoned' : 'cordon not yet obeyed'}, ${record.activeJobs} active job(s)`;
+        if (line !== shown) console.log((shown = line));
+      },
+    });
+    if (outcome.kind === 'drained') console.log(`drained ${identity}: cordoned, no active jobs`);
+    else if (outcome.kind === 'left') console.log(`${identity} left the member registry (it shut down or was removed)`);
+    else {
+      const active = outcome.record ? `${outcome.record.activeJobs} active job(s)` : 'no record';
+      console.error(`leasebeat: ${identity} did not drain within ${formatDuration(timeoutMs)} (${active}); it stays cordoned`);
+      process.exitCode = 1;
+    }
   });
 }
 
@@ -251,6 +327,22 @@ withConnectionFlags(program.command('pause').description('pause a job at run tim
 withConnectionFlags(program.command('resume').description('resume a paused job'))
   .argument('<job>', 'job name')
   .action(resume);
+
+withConnectionFlags(program.command('cordon').description('take a member out of rotation: it leaves the election and takes no new jobs'))
+  .argument('<member>', 'member identity, or a prefix of it that matches one member')
+  .option('--note <text>', 'why it is cordoned')
+  .action(cordon);
+
+withConnectionFlags(program.command('uncordon').description('put a cordoned member back: it takes jobs and campaigns again'))
+  .argument('<member>', 'member identity, or a prefix of it that matches one member')
+  .action(uncordon);
+
+withConnectionFlags(program.command('drain').description('cordon a member; with --wait, return once it has no active jobs'))
+  .argument('<member>', 'member identity, or a prefix of it that matches one member')
+  .option('--wait', 'wait until the member reports no active jobs')
+  .option('--timeout <duration>', 'give up waiting after this long (exit code 1)', '5m')
+  .option('--note <text>', 'why it is drained')
+  .action(drain);
 
 try {
   await program.parseAsync(process.argv);

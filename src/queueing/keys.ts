@@ -51,4 +51,19 @@ export class KeySpace {
   jobState(job: string): string {
     return `${this.base}:job:${job}`;
   }
+
+  /** Hash: member identity → its latest heartbeat record (JSON), written by the member itself. */
+  get members(): string {
+    return `${this.base}:members`;
+  }
+
+  /** Hash: member identity → cordon request (JSON), written by `leasebeat cordon`. */
+  get cordons(): string {
+    return `${this.base}:cordons`;
+  }
+
+  /** String with a TTL: the leader's latest judgement of member health (JSON). */
+  get memberHealth(): string {
+    return `${this.base}:member-health`;
+  }
 }

@@ -1,16 +1,45 @@
 import { DelayedError, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
+import type { WorkerState } from '../members/record.js';
 import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
 import type { TickJobData } from './job-data.js';
 
-/** BullMQ lock settings for the workers; see the README on stalled jobs. */
+/**
+ * BullMQ's lock and stalled-job settings, which decide what happens to the jobs of an instance that dies.
+ * A worker holds a lock on each active job and renews it every `lockDuration / 2`. When the process dies
+ * the lock expires; every worker runs a stalled check each `stalledInterval` (at most one per queue per
+ * interval runs, cluster-wide), and a job that was active at one check and is still unlocked at the next
+ * goes back to the wait list for another instance. So a killed instance's job restarts elsewhere between
+ * `lockDuration / 2` and `lockDuration + stalledInterval` after the kill. leasebeat relies on this as is.
+ */
 export interface WorkerTuning {
-  /** How long a worker's lock on an active job lasts without renewal. Default 30 s (BullMQ's). */
+  /**
+   * Default 30 s (BullMQ's). Renewal every 15 s tolerates a handler that blocks the event loop for up to
+   * about 15 s; shorter would recover crashed jobs sooner but run a CPU-heavy job twice, once while its
+   * first run is still going.
+   */
   lockDurationMs?: number;
-  /** How often workers look for jobs whose lock expired (their worker died). Default 15 s. */
+  /**
+   * Default 10 s (BullMQ's is 30 s). A check costs one script per queue, over the active list only, so it
+   * is cheap; at 10 s a dead instance's jobs are back in the queue 15 to 40 s after the kill, about when
+   * the leader declares the instance Unknown (20 s grace).
+   */
   stalledIntervalMs?: number;
-  /** How many times a job may stall before it fails instead of being retried. Default 1. */
+  /**
+   * Default 2 (BullMQ's is 1). A job survives two losses of the instance running it (say a drain that ran
+   * out of time during a rollout, then a node failure); a job that itself kills every worker it lands on
+   * fails after its third run instead of taking the fleet down one instance at a time.
+   */
   maxStalledCount?: number;
+}
+
+export const DEFAULT_WORKER_TUNING: Required<WorkerTuning> = { lockDurationMs: 30_000, stalledIntervalMs: 10_000, maxStalledCount: 2 };
+
+/** One run executing on this instance. */
+interface ActiveRun {
+  queue: string;
+  id: string;
+  name: string;
 }
 
 /** How long a run waits before retrying when its job is at its per-instance concurrency. */
@@ -22,9 +51,12 @@ const CONCURRENCY_BACKOFF_MS = 250;
  */
 export class WorkerPool {
   private readonly workers = new Map<string, Worker>();
-  private readonly active = new Map<string, number>();
+  private readonly runs = new Map<string, ActiveRun>();
   private jobs: ReadonlyMap<string, ScheduledJob> = new Map();
   private closing = false;
+  private closed = false;
+  /** Set by `pause()`, cleared by `resume()`; a pause superseded by a resume never counts as drained. */
+  private pausing: { drained: boolean } | undefined;
 
   constructor(
     private readonly options: {
@@ -52,9 +84,12 @@ export class WorkerPool {
 
   /** Number of runs currently executing on this instance. */
   activeCount(): number {
-    let total = 0;
-    for (const count of this.active.values()) total += count;
-    return total;
+    return this.runs.size;
+  }
+
+  /** `<queue>/<job id>` of the runs executing on this instance. */
+  activeJobIds(): string[] {
+    return [...this.runs.values()].map((run) => `${run.queue}/${run.id}`);
   }
 
   /** Names of the queues with a worker. */
@@ -62,13 +97,39 @@ export class WorkerPool {
     return [...this.workers.keys()];
   }
 
-  /** True while every worker is running. */
-  running(): boolean {
-    return !this.closing && [...this.workers.values()].every((w) => w.isRunning());
+  /** What the workers are doing; see `WorkerState`. */
+  state(): WorkerState {
+    if (this.closed) return 'stopped';
+    if (this.closing) return 'draining';
+    if (this.pausing) return this.pausing.drained ? 'paused' : 'draining';
+    return [...this.workers.values()].every((w) => w.isRunning()) ? 'running' : 'stopped';
+  }
+
+  /**
+   * Stops taking new runs on every queue; active runs go on to the end. Resolves once they have (the state
+   * is then `paused`); after an intervening `resume()`, only when the pool closes. Workers started while
+   * paused start paused. A fetch BullMQ already had in flight at the moment of the call may still start one
+   * more run; it is finished like the others before the pool counts as paused.
+   */
+  async pause(): Promise<void> {
+    if (this.closing || this.pausing) return;
+    const pause = { drained: false };
+    this.pausing = pause;
+    await Promise.all([...this.workers.values()].map((w) => w.pause()));
+    pause.drained = true;
+  }
+
+  /** Takes new runs again after `pause()`. */
+  resume(): void {
+    if (this.closing || !this.pausing) return;
+    this.pausing = undefined;
+    // BullMQ's resume restarts a worker whose main loop ended, or wakes one still finishing its runs.
+    for (const worker of this.workers.values()) void worker.resume();
   }
 
   /** Stops taking new runs and waits for active ones; after `timeoutMs` the rest are abandoned to BullMQ's stalled-job recovery. */
   async close(timeoutMs: number): Promise<void> {
+    if (this.closing) return;
     this.closing = true;
     const workers = [...this.workers.values()];
     let timer: NodeJS.Timeout | undefined;
@@ -80,17 +141,20 @@ export class WorkerPool {
       this.options.logger.warn({ active: this.activeCount(), timeoutMs }, 'drain timed out; active runs will be recovered as stalled jobs');
       await Promise.all(workers.map((w) => w.close(true)));
     }
+    this.closed = true;
   }
 
   private startWorker(queue: string, concurrency: number): Worker {
     const tuning = this.options.tuning ?? {};
-    const worker = new Worker(queue, (job: Job, token?: string, signal?: AbortSignal) => this.process(job, token, signal), {
+    const worker = new Worker(queue, (job: Job, token?: string, signal?: AbortSignal) => this.process(job, queue, token, signal), {
       connection: this.options.connection,
       prefix: this.options.prefix,
       concurrency,
-      lockDuration: tuning.lockDurationMs ?? 30_000,
-      stalledInterval: tuning.stalledIntervalMs ?? 15_000,
-      maxStalledCount: tuning.maxStalledCount ?? 1,
+      lockDuration: tuning.lockDurationMs ?? DEFAULT_WORKER_TUNING.lockDurationMs,
+      stalledInterval: tuning.stalledIntervalMs ?? DEFAULT_WORKER_TUNING.stalledIntervalMs,
+      maxStalledCount: tuning.maxStalledCount ?? DEFAULT_WORKER_TUNING.maxStalledCount,
+      // A worker created while the pool is paused waits for `resume()`.
+      autorun: this.pausing === undefined,
     });
     worker.on('failed', (job, error) => {
       this.options.logger.warn({ job: job?.name, jobId: job?.id, attempt: job?.attemptsMade, err: error }, 'run failed');
@@ -99,18 +163,19 @@ export class WorkerPool {
     return worker;
   }
 
-  private async process(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
+  private async process(job: Job, queue: string, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
     const definition = this.jobs.get(job.name);
     if (!definition) {
       throw new Error(`no definition named "${job.name}" is loaded on this instance: every instance must load the same jobs/ folder`);
     }
-    const running = this.active.get(job.name) ?? 0;
+    const running = [...this.runs.values()].filter((run) => run.name === job.name).length;
     if (running >= definition.concurrency && token) {
       // This instance already runs as many as the job allows: hand the run back for a moment.
       await job.moveToDelayed(Date.now() + CONCURRENCY_BACKOFF_MS, token);
       throw new DelayedError();
     }
-    this.active.set(job.name, running + 1);
+    const key = `${queue}/${job.id}`;
+    this.runs.set(key, { queue, id: job.id ?? '', name: job.name });
     try {
       const data = job.data as Partial<TickJobData>;
       const context: HandlerContext = {
@@ -125,7 +190,7 @@ export class WorkerPool {
       // A flow parent without a handler completes with its children's results.
       return await job.getChildrenValues();
     } finally {
-      this.active.set(job.name, (this.active.get(job.name) ?? 1) - 1);
+      this.runs.delete(key);
     }
   }
 }

@@ -1,5 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { LeaderElectionMetrics } from '../election/config.js';
+import { CONDITIONS, type DisruptionState } from '../members/health.js';
+import type { MemberMetrics } from '../members/monitor.js';
 
 /**
  * The producer's metric hooks. Structurally the same as the queueing producer's `ProducerMetrics`, so
@@ -28,6 +30,8 @@ export interface LeasebeatInstruments {
   enqueueFenced: Counter;
   scheduleLag: Histogram;
   queueMetricsErrors: Counter<'queue'>;
+  members: Gauge<'condition'>;
+  disruptionState: Gauge;
 }
 
 /** A private Prometheus registry with leasebeat's instruments and the adapters that feed them. */
@@ -38,7 +42,12 @@ export interface LeasebeatMetrics {
   electionMetrics: LeaderElectionMetrics;
   /** Pass to the producer. */
   producerMetrics: ProducerMetricsHooks;
+  /** Pass to the member health monitor (`SchedulerOptions.metrics.members`). */
+  memberMetrics: MemberMetrics;
 }
+
+/** The value of `leasebeat_disruption_state` for each state. */
+export const DISRUPTION_STATE_VALUES: Record<DisruptionState, number> = { Normal: 0, PartialDisruption: 1, FullDisruption: 2 };
 
 /** Counters only go up; a hook called with a bad count must not throw into the scheduler. */
 function isPositiveCount(count: number): boolean {
@@ -104,7 +113,20 @@ export function createMetrics(): LeasebeatMetrics {
       labelNames: ['queue'] as const,
       registers,
     }),
+    members: new Gauge({
+      name: 'leasebeat_members',
+      help: 'Members by condition (Ready, NotReady, Unknown) as this instance judges them; exported by the leader only',
+      labelNames: ['condition'] as const,
+      registers,
+    }),
+    disruptionState: new Gauge({
+      name: 'leasebeat_disruption_state',
+      help: 'Disruption state of the members: 0 Normal, 1 PartialDisruption, 2 FullDisruption; exported by the leader only',
+      registers,
+    }),
   };
+  // Only the leader judges members: the others export no sample rather than a misleading 0 (Normal).
+  instruments.disruptionState.remove();
 
   const electionMetrics: LeaderElectionMetrics = {
     leaderOn: (name) => {
@@ -130,5 +152,16 @@ export function createMetrics(): LeasebeatMetrics {
     },
   };
 
-  return { registry, instruments, electionMetrics, producerMetrics };
+  const memberMetrics: MemberMetrics = {
+    observed: (counts, disruption) => {
+      for (const condition of CONDITIONS) instruments.members.set({ condition }, counts[condition]);
+      instruments.disruptionState.set(DISRUPTION_STATE_VALUES[disruption]);
+    },
+    cleared: () => {
+      instruments.members.reset();
+      instruments.disruptionState.remove();
+    },
+  };
+
+  return { registry, instruments, electionMetrics, producerMetrics, memberMetrics };
 }

@@ -1,4 +1,6 @@
 import type { Queue } from 'bullmq';
+import type { DisruptionState } from '../members/health.js';
+import type { MemberStatus } from '../members/status.js';
 
 /** One readiness check, as `/readyz` lists it. */
 export interface ReadinessCheck {
@@ -57,7 +59,13 @@ export interface StatusSnapshot {
     /** Identity of the current holder; `""` when nobody holds the lease. */
     leader: string;
     term: StatusTerm | null;
-    members: Array<{ identity: string; role: string; lastSeen: string }>;
+    /** Every registered instance with its condition as the leader judges it; the leader first. */
+    members: MemberStatus[];
+    /**
+     * Normal, PartialDisruption or FullDisruption, from the leader's latest judgement; `null` while no leader
+     * publishes one. Optional only for sources older than member health.
+     */
+    disruption?: DisruptionState | null;
   };
   jobs: JobStatus[];
   loadErrors: Array<{ file: string; message: string }>;

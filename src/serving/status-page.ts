@@ -110,6 +110,35 @@ const SCRIPT = `
     return Object.values(counts).reduce((sum, n) => sum + n, 0);
   }
 
+  function age(ms) {
+    return ms < 1000 ? Math.round(ms) + ' ms' : ms < 90000 ? (ms / 1000).toFixed(1) + ' s' : Math.round(ms / 60000) + ' min';
+  }
+  const CONDITION_CLASS = { Ready: 'ok', NotReady: 'warn', Unknown: 'bad' };
+  const DISRUPTION_CLASS = { Normal: 'ok', PartialDisruption: 'warn', FullDisruption: 'bad' };
+  function badge(text, kind) {
+    return h('span', { class: 'badge ' + (kind || '') }, text);
+  }
+  function jobList(ids) {
+    return ids && ids.length ? h('span', { class: 'sub' }, ids.join(', ')) : null;
+  }
+
+  function memberRow(m, leader) {
+    const unknownJobs = m.activeJobsWhenUnknown || [];
+    const heartbeat = typeof m.heartbeatAgeMs === 'number' ? h('span', {}, age(m.heartbeatAgeMs) + ' ago') : time(m.lastSeen);
+    return h('tr', { class: 'member', 'data-member': m.identity },
+      h('td', {}, m.identity, m.identity === leader ? [' ', badge('leader', 'ok')] : null,
+        m.version ? h('span', { class: 'sub' }, 'v' + m.version) : null),
+      h('td', {}, m.condition ? badge(m.condition, CONDITION_CLASS[m.condition]) : h('span', { class: 'empty' }, '—')),
+      h('td', {}, m.role),
+      h('td', {}, heartbeat),
+      h('td', { class: 'num' }, m.activeJobs === undefined ? '—' : m.activeJobs, jobList(m.activeJobIds),
+        unknownJobs.length ? h('span', { class: 'sub bad' }, 'active when Unknown: ' + unknownJobs.join(', ')) : null),
+      h('td', {}, m.workers || '—',
+        m.cordoned ? [' ', badge('cordoned', 'warn')] : m.cordonRequested ? [' ', badge('cordon requested', 'warn')] : null,
+        m.draining ? [' ', badge('draining', 'warn')] : null,
+        m.reason ? h('span', { class: 'sub warn' }, m.reason) : null));
+  }
+
   function jobRow(job) {
     const skipped = Object.entries(job.skipped);
     const lastJob = job.lastJobId
@@ -146,11 +175,13 @@ const SCRIPT = `
           ['Leader', s.cluster.leader ? h('span', { id: 'leader' }, s.cluster.leader) : h('span', { id: 'leader', class: 'bad' }, 'none')],
           ['Term', term ? h('span', {}, h('code', {}, term.generation), ' · ', term.leaderTransitions, ' transitions') : '—'],
           ['Acquired', term ? time(term.acquireTime) : '—'],
+          ['Disruption', s.cluster.disruption
+            ? h('span', { id: 'disruption', class: 'badge ' + DISRUPTION_CLASS[s.cluster.disruption] }, s.cluster.disruption)
+            : h('span', { id: 'disruption', class: 'empty' }, 'not judged (no leader)')],
         ]))),
       h('section', {}, h('h2', {}, 'Members (' + s.cluster.members.length + ')'),
-        table(['Identity', 'Role', 'Last seen'], s.cluster.members.map((m) =>
-          h('tr', {}, h('td', {}, m.identity, m.identity === s.cluster.leader ? [' ', h('span', { class: 'badge ok' }, 'leader')] : null),
-            h('td', {}, m.role), h('td', {}, time(m.lastSeen)))), 'No members reported.')),
+        table(['Identity', 'Condition', 'Role', 'Last heartbeat', 'Active jobs', 'State'],
+          s.cluster.members.map((m) => memberRow(m, s.cluster.leader)), 'No members reported.')),
       h('section', {}, h('h2', {}, 'Jobs (' + s.jobs.length + ')'),
         table(['Job', 'Queue', 'Schedule', 'Time zone', 'Next runs', 'Last tick', 'Last job', 'Enqueued', 'Skipped', 'Fenced', 'State'],
           s.jobs.map(jobRow), 'No jobs loaded.')),

@@ -1,0 +1,107 @@
+import type { CordonRequest } from './store.js';
+import type { DisruptionState, HealthView, MemberCondition, ObservedRecord } from './health.js';
+import type { WorkerState } from './record.js';
+
+/**
+ * One member as the status API shows it: its own report joined with the leader's judgement. The fields
+ * after `lastSeen` are optional only for sources older than member health; leasebeat always fills them.
+ */
+export interface MemberStatus {
+  identity: string;
+  role: string;
+  /** When the leader last saw this member's record change (leader's clock, RFC 3339); `""` when not yet judged. */
+  lastSeen: string;
+  /** `null` while no leader has judged this member (no leader, or it has just joined). */
+  condition?: MemberCondition | null;
+  /** Why the member reports it cannot work. */
+  reason?: string | null;
+  /** Time since the leader last saw the record change, as of the leader's latest pass. */
+  heartbeatAgeMs?: number | null;
+  version?: string;
+  /** On the member's own clock. */
+  startedAt?: string;
+  workers?: WorkerState;
+  activeJobs?: number;
+  activeJobIds?: string[];
+  /** The jobs that were active on the member when it became Unknown. */
+  activeJobsWhenUnknown?: string[];
+  /** The member obeys a cordon. */
+  cordoned?: boolean;
+  /** A cordon is stored but the member has not (yet) reported obeying it. */
+  cordonRequested?: boolean;
+  draining?: boolean;
+}
+
+/** The member table and the disruption state, from the records and the leader's latest judgement. */
+export interface MembersReport {
+  members: MemberStatus[];
+  /** `null` while no leader publishes a judgement. */
+  disruption: DisruptionState | null;
+  judgedBy: string | null;
+}
+
+/** Joins the records, cordons and the leader's view into rows: the leader first, then by identity. */
+export function membersReport(
+  records: ReadonlyMap<string, ObservedRecord>,
+  cordons: ReadonlyMap<string, CordonRequest>,
+  view: HealthView | undefined,
+): MembersReport {
+  const judged = new Map(view?.members.map((m) => [m.identity, m]));
+  const members = [...records.values()].map(({ record }): MemberStatus => {
+    const judgement = judged.get(record.identity);
+    return {
+      identity: record.identity,
+      role: record.role,
+      lastSeen: judgement ? new Date(judgement.probeTimestamp).toISOString() : '',
+      condition: judgement?.condition ?? null,
+      reason: record.reason ?? null,
+      heartbeatAgeMs: judgement?.heartbeatAgeMs ?? null,
+      version: record.version,
+      startedAt: new Date(record.startedAt).toISOString(),
+      workers: record.workers,
+      activeJobs: record.activeJobs,
+      activeJobIds: record.activeJobIds,
+      activeJobsWhenUnknown: judgement?.activeJobsWhenUnknown ?? [],
+      cordoned: record.cordoned,
+      cordonRequested: cordons.has(record.identity) && !record.cordoned,
+      draining: record.draining,
+    };
+  });
+  members.sort((a, b) => Number(b.role === 'leader') - Number(a.role === 'leader') || a.identity.localeCompare(b.identity));
+  return { members, disruption: view?.disruption ?? null, judgedBy: view?.leader ?? null };
+}
+
+/** A duration for people: `850 ms`, `12.3 s`, `4 min`. */
+export function formatAge(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 90_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.round(ms / 60_000)} min`;
+}
+
+/** The members table as plain text lines, for `leasebeat status`. */
+export function formatMembersTable(report: MembersReport): string[] {
+  const header = ['MEMBER', 'CONDITION', 'ROLE', 'HEARTBEAT', 'ACTIVE', 'STATE'];
+  const rows = report.members.map((m) => [
+    m.identity,
+    m.condition ?? '-',
+    m.role,
+    m.heartbeatAgeMs === null || m.heartbeatAgeMs === undefined ? '-' : `${formatAge(m.heartbeatAgeMs)} ago`,
+    String(m.activeJobs ?? 0),
+    describeState(m),
+  ]);
+  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]): string => cells.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd();
+  const judged = report.disruption ? `${report.disruption} (judged by ${report.judgedBy})` : 'unknown: no leader is judging member health';
+  return [`disruption: ${judged}`, line(header), ...rows.map(line)];
+}
+
+/** Workers, cordon, drain and readiness in a few words. */
+export function describeState(m: MemberStatus): string {
+  const parts: string[] = [m.workers ?? 'workers ?'];
+  if (m.cordoned) parts.push('cordoned');
+  else if (m.cordonRequested) parts.push('cordon requested');
+  if (m.draining) parts.push('draining');
+  if (m.reason) parts.push(m.reason);
+  if (m.activeJobsWhenUnknown?.length) parts.push(`active when Unknown: ${m.activeJobsWhenUnknown.join(', ')}`);
+  return parts.join(', ');
+}

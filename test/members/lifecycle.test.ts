@@ -1,0 +1,219 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Queue, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { MemberStore } from '../../src/members/store.js';
+import type { TickJobData } from '../../src/queueing/job-data.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import type { StatusSnapshot } from '../../src/serving/sources.js';
+import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { leasebeatCli, until } from './support.js';
+
+const JOBS = new URL('./fixtures/jobs/', import.meta.url).pathname;
+
+/** Quick member and BullMQ timings, so that failures are detected and recovered within seconds. */
+const MEMBER_TIMINGS = {
+  LEASEBEAT_HEARTBEAT_INTERVAL: '250ms',
+  LEASEBEAT_MEMBER_GRACE: '2s',
+  LEASEBEAT_LOCK_DURATION: '2s',
+  LEASEBEAT_STALLED_INTERVAL: '1s',
+  LEASEBEAT_SHUTDOWN_TIMEOUT: '20s',
+};
+
+/** The data of a hand-added run of the `long-sleep` fixture. */
+function longRun(ms: number): TickJobData<{ ms: number }> {
+  return { tick: Date.now(), token: { generation: '', leaderTransitions: -1 }, data: { ms }, manual: true };
+}
+
+describe('member lifecycle with real `leasebeat start` processes on one Redis', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  const instances: Instance[] = [];
+  const queues: Queue[] = [];
+
+  /** Settings of one test's cluster: its own lease name, hence its own member registry. */
+  const clusterEnv = (cluster: string, extra: Record<string, string> = {}): Record<string, string> => ({
+    LEASEBEAT_REDIS_URL: server.url,
+    LEASEBEAT_JOBS_DIR: JOBS,
+    LEASEBEAT_LEASE_NAME: cluster,
+    ...FAST_ELECTION,
+    ...MEMBER_TIMINGS,
+    ...extra,
+  });
+  const launch = (identity: string, env: Record<string, string>): Instance => {
+    const instance = startInstance(identity, env);
+    instances.push(instance);
+    return instance;
+  };
+  const queue = (name: string): Queue => {
+    const created = new Queue(name, { connection: redis });
+    queues.push(created);
+    return created;
+  };
+  const httpUrl = async (instance: Instance): Promise<string> =>
+    (await instance.waitForLog((l) => l.msg === 'HTTP server listening', 60_000)).url as string;
+  const leaseHolder = (cluster: string): Promise<string | null> => redis.hget(`leasebeat:{${cluster}}:lease`, 'holderIdentity');
+  const readyMembers = async (store: MemberStore, count: number): Promise<boolean> => {
+    const view = await store.health();
+    return view !== undefined && view.members.filter((m) => m.condition === 'Ready').length === count;
+  };
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    for (const instance of instances) instance.child.kill('SIGKILL');
+    await Promise.all(queues.map((q) => q.close()));
+    redis.disconnect();
+    await server.close();
+  });
+
+  it('SIGKILL mid-job: the member goes Unknown with its job on record, and the job completes on another instance', { timeout: 180_000 }, async (t) => {
+    const store = new MemberStore(redis, new KeySpace('leasebeat', 'kill'));
+    // The leader listens on a queue of its own, so the long run lands on a follower and the judge stays put.
+    const leader = launch('kill-leader', clusterEnv('kill', { TEST_LONG_QUEUE: 'kill-leader-only' }));
+    await leader.waitForLog((l) => l.msg === 'acquired the leader lease', 60_000);
+    const followers = ['kill-f1', 'kill-f2'].map((id) => launch(id, clusterEnv('kill', { TEST_LONG_QUEUE: 'kill-long' })));
+    await until('three Ready members', () => readyMembers(store, 3), 60_000);
+
+    const work = queue('kill-long');
+    await work.add('long-sleep', longRun(4_000), { jobId: 'long-1', attempts: 1 });
+    const victimId = await until('the run to start on a follower', async () => {
+      for (const [identity, { record }] of await store.list()) if (record.activeJobIds.includes('kill-long/long-1')) return identity;
+      return undefined;
+    });
+    const victim = followers.find((f) => f.identity === victimId)!;
+    const survivor = followers.find((f) => f !== victim)!;
+    await sleep(1_000);
+    const killedAt = Date.now();
+    victim.child.kill('SIGKILL');
+
+    const judged = await until('the killed member to be Unknown', async () => {
+      const member = (await store.health())?.members.find((m) => m.identity === victimId);
+      return member?.condition === 'Unknown' ? member : undefined;
+    });
+    const unknownAt = Date.now();
+    assert.deepEqual(judged.activeJobsWhenUnknown, ['kill-long/long-1']);
+    assert.ok(unknownAt - killedAt >= 1_500, `Unknown only after the 2 s grace period (${unknownAt - killedAt} ms)`);
+
+    // The status API, the metrics and the CLI all show it, on any instance.
+    const status = (await (await fetch(`${await httpUrl(survivor)}/api/status`)).json()) as StatusSnapshot;
+    const row = status.cluster.members.find((m) => m.identity === victimId);
+    assert.equal(row?.condition, 'Unknown');
+    assert.deepEqual(row?.activeJobsWhenUnknown, ['kill-long/long-1']);
+    assert.equal(status.cluster.disruption, 'Normal', 'one of three unhealthy is below the threshold');
+    assert.equal(status.cluster.members[0]?.identity, leader.identity, 'the leader comes first');
+    const metrics = await (await fetch(`${await httpUrl(leader)}/metrics`)).text();
+    assert.match(metrics, /^leasebeat_members\{condition="Unknown"\} 1$/m);
+    assert.match(metrics, /^leasebeat_members\{condition="Ready"\} 2$/m);
+    assert.match(metrics, /^leasebeat_disruption_state 0$/m);
+    const cli = await leasebeatCli(['status'], clusterEnv('kill'));
+    assert.equal(cli.code, 0, cli.stderr);
+    assert.match(cli.stdout, /^disruption: Normal \(judged by kill-leader\)$/m);
+    assert.match(cli.stdout, new RegExp(`^${victimId}\\s+Unknown\\s+follower\\s+.*active when Unknown: kill-long/long-1$`, 'm'));
+
+    const job = await until(
+      'the run to complete on another instance',
+      async () => {
+        const current = (await work.getJob('long-1')) as Job<TickJobData, { ranOn: string }> | undefined;
+        return current?.finishedOn ? current : undefined;
+      },
+      60_000,
+    );
+    const completedAt = Date.now();
+    assert.equal(await job.getState(), 'completed');
+    assert.equal(job.returnvalue.ranOn, survivor.identity);
+    assert.equal(job.stalledCounter, 1, 'recovered by BullMQ as a stalled job');
+    t.diagnostic(`SIGKILL → member Unknown: ${unknownAt - killedAt} ms (grace 2 s, heartbeat 250 ms)`);
+    t.diagnostic(`SIGKILL → run restarted elsewhere: ${job.processedOn! - killedAt} ms (lockDuration 2 s, stalledInterval 1 s)`);
+    t.diagnostic(`SIGKILL → run completed elsewhere: ${completedAt - killedAt} ms (the run takes 4 s)`);
+  });
+
+  it('cordon releases leadership to a follower within about a RetryPeriod, drains, and uncordon brings it back', { timeout: 180_000 }, async (t) => {
+    const store = new MemberStore(redis, new KeySpace('leasebeat', 'cordon'));
+    // A 10 s lease: a takeover within a few seconds can only come from the cordoned leader's release.
+    const election = { LEASEBEAT_LEASE_DURATION: '10s', LEASEBEAT_RENEW_DEADLINE: '5s', LEASEBEAT_RETRY_PERIOD: '250ms' };
+    const leader = launch('cordon-leader', clusterEnv('cordon', { ...election, TEST_LONG_QUEUE: 'cordon-leader-only' }));
+    await leader.waitForLog((l) => l.msg === 'acquired the leader lease', 60_000);
+    const followers = ['cordon-f1', 'cordon-f2'].map((id) => launch(id, clusterEnv('cordon', { ...election, TEST_LONG_QUEUE: 'cordon-long' })));
+    await until('three Ready members', () => readyMembers(store, 3), 60_000);
+
+    const mine = queue('cordon-leader-only');
+    await mine.add('long-sleep', longRun(4_000), { jobId: 'drain-1', attempts: 1 });
+    await until('the run to start on the leader', async () => (await store.get(leader.identity))?.activeJobIds.includes('cordon-leader-only/drain-1'));
+
+    const drain = leasebeatCli(['drain', leader.identity, '--wait', '--timeout', '60s'], clusterEnv('cordon'));
+    await until('the cordon to be stored', async () => (await redis.hexists('leasebeat:{cordon}:cordons', leader.identity)) === 1);
+    const cordonedAt = Date.now();
+    const successor = await until('a follower to lead', async () => {
+      const holder = await leaseHolder('cordon');
+      return holder && holder !== leader.identity ? holder : undefined;
+    });
+    const newLeaderAt = Date.now();
+    assert.ok(followers.some((f) => f.identity === successor));
+    assert.ok(newLeaderAt - cordonedAt < 5_000, `takeover in ${newLeaderAt - cordonedAt} ms, well inside the 10 s lease`);
+    await leader.waitForLog((l) => l.msg === 'released the lease');
+
+    const draining = await until('the leader to report draining', async () => {
+      const record = await store.get(leader.identity);
+      return record?.cordoned && record.draining ? record : undefined;
+    });
+    assert.deepEqual([draining.role, draining.workers, draining.activeJobs], ['follower', 'draining', 1]);
+
+    const drained = await drain;
+    const drainedAt = Date.now();
+    assert.equal(drained.code, 0, drained.stderr);
+    assert.match(drained.stdout, /^drained cordon-leader: cordoned, no active jobs$/m);
+    const first = (await mine.getJob('drain-1')) as Job<TickJobData, { ranOn: string }>;
+    assert.equal(await first.getState(), 'completed');
+    assert.equal(first.returnvalue.ranOn, leader.identity, 'the cordoned member finished its own run');
+    assert.ok(first.finishedOn! <= drainedAt, 'drain --wait returned only after the run finished');
+    const record = await store.get(leader.identity);
+    assert.deepEqual([record?.cordoned, record?.draining, record?.workers, record?.activeJobs], [true, false, 'paused', 0]);
+
+    // Cordoned: a new run waits, however many heartbeats pass.
+    await mine.add('long-sleep', longRun(200), { jobId: 'drain-2', attempts: 1 });
+    await sleep(2_000);
+    assert.equal(await mine.getJobState('drain-2'), 'waiting');
+
+    const uncordon = await leasebeatCli(['uncordon', 'cordon-le'], clusterEnv('cordon'));
+    assert.equal(uncordon.code, 0, uncordon.stderr);
+    assert.match(uncordon.stdout, /^uncordoned cordon-leader$/m);
+    await until('the waiting run to complete', async () => (await mine.getJobState('drain-2')) === 'completed', 30_000);
+    assert.equal(((await mine.getJob('drain-2')) as Job<TickJobData, { ranOn: string }>).returnvalue.ranOn, leader.identity);
+    await until('the member to campaign again', async () =>
+      leader.logs.filter((l) => l.msg === 'attempting to acquire the leader lease').length === 2 && (await store.get(leader.identity))?.cordoned === false,
+    );
+    t.diagnostic(`cordon of the leader → a follower leads: ${newLeaderAt - cordonedAt} ms (RetryPeriod 250 ms, heartbeat 250 ms, lease 10 s)`);
+    t.diagnostic(`cordon → drain --wait returned: ${drainedAt - cordonedAt} ms (the active run had about 3 s left)`);
+  });
+
+  it('SIGTERM drains: the member reports draining, its active run finishes, then it exits and leaves the registry', { timeout: 120_000 }, async (t) => {
+    const store = new MemberStore(redis, new KeySpace('leasebeat', 'term'));
+    const instance = launch('term-only', clusterEnv('term', { TEST_LONG_QUEUE: 'term-long' }));
+    await until('a Ready member', () => readyMembers(store, 1), 60_000);
+    const work = queue('term-long');
+    await work.add('long-sleep', longRun(3_000), { jobId: 'term-1', attempts: 1 });
+    await until('the run to start', async () => (await store.get(instance.identity))?.activeJobs === 1);
+
+    const signalledAt = Date.now();
+    instance.child.kill('SIGTERM');
+    const draining = await until('the record to say draining', async () => {
+      const record = await store.get(instance.identity);
+      return record?.draining ? record : undefined;
+    });
+    assert.deepEqual([draining.ready, draining.reason, draining.activeJobIds], [false, 'shutting down', ['term-long/term-1']]);
+
+    assert.equal(await instance.exited(), 0);
+    const exitedAt = Date.now();
+    const job = (await work.getJob('term-1')) as Job<TickJobData, { ranOn: string }>;
+    assert.equal(await job.getState(), 'completed');
+    assert.equal(job.returnvalue.ranOn, instance.identity);
+    assert.ok(job.finishedOn! <= exitedAt, 'the run finished before the process exited');
+    assert.equal(await store.get(instance.identity), undefined, 'a clean exit leaves the registry');
+    t.diagnostic(`SIGTERM → exit: ${exitedAt - signalledAt} ms, of which the run's remaining time was ${job.finishedOn! - signalledAt} ms`);
+  });
+});
