@@ -288,7 +288,7 @@ export async function audit(input: AuditInput): Promise<Audit> {
     ],
     ticks,
     terms,
-    failovers: failoverGaps(input.faults, raises, rank, seen),
+    failovers: failoverGaps(input.faults, raises, seen, rank),
     lagMs: windowJobs.map((job) => job.writtenAt - job.tick).sort((a, b) => a - b),
     runsPerJob,
     repeatedAdds: [...input.writes.values()].reduce((sum, w) => sum + w.repeats.length, 0),
@@ -316,14 +316,22 @@ function termSummaries(raises: Raise[], jobs: Map<string, SeenJob>): TermSummary
   return [...terms.values()].sort((a, b) => a.rank - b.rank);
 }
 
-function failoverGaps(faults: ExecutedFault[], raises: Raise[], rank: Map<string, number>, jobs: Map<string, SeenJob>): FailoverGap[] {
+/**
+ * Attributes each new term to the latest fault injected before it (if the term began within
+ * {@link FAILOVER_ATTRIBUTION_MS} of that fault's end), and measures from the fault to the first enqueue
+ * written under that term or a later one.
+ */
+function failoverGaps(faults: ExecutedFault[], raises: Raise[], jobs: Map<string, SeenJob>, rank: Map<string, number>): FailoverGap[] {
   const gaps: FailoverGap[] = [];
-  for (const fault of faults) {
-    const next = raises.findIndex((r) => r.at > fault.startedAt && r.at <= fault.endedAt + FAILOVER_ATTRIBUTION_MS);
-    if (next < 0) continue;
+  const attributed = new Set<number>();
+  for (const [index, raise] of raises.entries()) {
+    if (index === 0) continue;
+    const fault = faults.filter((f) => f.startedAt < raise.at).at(-1);
+    if (!fault || attributed.has(fault.index) || raise.at > fault.endedAt + FAILOVER_ATTRIBUTION_MS) continue;
+    attributed.add(fault.index);
     let first = Infinity;
     for (const job of jobs.values()) {
-      if ((rank.get(job.token) ?? -1) >= next && job.writtenAt > fault.startedAt) first = Math.min(first, job.writtenAt);
+      if ((rank.get(job.token) ?? -1) >= index && job.writtenAt > fault.startedAt) first = Math.min(first, job.writtenAt);
     }
     if (first < Infinity) gaps.push({ fault: fault.index, kind: fault.kind, wasLeader: fault.wasLeader, gapMs: first - fault.startedAt });
   }

@@ -41,6 +41,9 @@ export interface ClusterOptions {
   timings: ElectionTimings;
   /** Extra environment for every process. */
   env?: Record<string, string>;
+  /** Sees every chunk a slot's process sends to Redis, or to the API server (for counting requests). */
+  onRedisData?: (slot: number, chunk: Buffer) => void;
+  onApiData?: (slot: number, chunk: Buffer) => void;
 }
 
 /**
@@ -164,9 +167,10 @@ export class ChaosCluster {
   }
 
   private async createSlot(index: number): Promise<Slot> {
-    const redisProxy = await TcpProxy.start({ port: this.redis.port });
+    const { onRedisData, onApiData } = this.options;
+    const redisProxy = await TcpProxy.start({ port: this.redis.port }, { onClientData: onRedisData && ((chunk) => onRedisData(index, chunk)) });
     if (!this.api) return { index, redisProxy, apiProxy: undefined, kubeconfig: undefined, incarnations: 0, current: undefined };
-    const apiProxy = await TcpProxy.start({ port: Number(new URL(this.api.url).port) });
+    const apiProxy = await TcpProxy.start({ port: Number(new URL(this.api.url).port) }, { onClientData: onApiData && ((chunk) => onApiData(index, chunk)) });
     const kubeconfig = join(this.configDir, `kubeconfig-${index}.json`);
     await writeFile(kubeconfig, JSON.stringify(kubeconfigFor(`http://127.0.0.1:${apiProxy.port}`)));
     return { index, redisProxy, apiProxy, kubeconfig, incarnations: 0, current: undefined };
