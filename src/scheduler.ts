@@ -165,6 +165,8 @@ class LeasebeatScheduler implements Scheduler {
   }
 
   async start(): Promise<void> {
+    // Register first: a cordon stored for this identity is obeyed before any worker starts or vote is cast.
+    await this.heartbeat.beat().catch((error: unknown) => this.log.warn({ err: error }, 'first heartbeat failed; retrying every interval'));
     this.registry.on('change', (change) => {
       for (const error of change.errors) this.log.error({ file: error.file }, error.message);
       this.workers?.update(change.jobs);
@@ -172,8 +174,6 @@ class LeasebeatScheduler implements Scheduler {
     });
     const snapshot = await this.registry.start();
     this.log.info({ jobs: [...snapshot.jobs.keys()], errors: snapshot.errors.length, identity: this.identity }, 'jobs loaded');
-    // Register first: a cordon stored for this identity is obeyed before any job is taken or vote cast.
-    await this.heartbeat.beat().catch((error: unknown) => this.log.warn({ err: error }, 'first heartbeat failed; retrying every interval'));
     this.workers?.update(snapshot.jobs);
     if (!this.cordoned) this.startCampaign();
     this.heartbeatRun = this.heartbeat.run(this.heartbeatControl.signal);

@@ -240,7 +240,7 @@ async function resume(name: string, flags: CommonFlags): Promise<void> {
 async function resolveMember(members: MemberStore, given: string): Promise<string> {
   const known = new Set([...(await members.list()).keys(), ...(await members.cordons()).keys()]);
   if (known.has(given)) return given;
-  const matches = [...known].filter((identity) => identity.startsWith(given));
+  const matches = [...known].filter((identity) => identity.startsWith(given)).sort();
   if (matches.length === 1) return matches[0]!;
   if (matches.length > 1) throw new ConfigError(`"${given}" matches ${matches.length} members (${matches.join(', ')}): give more of the identity`);
   throw new ConfigError(`no member "${given}" is registered: \`leasebeat status\` lists the members`);

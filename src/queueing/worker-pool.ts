@@ -113,7 +113,8 @@ export class WorkerPool {
    */
   async pause(): Promise<void> {
     if (this.closing || this.pausing) return;
-    const pause = { drained: false };
+    // Without workers (a cordon found before any job was loaded) there is nothing to wait for.
+    const pause = { drained: this.workers.size === 0 };
     this.pausing = pause;
     await Promise.all([...this.workers.values()].map((w) => w.pause()));
     pause.drained = true;

@@ -12,7 +12,7 @@ import type { Clock } from '../../src/util/clock.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { ManualClock } from '../support/manual-clock.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
-import { SkewedClock } from './support.js';
+import { SkewedClock, until } from './support.js';
 
 /** The defaults: heartbeat 5 s, grace 20 s, removal 60 s, 0.1 removals/s, 0.01 in partial disruption. */
 const SETTINGS: MemberSettings = resolveMemberSettings();
@@ -304,6 +304,27 @@ describe('member health on a real Redis, stepped with a manual clock', () => {
       h.events.map(({ at, event }) => [at - takeover, event.reason]),
       [[SETTINGS.graceMs + SETTINGS.heartbeatIntervalMs, 'ConditionChanged']],
     );
+  });
+
+  it('member metrics come from the leader only: they are cleared when its monitor stops', async () => {
+    const h = harness();
+    h.add(LEADER);
+    h.add('a');
+    await h.beatAll();
+    const leadership = new AbortController();
+    const running = h.newMonitor().run(leadership.signal);
+    // The loop's first pass runs at once, on real Redis I/O: wait for it, then time stands still.
+    const leading = await until('the first pass', async () => {
+      const text = await h.metrics.registry.metrics();
+      return /^leasebeat_members\{condition="Ready"\} 2$/m.test(text) ? text : undefined;
+    });
+    assert.match(leading, /^leasebeat_disruption_state 0$/m);
+    leadership.abort();
+    await running;
+    const after = await h.metrics.registry.metrics();
+    assert.doesNotMatch(after, /^leasebeat_members\{/m);
+    assert.doesNotMatch(after, /^leasebeat_disruption_state /m);
+    assert.match(after, /^# TYPE leasebeat_disruption_state gauge$/m);
   });
 
   it('NotReady comes from the member, joins and clean departures are events, and a member that wrote since is never removed', async () => {

@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import type { MemberStatus } from '../../src/members/status.js';
+import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
+import { createMetrics } from '../../src/serving/metrics.js';
+import type { StatusSnapshot } from '../../src/serving/sources.js';
+import { fixedSource, LEADER, sampleSnapshot } from '../serving/fixture.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+
+function member(identity: string, fields: Partial<MemberStatus>): MemberStatus {
+  return {
+    identity,
+    role: 'follower',
+    lastSeen: '2026-01-01T00:10:00.000Z',
+    condition: 'Ready',
+    reason: null,
+    heartbeatAgeMs: 1_200,
+    version: '0.1.0',
+    startedAt: '2026-01-01T00:00:00.000Z',
+    workers: 'running',
+    activeJobs: 0,
+    activeJobIds: [],
+    activeJobsWhenUnknown: [],
+    cordoned: false,
+    cordonRequested: false,
+    draining: false,
+    ...fields,
+  };
+}
+
+function snapshotWithMembers(): StatusSnapshot {
+  const snapshot = sampleSnapshot();
+  snapshot.cluster.disruption = 'PartialDisruption';
+  snapshot.cluster.members = [
+    member(LEADER, { role: 'leader', activeJobs: 1, activeJobIds: ['reports/nightly-report@1'] }),
+    member('pod-dead', { condition: 'Unknown', heartbeatAgeMs: 42_000, activeJobs: 2, activeJobsWhenUnknown: ['reports/a@1', 'reports/b@2'] }),
+    member('pod-cordoned', { workers: 'draining', cordoned: true, draining: true, activeJobs: 1 }),
+    member('<b>pod-hostile</b>', { condition: 'NotReady', reason: 'no jobs loaded (0 loaded, 3 failed)', workers: 'stopped' }),
+  ];
+  return snapshot;
+}
+
+describe('the members table on the status page, in a real browser', () => {
+  let server: HttpServerHandle;
+  let browser: Browser;
+  let page: Page;
+  const problems: string[] = [];
+  const source = fixedSource([]);
+
+  before(async () => {
+    assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
+    source.snapshot = snapshotWithMembers();
+    server = await startHttpServer({ host: '127.0.0.1', port: 0, source, metrics: createMetrics() });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
+    page = await browser.newPage();
+    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('shows condition, role, heartbeat age, active jobs (and those of an Unknown member), cordon and drain, and the disruption', async () => {
+    await page.goto(server.url + '/');
+    await page.locator('#disruption').filter({ hasText: 'PartialDisruption' }).waitFor();
+    const cells = async (identity: string): Promise<string[]> =>
+      page.locator(`tr.member[data-member="${identity}"] td`).allInnerTexts();
+
+    const leader = await cells(LEADER);
+    assert.match(leader[0]!, new RegExp(`^${LEADER}\\s+leader`));
+    assert.deepEqual(leader.slice(1, 4), ['Ready', 'leader', '1.2 s ago']);
+    assert.match(leader[4]!, /^1\s+reports\/nightly-report@1$/);
+
+    const dead = await cells('pod-dead');
+    assert.deepEqual(dead.slice(1, 4), ['Unknown', 'follower', '42.0 s ago']);
+    assert.match(dead[4]!, /active when Unknown: reports\/a@1, reports\/b@2/);
+    assert.equal(await page.locator('tr.member[data-member="pod-dead"] .badge.bad').innerText(), 'Unknown');
+
+    assert.match((await cells('pod-cordoned'))[5]!, /^draining\s+cordoned\s+draining$/);
+    const hostile = await cells('<b>pod-hostile</b>');
+    assert.match(hostile[0]!, /^<b>pod-hostile<\/b>/, 'identities are text, never markup');
+    assert.match(hostile[5]!, /stopped\s+no jobs loaded \(0 loaded, 3 failed\)/);
+    assert.deepEqual(problems, []);
+  });
+
+  it('without a judging leader, says so instead of showing a state', async () => {
+    const snapshot = snapshotWithMembers();
+    snapshot.cluster.disruption = null;
+    snapshot.cluster.members = [member('pod-x', { condition: null, heartbeatAgeMs: null })];
+    source.snapshot = snapshot;
+    await page.goto(server.url + '/');
+    await page.locator('#disruption').filter({ hasText: 'not judged (no leader)' }).waitFor();
+    const cells = await page.locator('tr.member[data-member="pod-x"] td').allInnerTexts();
+    assert.equal(cells[1], '—');
+    assert.deepEqual(problems, []);
+  });
+});
