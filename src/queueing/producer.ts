@@ -188,12 +188,20 @@ export class Producer {
   private async takeOver(job: ScheduledJob, heap: Heap<Due>, context: TermContext): Promise<void> {
     const { ledger } = this.options;
     for (const tick of await ledger.pendingTicks(job.name)) {
+      // A tick buffered behind an unfinished run stays buffered; any other pending claim is finished now.
+      if (job.overlap === 'bufferOne' && !this.buffered.has(job.name) && (await this.unfinished(job))) {
+        this.buffered.set(job.name, tick);
+        continue;
+      }
       context.log.info({ job: job.name, tick: new Date(tick) }, 'finishing a tick claimed by an earlier term');
       await this.enqueue(job, tick, context, { skipOverlap: true });
     }
-    const state = await ledger.jobState(job.name);
     const now = this.now();
-    const plan = planCatchup(job, state.lastScheduledTick, now);
+    // A job no term has ticked yet owes its ticks from the moment a leader first saw it, so a failover
+    // before its first tick cannot lose that tick.
+    const owedSince = await ledger.markScheduledSince(job.name, now);
+    const state = await ledger.jobState(job.name);
+    const plan = planCatchup(job, state.lastScheduledTick ?? owedSince, now);
     for (const range of plan.skipped) {
       if (!(await ledger.skipRange(context.token, job.name, range))) return this.fenced(context);
       this.options.metrics?.skipped(job.name, range.reason, range.count);
@@ -236,7 +244,10 @@ export class Producer {
     else if (job.overlap !== 'allow' && !options.skipOverlap) {
       const decision = decideOverlap(job.overlap, await this.previousRun(job), this.buffered.has(job.name));
       if (decision === 'buffer') {
-        this.buffered.set(job.name, tick);
+        // Claimed now, added later: a claim is pending in the ledger, so the tick survives the end of this term.
+        const outcome = await ledger.claim(context.token, job.name, tick, jobId);
+        if (outcome.kind === 'fenced') return this.fenced(context);
+        if (outcome.kind === 'claimed') this.buffered.set(job.name, tick);
         return;
       }
       if (decision === 'skip') skipReason = 'overlap';
@@ -302,6 +313,11 @@ export class Producer {
     }
   }
 
+  private async unfinished(job: ScheduledJob): Promise<boolean> {
+    const previous = await this.previousRun(job);
+    return previous !== 'finished' && previous !== 'none';
+  }
+
   /** Adds each buffered tick once the run before it has finished. */
   private async releaseBuffered(context: TermContext): Promise<void> {
     for (const [name, tick] of [...this.buffered]) {
@@ -310,8 +326,7 @@ export class Producer {
         this.buffered.delete(name);
         continue;
       }
-      const previous = await this.previousRun(job);
-      if (previous !== 'finished' && previous !== 'none') continue;
+      if (await this.unfinished(job)) continue;
       this.buffered.delete(name);
       await this.enqueue(job, tick, context, { skipOverlap: true });
     }

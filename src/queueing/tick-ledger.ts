@@ -111,6 +111,16 @@ export class TickLedger {
     return result === 1;
   }
 
+  /**
+   * Records, once, when leaders started owing a job its ticks (the first takeover that saw the job), and
+   * returns that time. Catch-up of a job never ticked starts there.
+   */
+  async markScheduledSince(job: string, now: number): Promise<number> {
+    const key = this.keys.jobState(job);
+    await this.redis.hsetnx(key, 'scheduledSince', String(now));
+    return Number(await this.redis.hget(key, 'scheduledSince'));
+  }
+
   /** Ticks claimed by some term that never confirmed them: the next leader adds them again. */
   async pendingTicks(job: string): Promise<number[]> {
     return (await this.redis.zrange(this.keys.pending(job), 0, -1)).map(Number);

@@ -10,6 +10,7 @@ import { Producer, type ProducerMetrics } from '../../src/queueing/producer.js';
 import { QueueSet } from '../../src/queueing/queue-set.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { nextTick } from '../../src/scheduling/plan.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 
@@ -227,6 +228,40 @@ describe('Producer on a real Redis and BullMQ', () => {
     await run;
     assert.equal((await queueJobs()).length, 0);
     assert.ok(((await ledger.jobState('fast')).skipped.paused ?? 0) >= 2);
+  });
+
+  it('a failover just before a job\'s very first tick does not lose that tick', { timeout: 20_000 }, async () => {
+    const job = scheduled({ name: 'every-3s', every: '3s' });
+    jobs.set(job.name, job);
+    let first = nextTick(job, Date.now())!;
+    if (first - Date.now() < 1000) first = nextTick(job, first)!;
+    const crashed = new AbortController();
+    const run = producer().run(term(0), crashed.signal);
+    await sleep(first - 100 - Date.now());
+    crashed.abort(); // the first term ends before the tick, having claimed nothing
+    await run;
+    await sleep(first + 500 - Date.now());
+    const next = new AbortController();
+    const running = producer().run(term(1), next.signal);
+    await sleep(300);
+    next.abort();
+    await running;
+    assert.equal(await ledger.tickState(job.name, first), `enqueued|every-3s@${first}`);
+  });
+
+  it('bufferOne: a buffered tick is claimed at once, so it survives the end of the term', { timeout: 20_000 }, async () => {
+    jobs.set('buffered', scheduled({ name: 'buffered', overlap: 'bufferOne' }));
+    const stop = new AbortController();
+    const run = producer().run(term(1), stop.signal);
+    await sleep(2_300); // no worker: the first run stays waiting, the second is buffered, the third skipped
+    stop.abort();
+    await run;
+    const ticks = (await redis.zrange(ledger.keys.ledgerIndex('buffered'), 0, -1)).map(Number);
+    const states = await Promise.all(ticks.map((tick) => ledger.tickState('buffered', tick)));
+    assert.match(states[0] ?? '', /^enqueued\|/);
+    assert.match(states[1] ?? '', /^claimed\|/);
+    assert.deepEqual(await ledger.pendingTicks('buffered'), [ticks[1]], 'the next leader will finish it');
+    for (const state of states.slice(2)) assert.equal(state, 'skipped|overlap');
   });
 
   it('hot reload: a job added while producing starts ticking without a restart', async () => {
