@@ -2,7 +2,7 @@ import { defineJob } from '../../../src/job.js';
 import { recordRun } from './_record.js';
 
 // Once a minute. The suite picks the second (CHAOS_MINUTE_SECOND) so that the first tick comes soon after
-// the cluster starts: faults begin only once every job has ticked.
+// the cluster starts, and a one-minute run sees two of them.
 export default defineJob({
   name: 'per-minute',
   schedule: `${Number(process.env.CHAOS_MINUTE_SECOND ?? 30)} * * * * *`,

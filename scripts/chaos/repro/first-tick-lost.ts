@@ -1,10 +1,10 @@
 /**
- * Repro of a lost first tick, found by the chaos suite: a job that no term has ticked yet has no
+ * Repro of a lost first tick, found by the chaos suite (fixed since): a job that no term has ticked yet has no
  * `lastScheduledTick`, so when its leader dies between the job's first nominal tick and the claim of that
  * tick, the next leader's catch-up plan treats the job as never scheduled and the tick gets neither a job
  * nor a recorded skip.
  *
- *   node --import tsx scripts/chaos/repro/first-tick-lost.ts     (exit 1 while the bug is there)
+ *   node --import tsx scripts/chaos/repro/first-tick-lost.ts     (exit 1 if the bug is back; fixed in 998d9e6)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
