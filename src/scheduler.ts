@@ -175,7 +175,8 @@ class LeasebeatScheduler implements Scheduler {
     const snapshot = await this.registry.start();
     this.log.info({ jobs: [...snapshot.jobs.keys()], errors: snapshot.errors.length, identity: this.identity }, 'jobs loaded');
     this.workers?.update(snapshot.jobs);
-    if (!this.cordoned) this.startCampaign();
+    // A stop() that arrived during start-up has already cancelled the campaign: do not begin a new one.
+    if (!this.cordoned && !this.shuttingDown) this.startCampaign();
     this.heartbeatRun = this.heartbeat.run(this.heartbeatControl.signal);
   }
 

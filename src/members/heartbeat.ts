@@ -64,7 +64,8 @@ export class Heartbeat {
   /** Deletes this member's record and cordon after any beat in flight: a clean departure. */
   async leave(): Promise<void> {
     await this.chain;
-    await this.options.store.leave(this.options.identity);
+    const { store, identity, clock, timeoutMs } = this.options;
+    await withTimeout(clock, timeoutMs, undefined, 'leaving the member registry', () => store.leave(identity));
   }
 
   private async beatOnce(): Promise<void> {

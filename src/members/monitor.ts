@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { raceAbort } from '../util/abort.js';
 import type { Clock } from '../util/clock.js';
 import { MemberHealth, type DisruptionState, type MemberCondition, type MemberEvent } from './health.js';
 import type { MemberSettings } from './settings.js';
@@ -32,6 +33,8 @@ export interface MemberMonitorOptions {
 export class MemberMonitor {
   private readonly health: MemberHealth;
   private readonly log: Logger;
+  /** Set when `run` ends: a pass finishing later must not export figures this instance no longer owns. */
+  private stopped = false;
 
   constructor(private readonly options: MemberMonitorOptions) {
     this.health = new MemberHealth(options.settings, options.self, options.clock.now());
@@ -51,7 +54,7 @@ export class MemberMonitor {
     }
     // Kept for a few passes, so a leader that dies leaves no judgement behind for long.
     await store.publishHealth(this.health.view(clock.now()), Math.max(settings.graceMs, 3 * settings.heartbeatIntervalMs));
-    this.options.metrics?.observed(this.health.counts(), this.health.disruption);
+    if (!this.stopped) this.options.metrics?.observed(this.health.counts(), this.health.disruption);
     for (const event of events) this.report(event);
     return events;
   }
@@ -63,8 +66,11 @@ export class MemberMonitor {
     try {
       while (!signal.aborted) {
         try {
-          await this.pass();
+          // Leadership may end mid-pass (Redis hung, say): stop waiting at once, so the lease is released
+          // without delay. A pass that completes late only publishes or removes what a new leader redoes.
+          await raceAbort(this.pass(), signal);
         } catch (error) {
+          if (signal.aborted) return;
           this.log.warn({ err: error }, 'member health pass failed');
         }
         try {
@@ -74,6 +80,7 @@ export class MemberMonitor {
         }
       }
     } finally {
+      this.stopped = true;
       this.options.metrics?.cleared();
       this.log.info('member health monitor stopped');
     }

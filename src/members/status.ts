@@ -72,7 +72,7 @@ export function membersReport(
 }
 
 /** A duration for people: `850 ms`, `12.3 s`, `4 min`. */
-export function formatAge(ms: number): string {
+function formatAge(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 90_000) return `${(ms / 1000).toFixed(1)} s`;
   return `${Math.round(ms / 60_000)} min`;
@@ -96,7 +96,7 @@ export function formatMembersTable(report: MembersReport): string[] {
 }
 
 /** Workers, cordon, drain and readiness in a few words. */
-export function describeState(m: MemberStatus): string {
+function describeState(m: MemberStatus): string {
   const parts: string[] = [m.workers ?? 'workers ?'];
   if (m.cordoned) parts.push('cordoned');
   else if (m.cordonRequested) parts.push('cordon requested');

@@ -77,6 +77,12 @@ describe('leasebeat cordon, uncordon, drain and status against registered member
     assert.match((await leasebeatCli(['uncordon', 'pod-a_1f2e'], env)).stdout, /^pod-a_1f2e was not cordoned$/m);
   });
 
+  it('the member settings are checked at start-up, with the settings named', async () => {
+    const result = await leasebeatCli(['status'], { ...env, LEASEBEAT_HEARTBEAT_INTERVAL: '10s', LEASEBEAT_MEMBER_GRACE: '15s' });
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /LEASEBEAT_MEMBER_GRACE \(15000\) must be more than twice LEASEBEAT_HEARTBEAT_INTERVAL \(10000\)/);
+  });
+
   it('drain --wait gives up after --timeout with exit code 1 when the member never reports drained, and leaves it cordoned', async () => {
     const drain = await leasebeatCli(['drain', 'pod-b', '--wait', '--timeout', '1s'], env);
     assert.equal(drain.code, 1);
