@@ -29,3 +29,9 @@ export { TickLedger, type FencingToken, type JobState, type FenceState } from '.
 export type { TickJobData } from './queueing/job-data.js';
 export { startHttpServer, type HttpServerOptions } from './serving/http-server.js';
 export { createMetrics } from './serving/metrics.js';
+export { MemberStore, type CordonRequest } from './members/store.js';
+export type { MemberRecord } from './members/record.js';
+export type { MemberCondition, DisruptionState } from './members/health.js';
+export type { MemberSettings } from './members/settings.js';
+export type { MemberStatus, MembersReport } from './members/status.js';
+export { waitForDrain, type DrainOutcome } from './members/drain.js';

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
@@ -89,6 +90,7 @@ class LeasebeatScheduler implements Scheduler {
   readonly identity: string;
   private readonly redis: Redis;
   private readonly ownsRedis: boolean;
+  private readonly workerRedis: Redis;
   private readonly queueSet: QueueSet;
   private readonly workers: WorkerPool | undefined;
   private readonly producer: Producer;
@@ -112,7 +114,16 @@ class LeasebeatScheduler implements Scheduler {
     this.log = options.logger ?? silentLogger;
     this.clock = options.clock ?? systemClock;
     this.ownsRedis = typeof options.connection === 'string';
-    this.redis = typeof options.connection === 'string' ? new Redis(options.connection, { maxRetriesPerRequest: null }) : options.connection;
+    // Our own control connection does not replay commands across a lost connection (they fail at the
+    // first failed reconnect instead): a claim or an add arriving late, after another leader took over, is
+    // exactly what fencing is about. Workers get a separate connection with BullMQ's required settings.
+    this.redis = typeof options.connection === 'string' ? new Redis(options.connection, { maxRetriesPerRequest: 0 }) : options.connection;
+    this.workerRedis = typeof options.connection === 'string' ? new Redis(options.connection, { maxRetriesPerRequest: null }) : options.connection;
+    if (this.ownsRedis) {
+      for (const client of [this.redis, this.workerRedis]) {
+        client.on('error', (error: Error) => this.log.warn({ err: error }, 'Redis connection error; reconnecting'));
+      }
+    }
     const leaseName = options.leaseName ?? 'leasebeat';
     const lock = options.lock ?? new RedisLeaseLock({ connection: this.redis, name: leaseName, identity: options.identity ?? defaultIdentity(), prefix: options.prefix });
     this.identity = lock.identity();
@@ -123,7 +134,7 @@ class LeasebeatScheduler implements Scheduler {
     this.queueSet = new QueueSet({ connection: this.redis, prefix: options.bullPrefix });
     this.registry = new JobRegistry(options.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
     if (options.workers !== false) {
-      this.workers = new WorkerPool({ connection: this.redis, prefix: options.bullPrefix, logger: this.log.child({ component: 'workers' }), tuning: options.workerTuning });
+      this.workers = new WorkerPool({ connection: this.workerRedis, prefix: options.bullPrefix, logger: this.log.child({ component: 'workers' }), tuning: options.workerTuning });
     }
     this.producer = new Producer({
       redis: this.redis,
@@ -146,8 +157,13 @@ class LeasebeatScheduler implements Scheduler {
       callbacks: {
         onStartedLeading: (signal, term) => this.lead(signal, term),
         // Awaited by the elector before it releases the lease: enqueuing has stopped by then.
+        // Bounded, so that a producer stuck on an unreachable Redis cannot hold the lease hostage; its
+        // signal is already aborted, so nothing it still has in flight can be added after this.
         onStoppedLeading: async () => {
-          await Promise.all([this.producerRun, this.monitorRun]);
+          const stopped = Promise.all([this.producerRun, this.monitorRun]);
+          const bound = this.elector.settings.renewDeadlineMs;
+          const late = await Promise.race([stopped.then(() => false), sleep(bound, true, { ref: false })]);
+          if (late) this.log.warn({ waitedMs: bound }, 'the producer did not stop in time; releasing the lease anyway');
         },
       },
     });
@@ -366,7 +382,9 @@ class LeasebeatScheduler implements Scheduler {
     await this.heartbeatRun;
     await this.heartbeat.leave().catch((error: unknown) => this.log.warn({ err: error }, 'could not leave the member registry'));
     await this.queueSet.close();
-    if (this.ownsRedis) await this.redis.quit().catch(() => this.redis.disconnect());
+    if (this.ownsRedis) {
+      await Promise.all([this.redis, this.workerRedis].map((client) => client.quit().catch(() => client.disconnect())));
+    }
     this.log.info('shut down');
   }
 }

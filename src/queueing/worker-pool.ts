@@ -164,10 +164,25 @@ export class WorkerPool {
     return worker;
   }
 
+  /**
+   * The definition that runs `job`: the one named like it, or, for a child of a tick's flow, the one that
+   * started the flow (its parent's id is `<name>@<tick>`), whose handler then switches on `job.name`.
+   */
+  private definitionOf(job: Job): ScheduledJob | undefined {
+    const own = this.jobs.get(job.name);
+    if (own) return own;
+    const starter = job.parent?.id?.split('@')[0];
+    const parent = starter === undefined ? undefined : this.jobs.get(starter);
+    return parent?.handler ? parent : undefined;
+  }
+
   private async process(job: Job, queue: string, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
-    const definition = this.jobs.get(job.name);
+    const definition = this.definitionOf(job);
     if (!definition) {
-      throw new Error(`no definition named "${job.name}" is loaded on this instance: every instance must load the same jobs/ folder`);
+      throw new Error(
+        `no definition named "${job.name}" is loaded on this instance (nor one that started it as a flow child): ` +
+          'every instance must load the same jobs/ folder',
+      );
     }
     const running = [...this.runs.values()].filter((run) => run.name === job.name).length;
     if (running >= definition.concurrency && token) {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Queue, QueueEvents } from 'bullmq';
+import { FlowProducer, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { WorkerPool } from '../../src/queueing/worker-pool.js';
@@ -77,6 +77,26 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     pool.update(new Map([['known', scheduled({ name: 'known', handler: () => 1 })]]));
     const job = await queue.add('unknown', tickData());
     await assert.rejects(job.waitUntilFinished(events, 10_000), /every instance must load the same jobs\/ folder/);
+  });
+
+  it("a flow's children run the handler of the job that started the flow, which switches on job.name", async () => {
+    const seen: string[] = [];
+    pool = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['fan-out', scheduled({ name: 'fan-out', handler: async (job) => {
+      seen.push(job.name);
+      return job.name === 'shard' ? (job.data as unknown as { shard: number }).shard : Object.values(await job.getChildrenValues()).length;
+    } })]]));
+    const flows = new FlowProducer({ connection: redis });
+    const tree = await flows.add({
+      name: 'fan-out',
+      queueName: 'leasebeat',
+      data: tickData(),
+      opts: { jobId: 'fan-out@1767225600000' },
+      children: [0, 1, 2].map((shard) => ({ name: 'shard', queueName: 'leasebeat', data: { shard } })),
+    });
+    assert.equal(await tree.job.waitUntilFinished(events, 10_000), 3);
+    await flows.close();
+    assert.deepEqual(seen.sort(), ['fan-out', 'shard', 'shard', 'shard']);
   });
 
   it('respects per-job concurrency on an instance, and close() waits for active runs', async () => {
