@@ -153,7 +153,10 @@ export class TcpProxy {
     this.links.delete(link);
     link.toUpstream = [];
     link.toClient = [];
-    if (!link.client.destroyed) link.client.resetAndDestroy();
+    // An RST, as a firewall sends; a socket already half-closed is only destroyed (Node 20 spins in
+    // resetAndDestroy() on one).
+    if (link.client.readyState === 'open') link.client.resetAndDestroy();
+    else link.client.destroy();
     link.upstream?.destroy();
   }
 }
