@@ -38,7 +38,9 @@ export async function startEmbeddedRedis(port: number, dataDir = '.leasebeat/red
   const child: ChildProcess = spawn(
     'redis-server',
     ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--save', '', '--maxmemory-policy', 'noeviction'],
-    { stdio: 'ignore' },
+    // Its own process group: a Ctrl-C in the terminal must not kill Redis before the instance has
+    // released the lease and drained; the instance stops it last.
+    { stdio: 'ignore', detached: true },
   );
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100 && !(await redisAnswers(url, 200)); i++) {

@@ -110,6 +110,13 @@ async function start(flags: CommonFlags & { insecureBoard?: boolean } & Record<s
     }
     stopping = true;
     logger.info({ signal }, 'stopping');
+    // Past its budget (drain + release + margin) a shutdown that cannot finish, e.g. with Redis gone, exits
+    // anyway: BullMQ's stalled-job check recovers the runs, and the lease expires.
+    const budgetMs = config.shutdownTimeoutMs + config.renewDeadlineMs + 5_000;
+    setTimeout(() => {
+      logger.error({ budgetMs }, 'shutdown did not finish in time; exiting');
+      process.exit(1);
+    }, budgetMs).unref();
     void (async () => {
       await scheduler.stop();
       await http.close();
