@@ -1,0 +1,100 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Queue } from 'bullmq';
+import type { TickJobData } from '../src/queueing/job-data.js';
+import { ChaosCluster, type Incarnation } from '../scripts/chaos/cluster.js';
+import { EventTail } from '../scripts/chaos/events.js';
+import type { ElectionTimings, LockKind } from '../scripts/chaos/plan.js';
+
+const TICK_JOBS = fileURLToPath(new URL('./fixtures/failover/', import.meta.url));
+/** The instances' logs of each failover run go here, for looking into a slow trial. */
+const LOG_DIR = fileURLToPath(new URL('../test-results/bench/', import.meta.url));
+const QUEUE = 'leasebeat';
+/** The fault lands this long before a tick, so the old leader misses it and the new one catches it up at once. */
+const BEFORE_TICK_MS = 50;
+/** A restarted instance must have watched the lease this long before it counts as a ready follower. */
+const FOLLOWER_READY_MS = 3000;
+const GIVE_UP_MS = 15_000;
+
+export type FailoverKind = 'crash' | 'release';
+
+export interface FailoverResult {
+  lock: LockKind;
+  kind: FailoverKind;
+  /** Fault to the first enqueue (Redis write time) by the next leader, per trial; NaN when none came. */
+  samplesMs: number[];
+}
+
+/**
+ * Failover trials on one lock: three real instances ticking every second; each trial kills the leader
+ * (SIGKILL: a crash) or stops it (SIGTERM: it releases the lease), alternating, `trials` times each, and
+ * measures from the signal to the first job the next leader writes. The victim is restarted each time.
+ */
+export async function measureFailover(lock: LockKind, trials: number, timings: ElectionTimings, log: (line: string) => void): Promise<FailoverResult[]> {
+  const cluster = await ChaosCluster.start({ lock, instances: 3, jobsDir: TICK_JOBS, timings });
+  const tailClient = cluster.redis.client();
+  tailClient.on('error', () => undefined);
+  const tail = new EventTail(tailClient, [`bull:${QUEUE}:events`]);
+  const queue = new Queue(QUEUE, { connection: cluster.client });
+  const results: Record<FailoverKind, number[]> = { crash: [], release: [] };
+  try {
+    tail.start();
+    cluster.startAll();
+    for (let trial = 0; trial < 2 * trials; trial++) {
+      const kind: FailoverKind = trial % 2 === 0 ? 'crash' : 'release';
+      const leader = await steadyLeader(cluster, tail);
+      const fence = Number(await cluster.client.hget('leasebeat:{leasebeat}:fence', 'transitions'));
+      const tick = Math.ceil((Date.now() + 200) / 1000) * 1000;
+      await sleep(tick - BEFORE_TICK_MS - Date.now());
+      const faultAt = Date.now();
+      const exited = kind === 'crash' ? cluster.kill(leader) : cluster.terminate(leader, 15_000);
+      const gap = await firstEnqueueAfter(tail, queue, faultAt, fence);
+      await exited;
+      // The next trial waits for the replacement to be up: its start-up CPU would slow the trial down.
+      await cluster.restart(leader).instance.waitForLog((line) => line.msg === 'attempting to acquire the leader lease', 60_000);
+      results[kind].push(gap);
+      const load = loadavg()[0]!.toFixed(2);
+      log(`  ${lock} ${kind} #${results[kind].length}: ${Number.isNaN(gap) ? `no enqueue within ${GIVE_UP_MS} ms` : `${gap} ms`} (fault at ${new Date(faultAt).toISOString()}, load ${load})`);
+    }
+    await mkdir(LOG_DIR, { recursive: true });
+    await writeFile(`${LOG_DIR}failover-${lock}.ndjson`, cluster.logs().map(({ identity, line }) => JSON.stringify({ identity, ...line })).join('\n') + '\n');
+  } finally {
+    await tail.stop().catch(() => undefined);
+    await queue.close();
+    tailClient.disconnect();
+    await cluster.close();
+  }
+  return (['crash', 'release'] as const).map((kind) => ({ lock, kind, samplesMs: results[kind] }));
+}
+
+/** Waits for a leader that is producing, with a follower up long enough to take over. */
+async function steadyLeader(cluster: ChaosCluster, tail: EventTail): Promise<Incarnation> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const leader = await cluster.leader();
+    const lastWrite = Math.max(0, ...[...tail.writes.values()].map((w) => w.addedAt));
+    const followerReady = cluster.live().some((i) => i !== leader && !i.exitedAt && Date.now() - i.startedAt > FOLLOWER_READY_MS);
+    if (leader && followerReady && Date.now() - lastWrite < 1200) return leader;
+    if (Date.now() > deadline) throw new Error('no steady leader within 60 s');
+    await sleep(50);
+  }
+}
+
+/** The time from `faultAt` to the first job written under a term newer than `transitions`, or NaN. */
+async function firstEnqueueAfter(tail: EventTail, queue: Queue, faultAt: number, transitions: number): Promise<number> {
+  const deadline = faultAt + GIVE_UP_MS;
+  const checked = new Set<string>();
+  while (Date.now() < deadline) {
+    const candidates = [...tail.writes].filter(([id, w]) => w.addedAt >= faultAt && !checked.has(id)).sort((a, b) => a[1].addedAt - b[1].addedAt);
+    for (const [id, write] of candidates) {
+      checked.add(id);
+      const job = await queue.getJob(id);
+      const term = (job?.data as TickJobData | undefined)?.token.leaderTransitions ?? -1;
+      if (term > transitions) return write.addedAt - faultAt;
+    }
+    await sleep(10);
+  }
+  return NaN;
+}
