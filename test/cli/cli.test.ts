@@ -128,6 +128,20 @@ describe('the leasebeat CLI, run as a real process', () => {
           await new Promise((r) => setTimeout(r, 100));
         }
         assert.ok(Number(await redis.hget('mixed:{leasebeat}:job:good-one', 'enqueued')) >= 2, 'the good job keeps running');
+
+        // The same running instance answers its probes, metrics and status API.
+        const { url } = (await instance.waitForLog((l) => l.msg === 'serving status, probes, metrics and Bull Board')) as unknown as { url: string };
+        assert.equal((await fetch(`${url}/livez`)).status, 200);
+        const ready = await fetch(`${url}/readyz`);
+        assert.equal(ready.status, 200, await ready.clone().text());
+        const metrics = await (await fetch(`${url}/metrics`)).text();
+        assert.match(metrics, /^leader_election_master_status\{name="redis\/leasebeat"\} 1$/m);
+        assert.match(metrics, /^leasebeat_ticks_enqueued_total\{job="good-one"\} [1-9]/m);
+        assert.match(metrics, /^leasebeat_schedule_lag_seconds_bucket/m);
+        assert.match(metrics, /^bullmq_job_count\{queue="leasebeat", ?state="completed"\}/m);
+        const status = (await (await fetch(`${url}/api/status`)).json()) as { cluster: { leader: string }; loadErrors: unknown[] };
+        assert.equal(status.cluster.leader, 'cli-mixed');
+        assert.equal(status.loadErrors.length, 3);
       } finally {
         instance.child.kill('SIGTERM');
         await instance.exited();
