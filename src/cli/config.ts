@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { parseDuration } from '../scheduling/duration.js';
-import { resolveElectionConfig } from '../election/config.js';
+import { checkElectionTimings } from '../election/config.js';
 import { resolveMemberSettings, type MemberSettings } from '../members/settings.js';
 import type { WorkerTuning } from '../queueing/worker-pool.js';
 
@@ -105,13 +105,7 @@ export function loadConfig(overrides: RawSettings & { insecureBoard?: boolean } 
   const renewDeadlineMs = duration(get('RENEW_DEADLINE'), 'RENEW_DEADLINE', 10_000);
   const retryPeriodMs = duration(get('RETRY_PERIOD'), 'RETRY_PERIOD', 2_000);
   try {
-    resolveElectionConfig({
-      lock: { identity: () => 'check', describe: () => 'check' } as never,
-      leaseDurationMs,
-      renewDeadlineMs,
-      retryPeriodMs,
-      callbacks: { onStartedLeading: () => undefined, onStoppedLeading: () => undefined },
-    });
+    checkElectionTimings({ leaseDurationMs, renewDeadlineMs, retryPeriodMs });
   } catch (error) {
     const message = (error as Error).message
       .replace('leaseDurationMs', 'LEASEBEAT_LEASE_DURATION')

@@ -88,21 +88,11 @@ function positive(value: number, field: string): number {
 /** Applies defaults and enforces client-go's rules: LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0. */
 export function resolveElectionConfig(config: LeaderElectionConfig): ResolvedElectionConfig {
   if (!config.lock) throw new ElectionConfigError('lock is required');
-  const leaseDurationMs = positive(config.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS, 'leaseDurationMs');
-  const renewDeadlineMs = positive(config.renewDeadlineMs ?? DEFAULT_RENEW_DEADLINE_MS, 'renewDeadlineMs');
-  const retryPeriodMs = positive(config.retryPeriodMs ?? DEFAULT_RETRY_PERIOD_MS, 'retryPeriodMs');
-  if (leaseDurationMs <= renewDeadlineMs) {
-    throw new ElectionConfigError(
-      `leaseDurationMs (${leaseDurationMs}) must be greater than renewDeadlineMs (${renewDeadlineMs}): ` +
-        'otherwise a follower may take over while the leader still believes it leads',
-    );
-  }
-  if (renewDeadlineMs <= JITTER_FACTOR * retryPeriodMs) {
-    throw new ElectionConfigError(
-      `renewDeadlineMs (${renewDeadlineMs}) must be greater than ${JITTER_FACTOR} × retryPeriodMs ` +
-        `(${JITTER_FACTOR * retryPeriodMs}): the leader needs room for at least one jittered retry`,
-    );
-  }
+  const { leaseDurationMs, renewDeadlineMs, retryPeriodMs } = checkElectionTimings({
+    leaseDurationMs: config.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS,
+    renewDeadlineMs: config.renewDeadlineMs ?? DEFAULT_RENEW_DEADLINE_MS,
+    retryPeriodMs: config.retryPeriodMs ?? DEFAULT_RETRY_PERIOD_MS,
+  });
   const maxRequestTimeout = renewDeadlineMs / 2;
   const requestTimeoutMs = positive(config.requestTimeoutMs ?? maxRequestTimeout, 'requestTimeoutMs');
   if (requestTimeoutMs > maxRequestTimeout) {
@@ -129,4 +119,28 @@ export function resolveElectionConfig(config: LeaderElectionConfig): ResolvedEle
     recampaign: config.recampaign ?? false,
     name: config.name ?? config.lock.describe(),
   };
+}
+
+/** Enforces client-go's timing rules, LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, and returns them. */
+export function checkElectionTimings(timings: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number }): {
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+} {
+  const leaseDurationMs = positive(timings.leaseDurationMs, 'leaseDurationMs');
+  const renewDeadlineMs = positive(timings.renewDeadlineMs, 'renewDeadlineMs');
+  const retryPeriodMs = positive(timings.retryPeriodMs, 'retryPeriodMs');
+  if (leaseDurationMs <= renewDeadlineMs) {
+    throw new ElectionConfigError(
+      `leaseDurationMs (${leaseDurationMs}) must be greater than renewDeadlineMs (${renewDeadlineMs}): ` +
+        'otherwise a follower may take over while the leader still believes it leads',
+    );
+  }
+  if (renewDeadlineMs <= JITTER_FACTOR * retryPeriodMs) {
+    throw new ElectionConfigError(
+      `renewDeadlineMs (${renewDeadlineMs}) must be greater than ${JITTER_FACTOR} × retryPeriodMs ` +
+        `(${JITTER_FACTOR * retryPeriodMs}): the leader needs room for at least one jittered retry`,
+    );
+  }
+  return { leaseDurationMs, renewDeadlineMs, retryPeriodMs };
 }
