@@ -12,6 +12,15 @@ import { abortableRequest } from '../../src/election/kubernetes-lock.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
 
 const NS = 'default';
+
+/** Polls a condition every 5 ms, failing after 5 s. */
+async function waitUntil(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail('condition not met within 5 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const RFC3339_SECONDS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
 
@@ -301,6 +310,75 @@ void describe('FakeLeaseServer through the real client-node client', () => {
     await own.close();
     await assert.rejects(call);
     assert.ok(performance.now() - started < 1000);
+  });
+
+  void it('keeps a history of every applied write: creates, updates, deletes; no-op and refused writes are none', async () => {
+    const since = server.writeHistory().at(-1)?.seq ?? 0;
+    const created = await api.createNamespacedLease({ namespace: NS, body: leaseBody(name) });
+    await api.replaceNamespacedLease({ name, namespace: NS, body: created });
+    const renewed = await api.replaceNamespacedLease({
+      name, namespace: NS, body: { ...created, spec: { ...created.spec, holderIdentity: 'b', leaseTransitions: 1 } },
+    });
+    await statusOf(api.replaceNamespacedLease({ name, namespace: NS, body: created }));
+    server.putLease(NS, name, { holderIdentity: 'c', leaseTransitions: 2 });
+    await api.deleteNamespacedLease({ name, namespace: NS });
+
+    const writes = server.writeHistory(since);
+    assert.deepEqual(writes.map((w) => [w.op, w.spec.holderIdentity, w.spec.leaseTransitions, w.previous?.holderIdentity, w.viaApi]), [
+      ['create', 'a', 0, undefined, true],
+      ['update', 'b', 1, 'a', true],
+      ['update', 'c', 2, 'b', false],
+      ['delete', 'c', 2, 'c', true],
+    ]);
+    assert.deepEqual(writes.map((w) => w.seq), [since + 1, since + 2, since + 3, since + 4]);
+    assert.equal(writes[1]!.resourceVersion, renewed.metadata?.resourceVersion);
+    assert.ok(writes.every((w) => w.uid === created.metadata?.uid && w.name === name && w.namespace === NS));
+    assert.ok(writes.every((w, i) => i === 0 || w.at >= writes[i - 1]!.at));
+    assert.equal(writes[0]!.spec.renewTime, '2026-01-01T00:00:05.456000Z');
+  });
+
+  void it('onWrite runs after the write is applied and before the reply: the writer waits, everyone else sees it', async () => {
+    const created = await api.createNamespacedLease({ namespace: NS, body: leaseBody(name) });
+    let release = (): void => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const seen: string[] = [];
+    const removeOther = server.onWrite((w) => w.name === name && w.spec.holderIdentity === 'nobody', () => assert.fail('filtered out'));
+    server.onWrite(
+      (w) => w.name === name && w.op === 'update',
+      async (w) => {
+        seen.push(`${w.spec.holderIdentity}@${w.resourceVersion}`);
+        await held;
+      },
+      { once: true },
+    );
+    let answered = false;
+    const renewal = api
+      .replaceNamespacedLease({ name, namespace: NS, body: { ...created, spec: { ...created.spec, holderIdentity: 'b' } } })
+      .finally(() => (answered = true));
+    await waitUntil(() => seen.length === 1);
+    // Applied: a reader sees the new holder while the writer still waits for its answer.
+    const read = await api.readNamespacedLease({ name, namespace: NS });
+    assert.equal(read.spec?.holderIdentity, 'b');
+    assert.equal(answered, false);
+    release();
+    const reply = await renewal;
+    assert.equal(reply.metadata?.resourceVersion, read.metadata?.resourceVersion);
+    assert.deepEqual(seen, [`b@${read.metadata?.resourceVersion}`]);
+
+    // `once`: the next update is answered at once and does not reach the handler.
+    await api.replaceNamespacedLease({ name, namespace: NS, body: { ...reply, spec: { ...reply.spec, holderIdentity: 'c' } } });
+    assert.equal(seen.length, 1);
+    removeOther();
+  });
+
+  void it('onWrite: a handler that throws destroys the connection, and the write stays applied', async () => {
+    const created = await api.createNamespacedLease({ namespace: NS, body: leaseBody(name) });
+    const remove = server.onWrite((w) => w.name === name, () => {
+      throw new Error('handler failed');
+    });
+    await assert.rejects(api.replaceNamespacedLease({ name, namespace: NS, body: { ...created, spec: { ...created.spec, holderIdentity: 'd' } } }));
+    remove();
+    assert.equal(server.lease(NS, name)?.spec.holderIdentity, 'd');
   });
 
   void it('stores core/v1 and events.k8s.io/v1 Events', async () => {

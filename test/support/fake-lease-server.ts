@@ -60,6 +60,36 @@ export interface HungRequest {
   clientClosed: boolean;
 }
 
+/**
+ * One successful write of a Lease, in the order the server applied them: the server's own history, the
+ * ground truth a chaos audit judges the election by. `spec` is the Lease after the write (before it, for
+ * a delete). A write that changed nothing (same spec, labels and annotations) is no write.
+ */
+export interface LeaseWrite {
+  /** 1, 2, 3... in the order applied. */
+  seq: number;
+  /** `Date.now()` when the write was applied. */
+  at: number;
+  op: 'create' | 'update' | 'delete';
+  namespace: string;
+  name: string;
+  uid: string;
+  /** The resourceVersion the write produced (for a delete, the one it removed). */
+  resourceVersion: string;
+  spec: LeaseSpecWire;
+  /** The spec it replaced, for an update or a delete. */
+  previous?: LeaseSpecWire;
+  /** True when the write came through the HTTP API (a client), false for `putLease` / `deleteLease`. */
+  viaApi: boolean;
+}
+
+/**
+ * Runs after a matching write has been applied and before its reply is sent; the reply waits for it.
+ * This is where a test acts at the worst instant for the writer: its write took effect, it has not
+ * heard so yet (e.g. freeze the writer with its renewal's reply on the wire).
+ */
+export type WriteHook = (write: LeaseWrite) => void | Promise<void>;
+
 /** A canned failure for `failNext`. */
 export interface InjectedFailure {
   status: 429 | 500 | 503;
@@ -242,6 +272,10 @@ export class FakeLeaseServer {
   private readonly storedEvents: StoredEvent[] = [];
   private log: LeaseRequestRecord[] = [];
   private revision = 0;
+  private readonly history: LeaseWrite[] = [];
+  private hooks: Array<{ filter: (write: LeaseWrite) => boolean; handler: WriteHook; once: boolean }> = [];
+  /** Set while a request's handler runs, so that `store` knows the write came through the API. */
+  private viaApi = false;
 
   private readonly latency = new Map<FaultTarget, number>();
   private failures: Array<CountedFault<InjectedFailure>> = [];
@@ -301,6 +335,27 @@ export class FakeLeaseServer {
     return stored ? structuredClone(stored) : undefined;
   }
 
+  /**
+   * Every write applied so far (copies), oldest first; writes are kept for the server's lifetime. The
+   * `since` form returns those with `seq > since`, for a reader that follows the history.
+   */
+  writeHistory(since = 0): LeaseWrite[] {
+    return structuredClone(this.history.filter((write) => write.seq > since));
+  }
+
+  /**
+   * Calls `handler` for every API write that `filter` accepts, after the write is applied and before its
+   * reply is sent (the reply waits for the handler; if it throws, the connection is destroyed instead).
+   * With `once`, only the first matching write. Returns a function that removes the hook.
+   */
+  onWrite(filter: (write: LeaseWrite) => boolean, handler: WriteHook, options: { once?: boolean } = {}): () => void {
+    const hook = { filter, handler, once: options.once ?? false };
+    this.hooks.push(hook);
+    return () => {
+      this.hooks = this.hooks.filter((h) => h !== hook);
+    };
+  }
+
   /** Events created so far (copies). */
   events(): StoredEvent[] {
     return structuredClone(this.storedEvents);
@@ -321,9 +376,12 @@ export class FakeLeaseServer {
 
   /** Deletes a Lease directly; true when there was one. */
   deleteLease(namespace: string, name: string): boolean {
-    const existed = this.leases.delete(key(namespace, name));
-    if (existed) this.revision++;
-    return existed;
+    const existing = this.leases.get(key(namespace, name));
+    if (!existing) return false;
+    this.leases.delete(key(namespace, name));
+    this.revision++;
+    this.record('delete', existing, existing.spec);
+    return true;
   }
 
   // --- fault injection ------------------------------------------------------------------------------
@@ -418,7 +476,15 @@ export class FakeLeaseServer {
     try {
       if (!route || !verb) throw failure(404, 'NotFound', 'the server could not find the requested resource');
       if (!(await this.applyFaults(verb, name, res, processed))) return undefined;
-      reply = this.dispatch(route, bodyText);
+      const written = this.history.length;
+      this.viaApi = true;
+      try {
+        reply = this.dispatch(route, bodyText);
+      } finally {
+        this.viaApi = false;
+      }
+      // dispatch is synchronous: exactly this request's writes were appended meanwhile.
+      for (const write of this.history.slice(written)) await this.runHooks(write);
     } catch (error) {
       if (!(error instanceof StatusError)) throw error;
       reply = error.reply;
@@ -569,7 +635,31 @@ export class FakeLeaseServer {
     if (existing && sameContent(existing, next)) return existing;
     next.metadata.resourceVersion = String(++this.revision);
     this.leases.set(key(namespace, name), next);
+    this.record(existing ? 'update' : 'create', next, existing?.spec);
     return next;
+  }
+
+  private record(op: LeaseWrite['op'], lease: StoredLease, previous: LeaseSpecWire | undefined): void {
+    this.history.push({
+      seq: this.history.length + 1,
+      at: Date.now(),
+      op,
+      namespace: lease.metadata.namespace,
+      name: lease.metadata.name,
+      uid: lease.metadata.uid,
+      resourceVersion: lease.metadata.resourceVersion,
+      spec: structuredClone(lease.spec),
+      ...(previous ? { previous: structuredClone(previous) } : {}),
+      viaApi: this.viaApi,
+    });
+  }
+
+  private async runHooks(write: LeaseWrite): Promise<void> {
+    for (const hook of [...this.hooks]) {
+      if (!this.hooks.includes(hook) || !hook.filter(structuredClone(write))) continue;
+      if (hook.once) this.hooks = this.hooks.filter((h) => h !== hook);
+      await hook.handler(structuredClone(write));
+    }
   }
 
   private createEvent(route: ApiRequest, body: Record<string, unknown>): Reply {
