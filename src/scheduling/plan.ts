@@ -28,6 +28,13 @@
  * days, and computes the instants itself.
  *
  * Cron `H` fields are hashed with the job name as the seed, so every instance picks the same value.
+ *
+ * ## Instants are whole milliseconds
+ *
+ * Ticks are whole milliseconds, and every exported function floors the instants it is given: for a
+ * whole-millisecond tick, `tick > x` iff `tick > floor(x)`, so flooring changes no answer. It keeps the
+ * cron series, which rounds to seconds on the wall clock, from disagreeing with itself about an
+ * instant a fraction of a millisecond before a tick (that once planned a skip from :41 back to :40).
  */
 import { createHash } from 'node:crypto';
 import { CronCalendar } from './cron.js';
@@ -171,7 +178,7 @@ function seriesOf(job: ScheduledJob): TickSeries {
  * the interval since the Unix epoch, or since `startAt` when it is set.
  */
 export function nextTick(job: ScheduledJob, after: number): number | undefined {
-  return seriesOf(job).after(after);
+  return seriesOf(job).after(Math.floor(after));
 }
 
 /** The next `count` nominal ticks later than `after`, oldest first (fewer if the schedule ends). */
@@ -185,12 +192,12 @@ export function nextTicks(job: ScheduledJob, after: number, count: number): numb
 
 /** The newest nominal tick at or before `atOrBefore`. */
 export function previousTick(job: ScheduledJob, atOrBefore: number): number | undefined {
-  return seriesOf(job).atOrBefore(atOrBefore);
+  return seriesOf(job).atOrBefore(Math.floor(atOrBefore));
 }
 
 /** How many nominal ticks lie in `(from, to]`, computed without enumerating them. */
 export function countTicks(job: ScheduledJob, from: number, to: number): number {
-  return seriesOf(job).countIn(from, to);
+  return seriesOf(job).countIn(Math.floor(from), Math.floor(to));
 }
 
 /**
@@ -204,6 +211,7 @@ export function ticksInRange(
   limit = MAX_LISTED_TICKS,
 ): { ticks: number[]; rest: TickSpan | undefined } {
   const series = seriesOf(job);
+  [from, to] = [Math.floor(from), Math.floor(to)];
   const ticks: number[] = [];
   for (let tick = series.after(from); tick !== undefined && tick <= to && ticks.length < limit; tick = series.after(tick)) {
     ticks.push(tick);
@@ -230,7 +238,9 @@ export interface CatchupPlan {
  * enumerates the skipped ticks.
  */
 export function planCatchup(job: ScheduledJob, lastTick: number | undefined, now: number): CatchupPlan {
-  if (lastTick === undefined || now <= lastTick) return { enqueue: [], skipped: [] };
+  if (lastTick === undefined) return { enqueue: [], skipped: [] };
+  [lastTick, now] = [Math.floor(lastTick), Math.floor(now)];
+  if (now <= lastTick) return { enqueue: [], skipped: [] };
   const series = seriesOf(job);
   if (job.paused) return { enqueue: [], skipped: compact([skipped(series, lastTick, now, 'paused')]) };
 
@@ -250,6 +260,17 @@ export function planCatchup(job: ScheduledJob, lastTick: number | undefined, now
       skipped(series, recentAfter, oldestEnqueued - 1, 'catchup-limit'),
     ]),
   };
+}
+
+/**
+ * The ticks after `after` that a leader still owes but that are already older than the catch-up window
+ * at `now` (ticks it could not record in time, e.g. while Redis was unreachable): one `missed-window`
+ * span, or undefined when the oldest owed tick is still inside the window. Uses the same window edge as
+ * {@link planCatchup}.
+ */
+export function missedWindow(job: ScheduledJob, after: number, now: number): SkippedTicks | undefined {
+  [after, now] = [Math.floor(after), Math.floor(now)];
+  return skipped(seriesOf(job), after, now - job.catchup.windowMs - 1, 'missed-window');
 }
 
 /**
@@ -281,20 +302,25 @@ export type OverlapDecision = 'enqueue' | 'buffer' | 'skip';
 /**
  * What to do with a new tick given the job's previous run. `allow` always enqueues. While the previous
  * run is unfinished (waiting, delayed or active), `skip` skips the tick (reason `overlap`) and
- * `bufferOne` holds it to run after the previous one, unless a tick is already buffered, in which case
- * this one is skipped.
+ * `bufferOne` holds it to run after the previous one. While a tick is buffered, a new tick is skipped
+ * whatever the previous run's state: the buffered tick runs next, and a newer tick may neither overtake
+ * it nor run beside it. (The producer releases a buffered tick before it decides the next one.)
  */
 export function decideOverlap(policy: OverlapPolicy, previous: RunState, bufferedPending: boolean): OverlapDecision {
+  if (policy === 'allow') return 'enqueue';
+  if (bufferedPending) return 'skip';
   const unfinished = previous === 'waiting' || previous === 'delayed' || previous === 'active';
-  if (policy === 'allow' || !unfinished) return 'enqueue';
-  if (policy === 'bufferOne' && !bufferedPending) return 'buffer';
-  return 'skip';
+  if (!unfinished) return 'enqueue';
+  return policy === 'bufferOne' ? 'buffer' : 'skip';
 }
 
+/** The ticks in `(from, to]` as one span; undefined when there are none, so a span is never inverted or empty. */
 function spanOf(series: TickSeries, from: number, to: number): TickSpan | undefined {
-  const count = series.countIn(from, to);
-  if (count === 0) return undefined;
-  return { from: series.after(from)!, to: series.atOrBefore(to)!, count };
+  const first = series.after(from);
+  const last = series.atOrBefore(to);
+  if (first === undefined || last === undefined || first > last) return undefined;
+  const count = series.countIn(first - 1, last);
+  return count >= 1 ? { from: first, to: last, count } : undefined;
 }
 
 function skipped(series: TickSeries, from: number, to: number, reason: SkipReason): SkippedTicks | undefined {

@@ -4,6 +4,7 @@ import { CronExpressionParser } from 'cron-parser';
 import {
   countTicks,
   decideOverlap,
+  missedWindow,
   jitterMs,
   nextTick,
   nextTicks,
@@ -269,6 +270,36 @@ describe('planCatchup', () => {
     });
   });
 
+  it('a takeover a fraction of a millisecond before a tick never plans an inverted or empty skip', () => {
+    // A fractional "now" (Redis TIME offset) just before :41 once planned { from: :41, to: :40, count: 1 }.
+    const perSecond = scheduledJob({ schedule: '* * * * * *' });
+    const lastTick = at('2026-01-01T17:33:40Z');
+    for (const now of [lastTick + 1000 - 0.3, lastTick + 999.999, lastTick + 999]) {
+      assert.deepEqual(planCatchup(perSecond, lastTick, now), { enqueue: [], skipped: [] }, String(now));
+    }
+    assert.deepEqual(planCatchup(perSecond, lastTick, lastTick + 1000.7), { enqueue: [lastTick + 1000], skipped: [] });
+    assert.equal(countTicks(perSecond, lastTick, lastTick + 999.7), 0);
+    assert.equal(countTicks(perSecond, lastTick - 0.5, lastTick + 999.7), 1);
+    assert.equal(previousTick(perSecond, lastTick + 999.7), lastTick);
+    assert.equal(nextTick(perSecond, lastTick + 999.7), lastTick + 1000);
+    assert.deepEqual(ticksInRange(perSecond, lastTick + 0.2, lastTick + 2000.5, 1).rest, { from: lastTick + 2000, to: lastTick + 2000, count: 1 });
+  });
+
+  it('every skipped span it plans is ordered and non-empty, for fractional instants too', () => {
+    const jobs = [scheduledJob({ schedule: '* * * * * *' }), scheduledJob({ schedule: '*/7 * * * * *', catchup: { window: '20s', mode: 'all', max: 2 } }), scheduledJob({ every: '1s', catchup: { window: 0 } })];
+    const base = at('2026-01-01T00:00:00Z');
+    for (const job of jobs) {
+      for (let step = 0; step < 400; step++) {
+        const lastTick = previousTick(job, base + step * 137)!;
+        const now = lastTick + step * 61.37 + (step % 7) * 0.13;
+        for (const span of planCatchup(job, lastTick, now).skipped) {
+          assert.ok(span.from <= span.to && span.count >= 1, JSON.stringify({ lastTick, now, span }));
+          assert.equal(span.count, countTicks(job, span.from - 1, span.to), JSON.stringify({ lastTick, now, span }));
+        }
+      }
+    }
+  });
+
   it('summarises a per-second job down for a day without enumerating it', () => {
     const perSecond = scheduledJob({ schedule: '* * * * * *', catchup: { mode: 'all', max: 2, window: '1m' } });
     const start = at('2026-01-01T00:00:00Z');
@@ -283,6 +314,18 @@ describe('planCatchup', () => {
   });
 });
 
+describe('missedWindow', () => {
+  const job = scheduledJob({ every: '1s', catchup: { window: '10s' } });
+  const base = at('2026-01-01T00:00:00Z');
+
+  it('spans the owed ticks older than the window, with the window edge of planCatchup', () => {
+    assert.deepEqual(missedWindow(job, base, base + 30_000), { from: base + 1000, to: base + 19_000, count: 19, reason: 'missed-window' });
+    assert.equal(missedWindow(job, base, base + 11_000), undefined, 'the oldest owed tick is exactly at the window edge');
+    assert.equal(missedWindow(job, base + 25_000, base + 30_000), undefined);
+    assert.deepEqual(missedWindow(job, base, base + 11_000.9), missedWindow(job, base, base + 11_000));
+  });
+});
+
 describe('decideOverlap', () => {
   const states: RunState[] = ['none', 'waiting', 'delayed', 'active', 'finished'];
   const unfinished = new Set<RunState>(['waiting', 'delayed', 'active']);
@@ -292,15 +335,19 @@ describe('decideOverlap', () => {
   });
 
   it('skip skips while the previous run is unfinished', () => {
-    for (const state of states) {
-      for (const buffered of [false, true]) assert.equal(decideOverlap('skip', state, buffered), unfinished.has(state) ? 'skip' : 'enqueue');
-    }
+    for (const state of states) assert.equal(decideOverlap('skip', state, false), unfinished.has(state) ? 'skip' : 'enqueue');
   });
 
   it('bufferOne buffers one tick behind an unfinished run and skips the next', () => {
     for (const state of states) {
       assert.equal(decideOverlap('bufferOne', state, false), unfinished.has(state) ? 'buffer' : 'enqueue', state);
-      assert.equal(decideOverlap('bufferOne', state, true), unfinished.has(state) ? 'skip' : 'enqueue', state);
+    }
+  });
+
+  it('never enqueues beside or ahead of a buffered tick, even once the previous run finished', () => {
+    for (const state of states) {
+      assert.equal(decideOverlap('bufferOne', state, true), 'skip', state);
+      assert.equal(decideOverlap('skip', state, true), 'skip', state);
     }
   });
 });
