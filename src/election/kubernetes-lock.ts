@@ -19,7 +19,7 @@ import type { Logger } from 'pino';
 import { raceAbort } from '../util/abort.js';
 import { abortReason } from '../util/clock.js';
 import { silentLogger } from '../util/logger.js';
-import { serializeRecord, type LeaderElectionRecord, type LockObservation } from './record.js';
+import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion } from './record.js';
 import { LockConflictError, LockNotFoundError, type ResourceLock } from './resource-lock.js';
 
 /** Options of a `KubernetesLeaseLock`. */
@@ -74,14 +74,24 @@ export function abortableRequest(signal: AbortSignal): ConfigurationOptions<Obse
 
 const DEFAULT_EVENT_TIMEOUT_MS = 5000;
 
+/** A version of the Lease: the whole object as read or written, whose `resourceVersion` and `uid` guard the next replace. */
+class LeaseVersion implements LockVersion {
+  readonly generation: string;
+
+  constructor(readonly lease: V1Lease) {
+    this.generation = lease.metadata?.uid ?? '';
+  }
+}
+
 /**
  * A `ResourceLock` on a `coordination.k8s.io/v1` Lease: a port of client-go's `LeaseLock`.
  *
- * The Lease from the last successful get, create or update is cached, and `update` replaces it with the
- * cached `resourceVersion` (and `uid`), so the apiserver's optimistic concurrency makes every update a
- * compare-and-swap. Each call takes an `AbortSignal` that aborts the HTTP request itself; the call also
- * rejects at once when the signal aborts, even while client-node is still authenticating, and the
- * answer of an abandoned request is never cached.
+ * `update` replaces the Lease it is based on (the object a get, create or update returned), with that
+ * object's `resourceVersion` and `uid`, so the apiserver's optimistic concurrency makes every update a
+ * compare-and-swap against exactly the version the caller decided on. client-go instead caches the last
+ * Lease it saw and replaces that one, which lets an unrelated read refresh the base of a stale write.
+ * Each call takes an `AbortSignal` that aborts the HTTP request itself; the call also rejects at once
+ * when the signal aborts, even while client-node is still authenticating.
  */
 export class KubernetesLeaseLock implements ResourceLock {
   private readonly namespace: string;
@@ -93,7 +103,8 @@ export class KubernetesLeaseLock implements ResourceLock {
   private readonly eventComponent: string;
   private readonly eventTimeoutMs: number;
   private readonly pendingEvents = new Set<Promise<void>>();
-  private observed: V1Lease | undefined;
+  /** The newest Lease metadata seen, only to point Events at the Lease; never the base of a write. */
+  private lastSeen: V1Lease | undefined;
 
   constructor(options: KubernetesLeaseLockOptions) {
     for (const field of ['namespace', 'name', 'identity'] as const) {
@@ -114,28 +125,30 @@ export class KubernetesLeaseLock implements ResourceLock {
     const lease = await this.call('get', signal, (options) =>
       this.leases.readNamespacedLease({ name: this.leaseName, namespace: this.namespace }, options));
     const record = recordFromSpec(lease.spec);
-    this.observed = lease;
-    return { record, raw: serializeRecord(record) };
+    this.lastSeen = lease;
+    return { record, raw: serializeRecord(record), version: new LeaseVersion(lease) };
   }
 
-  async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
+  async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<LockVersion> {
     const body: V1Lease = {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
       metadata: { name: this.leaseName, namespace: this.namespace },
       spec: specFromRecord(record),
     };
-    this.observed = await this.call('create', signal, (options) =>
+    const created = await this.call('create', signal, (options) =>
       this.leases.createNamespacedLease({ namespace: this.namespace, body }, options));
+    this.lastSeen = created;
+    return new LeaseVersion(created);
   }
 
-  async update(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
-    const base = this.observed;
-    if (!base) throw new Error(`lease ${this.describe()} not initialized: call get or create before update`);
-    // A fresh body: a failed update must leave the cached Lease exactly as last observed.
-    const body: V1Lease = { ...base, spec: specFromRecord(record) };
-    this.observed = await this.call('update', signal, (options) =>
+  async update(record: LeaderElectionRecord, base: LockVersion, signal: AbortSignal): Promise<LockVersion> {
+    if (!(base instanceof LeaseVersion)) throw new TypeError(`lease ${this.describe()}: update based on a version this lock did not return`);
+    const body: V1Lease = { ...base.lease, spec: specFromRecord(record) };
+    const updated = await this.call('update', signal, (options) =>
       this.leases.replaceNamespacedLease({ name: this.leaseName, namespace: this.namespace, body }, options));
+    this.lastSeen = updated;
+    return new LeaseVersion(updated);
   }
 
   /**
@@ -163,13 +176,9 @@ export class KubernetesLeaseLock implements ResourceLock {
     return `${this.namespace}/${this.leaseName}`;
   }
 
-  generation(): string {
-    return this.observed?.metadata?.uid ?? '';
-  }
-
   private async sendEvent(message: string): Promise<void> {
     const now = new Date();
-    const lease = this.observed?.metadata;
+    const lease = this.lastSeen?.metadata;
     const body: CoreV1Event = {
       apiVersion: 'v1',
       kind: 'Event',
@@ -198,8 +207,7 @@ export class KubernetesLeaseLock implements ResourceLock {
   }
 
   /**
-   * Runs one API call bound to `signal` and translates its errors. Callers cache the result only after
-   * this resolves, so an abandoned request can never overwrite the cached Lease.
+   * Runs one API call bound to `signal` and translates its errors.
    */
   private async call<T>(
     action: string,

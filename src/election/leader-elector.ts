@@ -9,7 +9,7 @@ import {
   type LeaderElectionMetrics,
   type ResolvedElectionConfig,
 } from './config.js';
-import type { LeaderElectionRecord, Term } from './record.js';
+import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion, type Term } from './record.js';
 import { LockConflictError, LockNotFoundError } from './resource-lock.js';
 
 const noMetrics: LeaderElectionMetrics = {
@@ -23,6 +23,20 @@ export class LeadershipLostError extends Error {
   override readonly name = 'LeadershipLostError';
 }
 
+/** The last record this elector saw or wrote, the version to base the next write on, and when. */
+interface Observed {
+  record: LeaderElectionRecord;
+  raw: string;
+  version: LockVersion;
+  /**
+   * Local time from which the lease counts: when a changed record arrived (a follower's view), or when
+   * our own successful write was *sent* (a holder's view). Both err on the side of a shorter lease.
+   */
+  time: number;
+  /** Why the stored record could not be decoded, if it could not. */
+  damaged?: string;
+}
+
 /**
  * A leader election client: a port of client-go's `tools/leaderelection` LeaderElector.
  *
@@ -30,14 +44,29 @@ export class LeadershipLostError extends Error {
  * seen the record unchanged for the record's `leaseDurationSeconds` (measured on their own clock) and then
  * take it over with a compare-and-swap, incrementing `leaderTransitions`.
  *
+ * Renewal follows client-go: a round starts at once after acquiring and then RetryPeriod after the
+ * previous round; each round retries every RetryPeriod and gives up RenewDeadline after *it* started.
+ * So a leader can believe it leads for up to RetryPeriod + RenewDeadline after its last good renewal,
+ * which is why the guarded work must also self-fence on `lastRenewTime()` (see `Scheduler`).
+ *
  * Deliberate differences from client-go, each on the side of safety:
- * - Leadership ends RenewDeadline after the start of the last successful renewal, not RetryPeriod later.
+ * - Every write is a compare-and-swap on the version of the very observation it was decided on. client-go
+ *   writes over whatever object its lock cached last, so a read made after a term ended (a release's
+ *   check) could turn a stale "I still hold it" into a successful write over a newer holder.
+ * - A holder's own write counts from when it was sent, not when its reply arrived: a reply that arrives
+ *   late (the process was frozen meanwhile) cannot make the lease look fresher than it is.
+ * - The fast path (a write without a read) is only taken to renew a term in progress. After a term ends
+ *   the elector forgets that it held the lease, and acquiring a record that still names this instance
+ *   starts a new term (transitions + 1): no fencing token is ever handed to two terms.
  * - Leadership ends at once when a read shows another holder, instead of polling until the deadline.
  * - A renewal that lands under a new term (the record was recreated) ends the old term first, so every
  *   term reported through `onStartedLeading` has one fencing token.
+ * - A stored record that cannot be decoded is treated as held by an unknown holder for the configured
+ *   lease duration, then taken over under a new generation, instead of being refused forever.
  * - `onStoppedLeading` is called only after leading, and is awaited before the lease is released.
  * - Release checks the holder of the record it just read, not only the cached one.
  * - `leaseDurationSeconds` is rounded up, never down, from the configured milliseconds.
+ * - `resign()` ends a term on the guarded work's request (it cannot do its job), releasing the lease.
  */
 export class LeaderElector {
   private readonly config: ResolvedElectionConfig;
@@ -46,12 +75,12 @@ export class LeaderElector {
   private readonly metrics: LeaderElectionMetrics;
   private readonly random: () => number;
 
-  private observedRecord: LeaderElectionRecord | undefined;
-  private observedRaw = '';
-  private observedTime = 0;
+  private observed: Observed | undefined;
   private reportedLeader: string | undefined;
   private currentTerm: Term | undefined;
+  private leadership: AbortController | undefined;
   private lastRenewStart = 0;
+  private standAsideUntil = 0;
   private running = false;
 
   constructor(config: LeaderElectionConfig) {
@@ -88,12 +117,27 @@ export class LeaderElector {
 
   /** True when the last observed record names this instance as holder. */
   isLeader(): boolean {
-    return this.observedRecord?.holderIdentity === this.identity;
+    return this.observed !== undefined && !this.observed.damaged && this.observed.record.holderIdentity === this.identity;
   }
 
   /** The holder of the last observed record, or `""` when none was observed yet. */
   getLeader(): string {
-    return this.observedRecord?.holderIdentity ?? '';
+    return this.observed?.record.holderIdentity ?? '';
+  }
+
+  /**
+   * Ends the current term on the guarded work's request, e.g. because it cannot do its job:
+   * `onStoppedLeading` runs and the lease is released (with `releaseOnCancel`). Then, with `recampaign`,
+   * this instance stands aside for a lease duration before campaigning again, so that a healthy candidate
+   * (which polls at least every 2.2 × RetryPeriod) takes the released lease instead of the resigner
+   * winning it straight back. Returns false when not leading.
+   */
+  resign(reason: string): boolean {
+    if (!this.leadership || this.leadership.signal.aborted) return false;
+    this.log.warn({ term: this.currentTerm, reason }, 'resigning the lease');
+    this.standAsideUntil = this.clock.now() + this.config.leaseDurationMs;
+    this.leadership.abort(new LeadershipLostError(`resigned: ${reason}`));
+    return true;
   }
 
   /** The fencing token of the term this instance leads, if it leads. */
@@ -120,7 +164,7 @@ export class LeaderElector {
    */
   check(maxTolerableExpiredMs: number): Error | undefined {
     if (!this.isLeader()) return undefined;
-    const sinceObservation = this.clock.now() - this.observedTime;
+    const sinceObservation = this.clock.now() - this.observed!.time;
     if (sinceObservation > this.config.leaseDurationMs + maxTolerableExpiredMs) {
       return new Error(
         `failed to renew leadership on ${this.config.name}: last renewal ${sinceObservation} ms ago, ` +
@@ -145,15 +189,15 @@ export class LeaderElector {
       leaderTransitions: 0,
     };
 
-    // 1. Fast path: the leader writes optimistically over the version it last saw, skipping the GET.
-    //    Any failure (a conflict, a vanished record, a timeout) falls through to the careful path.
-    if (this.isLeader() && this.isLeaseValid(now)) {
-      const previous = this.observedRecord!;
-      desired.acquireTime = previous.acquireTime;
-      desired.leaderTransitions = previous.leaderTransitions;
+    // 1. Fast path: the leader of a term in progress writes over the version it last saw, skipping the
+    //    GET. Any failure (a conflict, a vanished record, a timeout) falls through to the careful path.
+    if (this.currentTerm !== undefined && this.isLeader() && this.isLeaseValid(now)) {
+      const base = this.observed!;
+      desired.acquireTime = base.record.acquireTime;
+      desired.leaderTransitions = base.record.leaderTransitions;
       try {
-        await this.request('update', signal, (s) => lock.update(desired, s));
-        this.setObservedRecord(desired, now);
+        const version = await this.request('update', signal, (s) => lock.update(desired, base.version, s));
+        this.observeOwnWrite(desired, version, now);
         return true;
       } catch (error) {
         this.log.debug({ err: error }, 'optimistic renewal failed, falling back to the slow path');
@@ -161,7 +205,7 @@ export class LeaderElector {
     }
 
     // 2. Read the record; create it when there is none.
-    let observation;
+    let observation: LockObservation;
     try {
       observation = await this.request('get', signal, (s) => lock.get(s));
     } catch (error) {
@@ -170,46 +214,49 @@ export class LeaderElector {
         return false;
       }
       try {
-        await this.request('create', signal, (s) => lock.create(desired, s));
+        const version = await this.request('create', signal, (s) => lock.create(desired, s));
+        this.observeOwnWrite(desired, version, now);
       } catch (createError) {
         this.log.warn({ err: createError }, 'failed to create the lock record');
         return false;
       }
-      this.setObservedRecord(desired, now);
       return true;
     }
 
     // 3. Restart the expiry countdown only when the record changed. Expiry is judged by when *we* saw the
     //    change, never by the remote renewTime, so skewed clocks cannot steal a healthy lease.
-    if (observation.raw !== this.observedRaw) {
-      this.setObservedRecord(observation.record);
-      this.observedRaw = observation.raw;
-    }
+    this.observe(observation);
     const current = observation.record;
+    // Renewing is only for a term in progress: a record that still names us after our term ended is taken
+    // over like a free one (only we write our identity), so the next term gets a token of its own.
+    const renewing = this.currentTerm !== undefined && this.isLeader();
+    // A damaged record's holder is unknown: someone may hold it, so it counts as held until it expires.
+    const holder = observation.damaged ? undefined : current.holderIdentity;
     // A live lease held by someone else is not ours to take. An empty holder (a release) is free at once.
-    if (current.holderIdentity !== '' && this.isLeaseValid(now) && !this.isLeader()) {
+    if (holder !== '' && holder !== this.identity && this.isLeaseValid(now)) {
       this.log.trace({ holder: current.holderIdentity }, 'lease is held and has not expired');
       return false;
     }
 
     // 4. Renewing keeps the acquire time and the term; taking over starts a new term.
-    if (this.isLeader()) {
+    if (renewing) {
       desired.acquireTime = current.acquireTime;
       desired.leaderTransitions = current.leaderTransitions;
       this.metrics.slowpathExercised(this.config.name);
     } else {
-      desired.leaderTransitions = current.leaderTransitions + 1;
+      desired.leaderTransitions = Number.isSafeInteger(current.leaderTransitions) ? current.leaderTransitions + 1 : 0;
     }
 
     // 5. Compare-and-swap on the version just read: of several racing candidates exactly one wins.
     try {
-      await this.request('update', signal, (s) => lock.update(desired, s));
+      const version = await this.request('update', signal, (s) => lock.update(desired, observation.version, s));
+      this.observeOwnWrite(desired, version, now);
     } catch (error) {
       if (error instanceof LockConflictError) this.log.debug('lost the race to update the lock record');
       else this.log.warn({ err: error }, 'failed to update the lock record');
       return false;
     }
-    this.setObservedRecord(desired, now);
+    if (observation.damaged) this.log.warn({ damage: observation.damaged }, 'took over a damaged lock record under a new generation');
     return true;
   }
 
@@ -222,25 +269,27 @@ export class LeaderElector {
     // A fresh deadline: the caller's signal is usually the one that was just cancelled.
     const deadline = AbortSignal.timeout(this.config.renewDeadlineMs);
     for (;;) {
-      let current: LeaderElectionRecord;
+      let observation: LockObservation;
       try {
-        current = (await this.request('get', deadline, (s) => lock.get(s))).record;
+        observation = await this.request('get', deadline, (s) => lock.get(s));
       } catch (error) {
+        if (error instanceof LockNotFoundError) return true;
         this.log.warn({ err: error }, 'release: failed to read the lock record');
         return false;
       }
-      if (!this.isLeader() || current.holderIdentity !== this.identity) return true;
+      this.observe(observation);
+      if (observation.damaged || observation.record.holderIdentity !== this.identity) return true;
       const now = this.clock.now();
       const released: LeaderElectionRecord = {
         holderIdentity: '',
         leaseDurationSeconds: 1,
         acquireTime: now,
         renewTime: now,
-        leaderTransitions: current.leaderTransitions,
+        leaderTransitions: observation.record.leaderTransitions,
       };
       try {
-        await this.request('update', deadline, (s) => lock.update(released, s));
-        this.setObservedRecord(released);
+        const version = await this.request('update', deadline, (s) => lock.update(released, observation.version, s));
+        this.observeOwnWrite(released, version, now);
         this.log.info('released the lease');
         return true;
       } catch (error) {
@@ -253,6 +302,15 @@ export class LeaderElector {
   }
 
   private async acquire(signal: AbortSignal): Promise<boolean> {
+    const aside = this.standAsideUntil - this.clock.now();
+    if (aside > 0) {
+      this.log.info({ forMs: aside }, 'standing aside after resigning');
+      try {
+        await this.clock.sleep(aside, signal);
+      } catch {
+        return false;
+      }
+    }
     this.log.info('attempting to acquire the leader lease');
     while (!signal.aborted) {
       const acquired = await this.tryAcquireOrRenew(signal);
@@ -276,6 +334,7 @@ export class LeaderElector {
 
   private async lead(signal: AbortSignal): Promise<void> {
     const leadership = new AbortController();
+    this.leadership = leadership;
     const onCancel = (): void => leadership.abort(abortReason(signal));
     signal.addEventListener('abort', onCancel, { once: true });
     const term = this.termFromObserved();
@@ -290,6 +349,9 @@ export class LeaderElector {
     } finally {
       signal.removeEventListener('abort', onCancel);
       this.currentTerm = undefined;
+      this.leadership = undefined;
+      // Whatever we last saw of our own lease is no longer a basis for anything: the next campaign reads.
+      if (this.isLeader()) this.observed = undefined;
       this.metrics.leaderOff(this.config.name);
       this.config.lock.recordEvent(`${this.identity} stopped leading`);
       this.log.info({ term, reason: (leadership.signal.reason as Error).message }, 'stopped leading');
@@ -302,41 +364,21 @@ export class LeaderElector {
     }
   }
 
-  /** Renews until a renewal misses its deadline or `signal` aborts; returns why leadership ended. */
+  /**
+   * Renews in rounds until one misses its deadline or `signal` aborts; returns why leadership ended. As in
+   * client-go, the first round starts at once, each round gets the full RenewDeadline from its own start,
+   * and the next one starts RetryPeriod after it ended.
+   */
   private async renew(signal: AbortSignal, term: Term): Promise<Error> {
-    for (;;) {
-      try {
-        await this.clock.sleep(this.config.retryPeriodMs, signal);
-      } catch {
-        return abortReason(signal);
-      }
-      const deadline = this.lastRenewStart + this.config.renewDeadlineMs;
-      // Every request of this round is cut off at the deadline, so a hung backend cannot stretch it.
-      const round = new AbortController();
-      const timer = new AbortController();
-      const onCancel = (): void => round.abort(abortReason(signal));
-      signal.addEventListener('abort', onCancel, { once: true });
-      this.clock.sleep(deadline - this.clock.now(), timer.signal).then(
-        () => round.abort(new LeadershipLostError('renew deadline reached')),
-        () => undefined,
-      );
-      let renewed = false;
-      try {
-        while (!round.signal.aborted) {
-          renewed = await this.tryAcquireOrRenew(round.signal);
-          if (renewed) break;
-          // Another holder behind a live lease will not let go within our deadline: stop now.
-          if (!this.isLeader() && this.getLeader() !== '') break;
-          try {
-            await this.clock.sleep(this.config.retryPeriodMs, round.signal);
-          } catch {
-            break;
-          }
+    for (let round = 0; ; round++) {
+      if (round > 0) {
+        try {
+          await this.clock.sleep(this.config.retryPeriodMs, signal);
+        } catch {
+          return abortReason(signal);
         }
-      } finally {
-        timer.abort();
-        signal.removeEventListener('abort', onCancel);
       }
+      const renewed = await this.renewRound(signal);
       this.maybeReportTransition();
       if (signal.aborted) return abortReason(signal);
       if (!renewed) {
@@ -357,27 +399,71 @@ export class LeaderElector {
     }
   }
 
+  /** One renewal round: attempts every RetryPeriod until one succeeds, another holder shows, or RenewDeadline passes. */
+  private async renewRound(signal: AbortSignal): Promise<boolean> {
+    // Every request of the round is cut off at its deadline, so a hung backend cannot stretch it.
+    const round = new AbortController();
+    const timer = new AbortController();
+    const onCancel = (): void => round.abort(abortReason(signal));
+    signal.addEventListener('abort', onCancel, { once: true });
+    this.clock.sleep(this.config.renewDeadlineMs, timer.signal).then(
+      () => round.abort(new LeadershipLostError('renew deadline reached')),
+      () => undefined,
+    );
+    try {
+      while (!round.signal.aborted) {
+        if (await this.tryAcquireOrRenew(round.signal)) return true;
+        // Another holder behind a live lease will not let go within our deadline: stop now.
+        if (!this.isLeader() && this.getLeader() !== '') return false;
+        try {
+          await this.clock.sleep(this.config.retryPeriodMs, round.signal);
+        } catch {
+          return false;
+        }
+      }
+      return false;
+    } finally {
+      timer.abort();
+      signal.removeEventListener('abort', onCancel);
+    }
+  }
+
   private request<T>(what: string, signal: AbortSignal | undefined, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
     return withTimeout(this.clock, this.config.requestTimeoutMs, signal, `lock ${what}`, call);
   }
 
   private isLeaseValid(now: number): boolean {
-    const record = this.observedRecord;
-    if (!record) return false;
-    return this.observedTime + record.leaseDurationSeconds * 1000 > now;
+    const observed = this.observed;
+    if (!observed) return false;
+    // A damaged record's own duration cannot be trusted: wait our configured one.
+    const seconds = observed.damaged || !(observed.record.leaseDurationSeconds > 0) ? this.config.leaseDurationMs / 1000 : observed.record.leaseDurationSeconds;
+    return observed.time + seconds * 1000 > now;
   }
 
-  private setObservedRecord(record: LeaderElectionRecord, attemptStart?: number): void {
-    this.observedRecord = { ...record };
-    this.observedTime = this.clock.now();
-    if (attemptStart !== undefined && record.holderIdentity === this.identity) this.lastRenewStart = attemptStart;
+  /** Takes in a read. The expiry countdown restarts only when the record changed; the version always moves on. */
+  private observe(observation: LockObservation): void {
+    const changed = observation.raw !== this.observed?.raw;
+    if (changed && observation.damaged) this.log.warn({ damage: observation.damaged }, 'the lock record is damaged; it will be taken over once unchanged for a lease duration');
+    this.observed = {
+      record: { ...observation.record },
+      raw: observation.raw,
+      version: observation.version,
+      time: changed ? this.clock.now() : this.observed!.time,
+      ...(observation.damaged ? { damaged: observation.damaged } : {}),
+    };
+  }
+
+  /** Takes in our own successful write, counted from when it was sent. */
+  private observeOwnWrite(record: LeaderElectionRecord, version: LockVersion, sentAt: number): void {
+    this.observed = { record: { ...record }, raw: serializeRecord(record), version, time: sentAt };
+    if (record.holderIdentity === this.identity) this.lastRenewStart = sentAt;
   }
 
   private termFromObserved(): Term {
-    const record = this.observedRecord!;
+    const { record, version } = this.observed!;
     return {
       holderIdentity: record.holderIdentity,
-      generation: this.config.lock.generation(),
+      generation: version.generation,
       leaderTransitions: record.leaderTransitions,
       acquireTime: record.acquireTime,
     };
@@ -385,7 +471,7 @@ export class LeaderElector {
 
   private maybeReportTransition(): void {
     const holder = this.getLeader();
-    if (this.observedRecord === undefined || holder === this.reportedLeader) return;
+    if (this.observed === undefined || holder === this.reportedLeader) return;
     this.reportedLeader = holder;
     const { callbacks } = this.config;
     if (!callbacks.onNewLeader) return;

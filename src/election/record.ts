@@ -13,7 +13,17 @@ export interface LeaderElectionRecord {
   leaderTransitions: number;
 }
 
-/** What `ResourceLock.get` observed: the decoded record, its raw serialized form, and its generation. */
+/**
+ * The version of the stored object that an observation saw or a write produced: the base of the next
+ * compare-and-swap. Opaque to the elector except for its generation; each lock keeps its own details
+ * (the whole Lease for Kubernetes, the version counter for Redis) in the object it hands out.
+ */
+export interface LockVersion {
+  /** The Lease uid, or the Redis record's generation id. Changes whenever the record is recreated. */
+  readonly generation: string;
+}
+
+/** What `ResourceLock.get` observed: the decoded record, its raw serialized form, and its version. */
 export interface LockObservation {
   record: LeaderElectionRecord;
   /**
@@ -21,6 +31,13 @@ export interface LockObservation {
    * decide whether the record changed, exactly as client-go compares raw bytes.
    */
   raw: string;
+  /** The version this observation saw: an update based on it succeeds only if nobody wrote since. */
+  version: LockVersion;
+  /**
+   * Set when the stored object exists but could not be read in full (fields missing or unparseable).
+   * The elector treats it as held by an unknown holder: taken over once unchanged for a lease duration.
+   */
+  damaged?: string;
 }
 
 /**

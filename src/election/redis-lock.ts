@@ -3,11 +3,15 @@ import type { Redis } from 'ioredis';
 import { raceAbort } from '../util/abort.js';
 import { LuaScript } from '../util/lua.js';
 import { defaultIdentity } from './identity.js';
-import { serializeRecord, type LeaderElectionRecord, type LockObservation } from './record.js';
+import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion } from './record.js';
 import { LockConflictError, LockNotFoundError, type ResourceLock } from './resource-lock.js';
 
+const readLease = new LuaScript(new URL('./lua/readLease.lua', import.meta.url));
 const createLease = new LuaScript(new URL('./lua/createLease.lua', import.meta.url));
 const updateLease = new LuaScript(new URL('./lua/updateLease.lua', import.meta.url));
+
+/** How many writes the lease's history stream keeps (approximately: XADD MAXLEN ~). */
+export const LEASE_HISTORY_LENGTH = 10_000;
 
 /** Options of a `RedisLeaseLock`. */
 export interface RedisLeaseLockOptions {
@@ -20,71 +24,123 @@ export interface RedisLeaseLockOptions {
   prefix?: string;
 }
 
-interface Observed {
-  version: string;
-  generation: string;
+/** A version of the Redis record: its counter, or the fingerprint of a record that could not be decoded. */
+class RedisLeaseVersion implements LockVersion {
+  constructor(
+    readonly generation: string,
+    /** The `version` field, or `damaged:<sha1 of the stored fields>`. */
+    readonly token: string,
+  ) {}
 }
+
+/** One write of the lease, as its history stream recorded it. */
+export interface LeaseHistoryEntry {
+  /** Redis time of the write, in ms (from the stream id). */
+  at: number;
+  op: 'create' | 'update';
+  record: LeaderElectionRecord;
+  generation: string;
+  version: number;
+}
+
+const REQUIRED_FIELDS = ['holderIdentity', 'leaseDurationSeconds', 'acquireTime', 'renewTime', 'leaderTransitions', 'generation', 'version'] as const;
 
 /**
  * The Kubernetes Lease record kept in a Redis hash, for deployments without a cluster. Compare-and-swap
  * runs in one Lua script on a version field. Every creation draws a new generation id, so a deleted and
  * recreated record (whose transitions restart at 0) can never repeat an earlier fencing token.
  *
- * The key is `<prefix>:{<name>}:lease`; the hash tag keeps it usable on Redis Cluster.
+ * Every successful write is appended, by the same script, to a capped stream beside the record: the
+ * lock's own write history, for audits and the status page's timeline of terms.
+ *
+ * The keys are `<prefix>:{<name>}:lease` and `…:lease:history`; the hash tag keeps them in one slot on
+ * Redis Cluster.
  */
 export class RedisLeaseLock implements ResourceLock {
   readonly key: string;
+  readonly historyKey: string;
   private readonly redis: Redis;
   private readonly name: string;
   private readonly holder: string;
-  private observed: Observed | undefined;
 
   constructor(options: RedisLeaseLockOptions) {
     this.redis = options.connection;
     this.name = options.name;
     this.holder = options.identity ?? defaultIdentity();
     this.key = `${options.prefix ?? 'leasebeat'}:{${options.name}}:lease`;
+    this.historyKey = `${this.key}:history`;
   }
 
   async get(signal: AbortSignal): Promise<LockObservation> {
-    const fields = await raceAbort(this.redis.hgetall(this.key), signal);
-    if (fields.version === undefined || fields.generation === undefined) {
-      throw new LockNotFoundError(`lease ${this.describe()} not found`);
-    }
+    const reply = await raceAbort(readLease.run<string[]>(this.redis, [this.key], []), signal);
+    if (reply.length === 0) throw new LockNotFoundError(`lease ${this.describe()} not found`);
+    const [fingerprint, ...flat] = reply;
+    const fields = new Map<string, string>();
+    for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
     const record: LeaderElectionRecord = {
-      holderIdentity: fields.holderIdentity ?? '',
-      leaseDurationSeconds: Number(fields.leaseDurationSeconds),
-      acquireTime: Number(fields.acquireTime),
-      renewTime: Number(fields.renewTime),
-      leaderTransitions: Number(fields.leaderTransitions),
+      holderIdentity: fields.get('holderIdentity') ?? '',
+      leaseDurationSeconds: Number(fields.get('leaseDurationSeconds')),
+      acquireTime: Number(fields.get('acquireTime')),
+      renewTime: Number(fields.get('renewTime')),
+      leaderTransitions: Number(fields.get('leaderTransitions')),
     };
-    this.observed = { version: fields.version, generation: fields.generation };
-    return { record, raw: serializeRecord(record) };
+    const damaged = damage(fields);
+    if (damaged) {
+      // Compared by content: the elector sees the record "change" only when someone rewrites it.
+      return { record, raw: `damaged:${fingerprint}`, version: new RedisLeaseVersion('', `damaged:${fingerprint}`), damaged };
+    }
+    return { record, raw: serializeRecord(record), version: new RedisLeaseVersion(fields.get('generation')!, fields.get('version')!) };
   }
 
-  async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
+  async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<LockVersion> {
     const generation = randomUUID();
     const result = await raceAbort(
-      createLease.run<number>(this.redis, [this.key], [...recordArgs(record), generation]),
+      createLease.run<number>(this.redis, [this.key, this.historyKey], [...recordArgs(record), generation, LEASE_HISTORY_LENGTH]),
       signal,
     );
     if (result === -1) throw new LockConflictError(`lease ${this.describe()} already exists`);
-    this.observed = { version: String(result), generation };
+    return new RedisLeaseVersion(generation, String(result));
   }
 
-  async update(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
-    const observed = this.observed;
-    if (!observed) throw new Error(`lease ${this.describe()}: update before the record was read or created`);
+  async update(record: LeaderElectionRecord, base: LockVersion, signal: AbortSignal): Promise<LockVersion> {
+    if (!(base instanceof RedisLeaseVersion)) throw new TypeError(`lease ${this.describe()}: update based on a version this lock did not return`);
+    const generation = base.token.startsWith('damaged:') ? randomUUID() : base.generation;
     const result = await raceAbort(
-      updateLease.run<number>(this.redis, [this.key], [observed.version, observed.generation, ...recordArgs(record)]),
+      updateLease.run<number>(
+        this.redis,
+        [this.key, this.historyKey],
+        [base.token, base.generation, ...recordArgs(record), generation, LEASE_HISTORY_LENGTH],
+      ),
       signal,
     );
     if (result === -2) throw new LockNotFoundError(`lease ${this.describe()} not found`);
     if (result === -1) throw new LockConflictError(`lease ${this.describe()} was modified concurrently`);
-    this.observed = { version: String(result), generation: observed.generation };
+    return new RedisLeaseVersion(generation, String(result));
   }
 
-  /** Redis keeps no event history; leadership changes are visible in the logs instead. */
+  /** The lease's write history, oldest first (at most the last `count` writes). */
+  async history(count = LEASE_HISTORY_LENGTH): Promise<LeaseHistoryEntry[]> {
+    const entries = await this.redis.xrevrange(this.historyKey, '+', '-', 'COUNT', count);
+    return entries.reverse().map(([id, flat]) => {
+      const fields = new Map<string, string>();
+      for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
+      return {
+        at: Number(id.split('-')[0]),
+        op: fields.get('op') === 'create' ? 'create' : 'update',
+        record: {
+          holderIdentity: fields.get('holder') ?? '',
+          leaseDurationSeconds: Number(fields.get('duration')),
+          acquireTime: Number(fields.get('acquire')),
+          renewTime: Number(fields.get('renew')),
+          leaderTransitions: Number(fields.get('transitions')),
+        },
+        generation: fields.get('generation') ?? '',
+        version: Number(fields.get('version')),
+      };
+    });
+  }
+
+  /** Redis keeps no event history; leadership changes are visible in the logs and the history stream. */
   recordEvent(): void {}
 
   identity(): string {
@@ -94,10 +150,16 @@ export class RedisLeaseLock implements ResourceLock {
   describe(): string {
     return `redis/${this.name}`;
   }
+}
 
-  generation(): string {
-    return this.observed?.generation ?? '';
-  }
+/** Why a stored record cannot be trusted, or undefined when every field is present and well-formed. */
+function damage(fields: ReadonlyMap<string, string>): string | undefined {
+  const missing = REQUIRED_FIELDS.filter((field) => !fields.get(field) && !(field === 'holderIdentity' && fields.has(field)));
+  if (missing.length > 0) return `missing ${missing.join(', ')}`;
+  const garbled = (['leaseDurationSeconds', 'acquireTime', 'renewTime', 'leaderTransitions', 'version'] as const).filter(
+    (field) => !/^\d+$/.test(fields.get(field)!),
+  );
+  return garbled.length > 0 ? `not a whole number: ${garbled.join(', ')}` : undefined;
 }
 
 function recordArgs(record: LeaderElectionRecord): string[] {

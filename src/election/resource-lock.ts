@@ -1,33 +1,30 @@
-import type { LeaderElectionRecord, LockObservation } from './record.js';
+import type { LeaderElectionRecord, LockObservation, LockVersion } from './record.js';
 
 /**
  * The storage a `LeaderElector` competes on, mirroring client-go's `resourcelock.Interface`.
  *
- * A lock remembers the version of the object it last read or wrote; `update` is a compare-and-swap
- * against that version, so of two racing candidates exactly one succeeds and the other gets a
- * `LockConflictError`.
+ * Unlike client-go's locks, which cache the object they last read or wrote, a lock here caches nothing
+ * the next write depends on: `update` takes the version it is based on from the caller. The elector
+ * hands it the version of the very observation it decided on, so a read made for another purpose (a
+ * release's check, say) can never turn a stale decision into a successful compare-and-swap. Of two
+ * candidates racing on one version exactly one succeeds and the other gets a `LockConflictError`.
  */
 export interface ResourceLock {
   /** Reads the record. Throws `LockNotFoundError` when it does not exist. */
   get(signal: AbortSignal): Promise<LockObservation>;
-  /** Creates the record. Throws `LockConflictError` when it already exists. */
-  create(record: LeaderElectionRecord, signal: AbortSignal): Promise<void>;
+  /** Creates the record and returns its version. Throws `LockConflictError` when it already exists. */
+  create(record: LeaderElectionRecord, signal: AbortSignal): Promise<LockVersion>;
   /**
-   * Replaces the record, conditional on the version last observed by `get`, `create` or `update`.
-   * Throws `LockConflictError` on a stale version and `LockNotFoundError` if the record vanished.
+   * Replaces the record if it is still at `base` (a version this lock returned), and returns the new
+   * version. Throws `LockConflictError` on a stale version and `LockNotFoundError` if the record vanished.
    */
-  update(record: LeaderElectionRecord, signal: AbortSignal): Promise<void>;
+  update(record: LeaderElectionRecord, base: LockVersion, signal: AbortSignal): Promise<LockVersion>;
   /** Best-effort audit trail of leadership changes (Kubernetes Events); never throws. */
   recordEvent(message: string): void;
   /** The identity this lock writes as holder. */
   identity(): string;
   /** A human-readable name of the lock, e.g. `kube-system/leasebeat`. */
   describe(): string;
-  /**
-   * The generation of the record last observed: the Lease uid, or the Redis record's generation id.
-   * Empty before the first successful read or write.
-   */
-  generation(): string;
 }
 
 /** The record changed under us (HTTP 409 Conflict / AlreadyExists, or a failed Redis CAS). */

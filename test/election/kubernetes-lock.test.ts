@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { pino, type Logger } from 'pino';
 import { KubernetesApiError, KubernetesLeaseLock } from '../../src/election/kubernetes-lock.js';
-import { serializeRecord, type LeaderElectionRecord } from '../../src/election/record.js';
+import { serializeRecord, type LockVersion, type LeaderElectionRecord } from '../../src/election/record.js';
 import { LockConflictError, LockNotFoundError } from '../../src/election/resource-lock.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
 import { runLockContract } from './lock-contract.js';
@@ -55,7 +55,7 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
 
   void it('writes MicroTimes with six digits and round-trips create/get/update to the millisecond', async () => {
     const a = makeLock('a');
-    await a.create(record('a'), signal());
+    const created = await a.create(record('a'), signal());
     const stored = server.lease(NS, name);
     assert.equal(stored?.spec.acquireTime, '2026-01-01T00:00:00.001000Z');
     assert.equal(stored?.spec.renewTime, '2026-01-01T00:00:10.987000Z');
@@ -67,9 +67,9 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
     assert.equal(observed.raw, serializeRecord(record('a')));
 
     const renewed = record('a', 0, Date.UTC(2026, 0, 1, 0, 0, 12, 345));
-    await a.update(renewed, signal());
+    await a.update(renewed, created, signal());
     assert.deepEqual((await makeLock('c').get(signal())).record, renewed);
-    // client-go's fast path: the holder renews on its cached object without a GET.
+    // client-go's fast path: the holder renews on the object it wrote, without a GET.
     assert.deepEqual(server.verbs(), ['create', 'get', 'update', 'get']);
   });
 
@@ -89,9 +89,8 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
     await makeLock('seed').create(record(''), signal());
     const a = makeLock('a');
     const b = makeLock('b');
-    await a.get(signal());
-    await b.get(signal());
-    const results = await Promise.allSettled([a.update(record('a', 1), signal()), b.update(record('b', 1), signal())]);
+    const [seenByA, seenByB] = [await a.get(signal()), await b.get(signal())];
+    const results = await Promise.allSettled([a.update(record('a', 1), seenByA.version, signal()), b.update(record('b', 1), seenByB.version, signal())]);
     const winners = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i === 0 ? 'a' : 'b'] : []));
     const losers = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
     assert.equal(winners.length, 1);
@@ -102,9 +101,9 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
 
     // The winner keeps renewing on the version it wrote; the loser succeeds once it re-reads.
     const [winner, loser] = winners[0] === 'a' ? [a, b] : [b, a];
-    await winner.update(record(winner.identity(), 1), signal());
-    await loser.get(signal());
-    await loser.update(record(loser.identity(), 2), signal());
+    const won = results.find((r): r is PromiseFulfilledResult<LockVersion> => r.status === 'fulfilled')!.value;
+    await winner.update(record(winner.identity(), 1), won, signal());
+    await loser.update(record(loser.identity(), 2), (await loser.get(signal())).version, signal());
   });
 
   void it('maps 404 to LockNotFoundError and AlreadyExists to LockConflictError', async () => {
@@ -116,9 +115,9 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
       e instanceof LockConflictError && /AlreadyExists/.test(e.message));
   });
 
-  void it('refuses update before any observation', async () => {
-    await makeLock('a').create(record('a'), signal());
-    await assert.rejects(makeLock('b').update(record('b'), signal()), /call get or create before update/);
+  void it('refuses an update based on a version it did not hand out, without a request', async () => {
+    const created = await makeLock('a').create(record('a'), signal());
+    await assert.rejects(makeLock('b').update(record('b'), { generation: created.generation }, signal()), /did not return/);
     assert.deepEqual(server.verbs(), ['create']);
   });
 
@@ -143,22 +142,18 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
 
   void it('generation is the Lease uid and changes when the Lease is deleted and recreated', async () => {
     const a = makeLock('a');
-    assert.equal(a.generation(), '');
-    await a.create(record('a'), signal());
+    const created = await a.create(record('a'), signal());
     const uid = server.lease(NS, name)?.metadata.uid;
-    assert.equal(a.generation(), uid);
-
-    const b = makeLock('b');
-    await b.get(signal());
-    assert.equal(b.generation(), uid);
+    assert.equal(created.generation, uid);
+    assert.equal((await makeLock('b').get(signal())).version.generation, uid);
 
     server.deleteLease(NS, name);
     // Like client-go, the update carries the old uid: the apiserver refuses it instead of recreating.
-    await assert.rejects(a.update(record('a'), signal()), LockConflictError);
+    await assert.rejects(a.update(record('a'), created, signal()), LockConflictError);
     await assert.rejects(a.get(signal()), LockNotFoundError);
-    await a.create(record('a'), signal());
-    assert.notEqual(a.generation(), uid);
-    assert.equal(a.generation(), server.lease(NS, name)?.metadata.uid);
+    const recreated = await a.create(record('a'), signal());
+    assert.notEqual(recreated.generation, uid);
+    assert.equal(recreated.generation, server.lease(NS, name)?.metadata.uid);
   });
 
   void it('aborts a hung request promptly, closing the HTTP request, and rejects with the signal reason', async () => {
@@ -185,13 +180,12 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
     assert.deepEqual(server.requests(), []);
   });
 
-  void it('an abandoned update that lands later cannot corrupt the cached Lease', async () => {
+  void it('an abandoned update that lands later cannot become the base of a blind write', async () => {
     const a = makeLock('a');
-    await a.create(record('a'), signal());
-    const uid = a.generation();
+    const created = await a.create(record('a'), signal());
     server.hangNext(1, 'update');
     const controller = new AbortController();
-    const abandoned = a.update(record('a', 0, Date.UTC(2026, 0, 1, 0, 0, 20)), controller.signal);
+    const abandoned = a.update(record('a', 0, Date.UTC(2026, 0, 1, 0, 0, 20)), created, controller.signal);
     await server.whenHung();
     controller.abort(new Error('deadline'));
     await assert.rejects(abandoned, /deadline/);
@@ -201,16 +195,16 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
     await server.releaseHung();
     assert.equal(server.lease(NS, name)?.spec.renewTime, '2026-01-01T00:00:20.000000Z');
 
-    // The lock still holds the version it had, so its next write is refused, never blindly applied.
-    await assert.rejects(a.update(record('a', 0, Date.UTC(2026, 0, 1, 0, 0, 30)), signal()), LockConflictError);
-    assert.equal(a.generation(), uid);
-    assert.equal((await a.get(signal())).record.renewTime, Date.UTC(2026, 0, 1, 0, 0, 20));
-    await a.update(record('a', 0, Date.UTC(2026, 0, 1, 0, 0, 30)), signal());
+    // A write based on the version before the abandoned one is refused, never blindly applied.
+    await assert.rejects(a.update(record('a', 0, Date.UTC(2026, 0, 1, 0, 0, 30)), created, signal()), LockConflictError);
+    const current = await a.get(signal());
+    assert.equal(current.record.renewTime, Date.UTC(2026, 0, 1, 0, 0, 20));
+    await a.update(record('a', 0, Date.UTC(2026, 0, 1, 0, 0, 30)), current.version, signal());
   });
 
   void it('recordEvent lands a core/v1 Event on the Lease', async () => {
     const a = makeLock('a', { eventComponent: 'leasebeat-test' });
-    await a.create(record('a'), signal());
+    const created = await a.create(record('a'), signal());
     a.recordEvent('a became leader');
     await a.flushEvents();
     const events = server.events().filter((e) => (e.body.involvedObject as { name?: string }).name === name);
@@ -223,7 +217,7 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
     assert.equal(event.body.type, 'Normal');
     assert.deepEqual(event.body.involvedObject, {
       apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name, namespace: NS,
-      uid: a.generation(), resourceVersion: server.lease(NS, name)?.metadata.resourceVersion,
+      uid: created.generation, resourceVersion: server.lease(NS, name)?.metadata.resourceVersion,
     });
     assert.equal((event.body.source as { component?: string }).component, 'leasebeat-test');
   });

@@ -157,39 +157,47 @@ describe('tryAcquireOrRenew (client-go scenarios)', () => {
     assert.equal(await h.elector.tryAcquireOrRenew(), false, 'only 9 s since the record last changed');
   });
 
-  it('renews its own lease keeping acquireTime and transitions (slow path first, then fast path)', async () => {
+  it('a record naming this identity from before this term is taken over as a new term (client-go would reuse the token)', async () => {
     const h = harness();
     const acquiredAt = h.clock.now() - 60_000;
+    // A restarted process with a reused identity (a StatefulSet pod name, say) finds "its" live lease.
     h.store.put(held('me', h.clock, { acquireTime: acquiredAt, leaderTransitions: 2 }));
     assert.equal(await h.elector.tryAcquireOrRenew(), true);
     assert.deepEqual(h.store.verbs(), ['get', 'update']);
-    assert.equal(h.store.record?.acquireTime, acquiredAt);
-    assert.equal(h.store.record?.leaderTransitions, 2);
-    await h.clock.advance(RETRY);
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
-    assert.deepEqual(h.store.verbs(), ['get', 'update', 'update']);
-    assert.equal(h.store.record?.renewTime, h.clock.now());
-    assert.equal(h.store.record?.acquireTime, acquiredAt);
+    assert.equal(h.store.record?.leaderTransitions, 3, 'a new term gets a fencing token of its own');
+    assert.equal(h.store.record?.acquireTime, h.clock.now());
   });
 
-  it('fast path: get, create, update, update', async () => {
+  it('while leading, renewals keep acquireTime and transitions; the fast path writes without a read', async () => {
     const h = harness();
-    for (let i = 0; i < 3; i++) {
-      assert.equal(await h.elector.tryAcquireOrRenew(), true);
-      await h.clock.advance(RETRY);
-    }
-    assert.deepEqual(h.store.verbs(), ['get', 'create', 'update', 'update']);
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
+    const acquiredAt = h.store.record!.acquireTime;
+    await h.clock.advance(RETRY * 2);
+    // Acquire (get, create), then renewal rounds at once and every RetryPeriod, each a single update.
+    assert.deepEqual(h.store.verbs(), ['get', 'create', 'update', 'update', 'update']);
+    assert.equal(h.store.record?.renewTime, h.clock.now());
+    assert.equal(h.store.record?.acquireTime, acquiredAt);
+    assert.equal(h.store.record?.leaderTransitions, 0);
+    stop.abort();
+    await done;
   });
 
   it('fast path conflict falls back to the slow path: update(409), get, update', async () => {
     const h = harness();
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
     h.store.resetCalls();
     h.store.failNext('update', new LockConflictError('conflict'));
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
+    await h.clock.advance(RETRY);
     assert.deepEqual(h.store.verbs(), ['update', 'get', 'update']);
     assert.equal(h.store.record?.holderIdentity, 'me');
     assert.equal(h.store.record?.leaderTransitions, 0);
+    assert.equal(h.leaderSignals[0]!.aborted, false);
+    stop.abort();
+    await done;
   });
 
   it('two candidates racing for an expired lease: exactly one wins and transitions rise by one', async () => {
@@ -231,7 +239,7 @@ describe('tryAcquireOrRenew (client-go scenarios)', () => {
 describe('release', () => {
   it('reads first, then writes an empty holder with duration 1 and the same transitions', async () => {
     const h = harness();
-    h.store.put(held('me', h.clock, { leaderTransitions: 5 }));
+    h.store.put(held('', h.clock, { leaseDurationSeconds: 1, leaderTransitions: 4 }));
     await h.elector.tryAcquireOrRenew();
     h.store.resetCalls();
     assert.equal(await h.elector.release(), true);
@@ -262,10 +270,18 @@ describe('release', () => {
     assert.equal(h.store.record?.holderIdentity, 'other');
   });
 
-  it('from no object: reads and reports failure without writing', async () => {
+  it('from no object: reads, writes nothing, and reports nothing left to release', async () => {
     const h = harness();
-    assert.equal(await h.elector.release(), false);
+    assert.equal(await h.elector.release(), true);
     assert.deepEqual(h.store.verbs(), ['get']);
+  });
+
+  it('reports failure when the record cannot be read', async () => {
+    const h = harness();
+    await h.elector.tryAcquireOrRenew();
+    h.store.failNext('get', new Error('503'));
+    assert.equal(await h.elector.release(), false);
+    assert.equal(h.store.record?.holderIdentity, 'me');
   });
 
   it('never clears a holder that took over after our cached record (checks the record it read)', async () => {
@@ -306,7 +322,7 @@ describe('run: the acquire and renew loops', () => {
     assert.equal(h.started[0]!.generation, h.store.generation);
     assert.deepEqual(h.newLeaders, ['me']);
     await h.clock.advance(RETRY * 3);
-    assert.deepEqual(h.store.verbs(), ['get', 'create', 'update', 'update', 'update']);
+    assert.deepEqual(h.store.verbs(), ['get', 'create', 'update', 'update', 'update', 'update']);
     assert.equal(h.elector.check(0), undefined);
     stop.abort(new Error('shutdown'));
     await done;
@@ -316,7 +332,7 @@ describe('run: the acquire and renew loops', () => {
     assert.deepEqual(h.store.events, ['me became leader', 'me stopped leading']);
   });
 
-  it('loses leadership exactly RenewDeadline after the last good renewal when the backend fails', async () => {
+  it('a failing round gives up exactly RenewDeadline after it started: RetryPeriod + RenewDeadline after the last good renewal', async () => {
     const h = harness();
     const stop = new AbortController();
     const done = h.elector.run(stop.signal);
@@ -324,16 +340,16 @@ describe('run: the acquire and renew loops', () => {
     const lastGood = h.elector.lastRenewTime();
     for (let i = 0; i < 20; i++) h.store.failNext('update', new Error('503'));
     for (let i = 0; i < 20; i++) h.store.failNext('get', new Error('503'));
-    await h.clock.advance(RENEW - 1);
+    await h.clock.advance(RETRY + RENEW - 1);
     assert.equal(h.leaderSignals[0]!.aborted, false);
     await h.clock.advance(1);
     assert.equal(h.leaderSignals[0]!.aborted, true);
-    assert.equal(h.clock.now() - lastGood, RENEW);
+    assert.equal(h.clock.now() - lastGood, RETRY + RENEW);
     await done;
     assert.equal(h.stopped, 1);
   });
 
-  it('a hung backend cannot stretch leadership past the renew deadline (per-request timeout)', async () => {
+  it('a hung backend cannot stretch a round past its renew deadline (per-request timeout)', async () => {
     const h = harness();
     const stop = new AbortController();
     const done = h.elector.run(stop.signal);
@@ -341,9 +357,9 @@ describe('run: the acquire and renew loops', () => {
     const lastGood = h.elector.lastRenewTime();
     h.store.hang('update');
     h.store.hang('get');
-    await h.clock.advance(RENEW);
+    await h.clock.advance(RETRY + RENEW);
     assert.equal(h.leaderSignals[0]!.aborted, true);
-    assert.ok(h.clock.now() - lastGood <= RENEW);
+    assert.ok(h.clock.now() - lastGood <= RETRY + RENEW);
     await done;
   });
 
@@ -387,7 +403,9 @@ describe('run: the acquire and renew loops', () => {
     await h.clock.advance(RETRY * 3);
     assert.equal(h.started.length, 2);
     assert.notEqual(h.started[1]!.generation, first.generation);
-    assert.equal(h.started[1]!.leaderTransitions, 0);
+    // The renewal that found no record recreated it (transitions 0) and ended the old term; the next
+    // campaign takes that record over as a term of its own.
+    assert.equal(h.started[1]!.leaderTransitions, 1);
     stop.abort();
     await done;
     assert.equal(h.stopped, 2);
@@ -443,5 +461,160 @@ describe('check (healthz)', () => {
     assert.equal(h.elector.check(20_000), undefined);
     await h.clock.advance(1);
     assert.match(h.elector.check(20_000)?.message ?? '', /failed to renew leadership/);
+  });
+});
+
+describe('safety under faults', () => {
+  const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
+
+  /** Steps two processes' clocks together, in small steps, so their loops interleave as in real time. */
+  async function together(clocks: ManualClock[], ms: number, step = 50): Promise<void> {
+    for (let elapsed = 0; elapsed < ms; elapsed += step) {
+      for (const clock of clocks) await clock.advance(Math.min(step, ms - elapsed));
+    }
+  }
+
+  /** L1 and L2 from the store's own write history: transitions never fall, and no token has two holders. */
+  function assertTermOrder(store: MemoryLeaseStore): void {
+    const holders = new Map<string, string>();
+    let previous = -1;
+    for (const write of store.writes) {
+      const { holderIdentity, leaderTransitions } = write.record;
+      assert.ok(leaderTransitions >= previous, `transitions went back from ${previous} to ${leaderTransitions} (write by ${write.identity})`);
+      previous = leaderTransitions;
+      if (holderIdentity === '') continue;
+      const token = `${write.generation}/${leaderTransitions}`;
+      assert.equal(holders.get(token) ?? holderIdentity, holderIdentity, `token ${token} held by two holders`);
+      holders.set(token, holderIdentity);
+    }
+  }
+
+  it('a leader frozen while its renewal reply is on the wire never takes the lease back when it resumes', async () => {
+    const store = new MemoryLeaseStore();
+    const clockA = new ManualClock();
+    const clockB = new ManualClock(clockA.now());
+    const a = harness({ identity: 'a', store, clock: clockA, ...FAST, releaseOnCancel: true, recampaign: true });
+    const b = harness({ identity: 'b', store, clock: clockB, ...FAST, releaseOnCancel: true, recampaign: true });
+    const stop = new AbortController();
+    const runs = [a.elector.run(stop.signal)];
+    await settle();
+    runs.push(b.elector.run(stop.signal));
+    await together([clockA, clockB], 1_000);
+    assert.equal(a.started.length, 1);
+
+    // A's next renewal takes effect, but its reply stays on the wire: A is frozen from here on.
+    const held = store.holdReply('update', 'a');
+    let deliver: (() => void) | undefined;
+    void held.then((release) => (deliver = release));
+    while (!deliver) await together([clockA, clockB], 50);
+    await together([clockB], FAST.leaseDurationMs + 2_000);
+    assert.equal(store.record?.holderIdentity, 'b');
+    const takeover = store.writes.length;
+
+    // A resumes. An idle Node process wakes in its I/O poll phase, so the late reply is taken in before
+    // any timer runs; A's next write is slow, so its (overdue) round deadline fires while it is in flight.
+    store.hang('update', 1, 'a');
+    clockA.set(clockB.now());
+    deliver();
+    await settle();
+    await together([clockA, clockB], 5_000);
+
+    assert.deepEqual(store.writes.slice(takeover).filter((w) => w.identity === 'a'), [], 'A wrote after B took over');
+    assert.equal(store.record?.holderIdentity, 'b');
+    assert.equal(b.leaderSignals[0]!.aborted, false, 'B kept leading');
+    assert.equal(a.leaderSignals[0]!.aborted, true);
+    assert.equal(a.started.length, 1, 'A did not start a second term');
+    assertTermOrder(store);
+    stop.abort();
+    await Promise.all(runs);
+  });
+
+  it('a late renewal reply counts from when the renewal was sent, not when its reply arrived', async () => {
+    const h = harness(FAST);
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
+    const held = h.store.holdReply('update', 'me');
+    let deliver: (() => void) | undefined;
+    void held.then((release) => (deliver = release));
+    while (!deliver) await h.clock.advance(50);
+    const sentAt = h.clock.now();
+    h.clock.set(sentAt + 2_500);
+    deliver();
+    await settle();
+    assert.equal(h.elector.lastRenewTime(), sentAt);
+    // The lease counts from sentAt: LeaseDuration after it, the leader's health check sees it lapse.
+    h.clock.set(sentAt + FAST.leaseDurationMs + 1);
+    assert.match(h.elector.check(0)?.message ?? '', /failed to renew leadership/);
+    stop.abort();
+    await done;
+  });
+
+  it('API latency just under the request timeout does not cost leadership: each round has the full RenewDeadline', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
+    // 3 s per call against a 5 s request timeout: a renewal whose fast path conflicts takes 9 s in all,
+    // which fits a round's 10 s but not the time left since the last good renewal began.
+    h.store.setLatency(3_000, h.clock);
+    h.store.failNext('update', new LockConflictError('conflict'));
+    await h.clock.advance(120_000);
+    assert.equal(h.leaderSignals[0]!.aborted, false, 'leadership survived slow but successful renewals');
+    assert.equal(h.started.length, 1);
+    assert.equal(h.store.record?.holderIdentity, 'me');
+    stop.abort();
+    h.store.setLatency(0, h.clock);
+    await done;
+  });
+
+  it('resign ends the term and releases the lease; the resigner stands aside for a lease duration so another takes over', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore();
+    const a = harness({ identity: 'a', store, clock, releaseOnCancel: true, recampaign: true });
+    const b = harness({ identity: 'b', store, clock, releaseOnCancel: true, recampaign: true });
+    const stop = new AbortController();
+    const runs = [a.elector.run(stop.signal)];
+    await settle();
+    runs.push(b.elector.run(stop.signal));
+    await clock.advance(RETRY);
+    assert.equal(b.elector.resign('not leading'), false, 'a follower has nothing to resign');
+    assert.equal(a.elector.resign('cannot reach Redis'), true);
+    await settle();
+    assert.equal(a.leaderSignals[0]!.aborted, true);
+    assert.match((a.leaderSignals[0]!.reason as Error).message, /resigned: cannot reach Redis/);
+    assert.equal(a.stopped, 1);
+    await clock.advance(RETRY * 3);
+    assert.equal(b.started.length, 1, 'the follower took the released lease within a few RetryPeriods');
+    assert.equal(b.started[0]!.leaderTransitions, 1);
+    assert.equal(a.started.length, 1);
+    // Without a healthy rival the resigner leads again once it has stood aside for a lease duration.
+    b.elector.resign('test');
+    await clock.advance(LEASE + RETRY * 3);
+    assert.equal(a.started.length, 2);
+    assertTermOrder(store);
+    stop.abort();
+    await Promise.all(runs);
+  });
+
+  it('a term that ended without a release never hands its token to the next term of the same process', async () => {
+    const h = harness({ releaseOnCancel: true, recampaign: true });
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
+    // The backend hangs through a whole round and through the release: the record still names us.
+    h.store.hang('update');
+    h.store.hang('get');
+    await h.clock.advance(RETRY + RENEW + RENEW / 2);
+    assert.equal(h.leaderSignals[0]!.aborted, true);
+    assert.equal(h.stopped, 1);
+    assert.equal(h.store.record?.holderIdentity, 'me');
+    h.store.clearFaults();
+    await h.clock.advance(RENEW);
+    assert.equal(h.started.length, 2);
+    assert.equal(h.started[1]!.leaderTransitions, 1, 'the next term has a token of its own');
+    assertTermOrder(h.store);
+    stop.abort();
+    await done;
   });
 });

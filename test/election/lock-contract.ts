@@ -61,10 +61,11 @@ export function runLockContract(name: string, setup: () => Promise<LockFixture>)
       await assert.rejects(fixture.makeLock('b').create(sample('b'), signal()), LockConflictError);
     });
 
-    it('update before any observation is refused', async () => {
+    it('update on a version another lock handed out is refused', async () => {
       await fresh();
       await fixture.makeLock('a').create(sample('a'), signal());
-      await assert.rejects(fixture.makeLock('b').update(sample('b'), signal()));
+      const foreign = { generation: (await fixture.makeLock('x').get(signal())).version.generation };
+      await assert.rejects(fixture.makeLock('b').update(sample('b'), foreign, signal()), TypeError);
     });
 
     it('compare-and-swap: of two candidates that observed the same version exactly one wins', async () => {
@@ -72,9 +73,8 @@ export function runLockContract(name: string, setup: () => Promise<LockFixture>)
       await fixture.makeLock('seed').create(sample(''), signal());
       const a = fixture.makeLock('a');
       const b = fixture.makeLock('b');
-      await a.get(signal());
-      await b.get(signal());
-      const results = await Promise.allSettled([a.update(sample('a', 1), signal()), b.update(sample('b', 1), signal())]);
+      const [seenByA, seenByB] = [await a.get(signal()), await b.get(signal())];
+      const results = await Promise.allSettled([a.update(sample('a', 1), seenByA.version, signal()), b.update(sample('b', 1), seenByB.version, signal())]);
       const won = results.filter((r) => r.status === 'fulfilled');
       const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       assert.equal(won.length, 1);
@@ -85,32 +85,41 @@ export function runLockContract(name: string, setup: () => Promise<LockFixture>)
     it('consecutive updates by the holder succeed on the version it wrote', async () => {
       await fresh();
       const a = fixture.makeLock('a');
-      await a.create(sample('a'), signal());
-      await a.update(sample('a', 0), signal());
-      await a.update(sample('a', 0), signal());
+      let version = await a.create(sample('a'), signal());
+      version = await a.update(sample('a', 0), version, signal());
+      await a.update(sample('a', 0), version, signal());
       assert.equal((await fixture.makeLock('x').get(signal())).record.holderIdentity, 'a');
+    });
+
+    it('a write based on an old version fails even after the same lock read a newer one', async () => {
+      await fresh();
+      const a = fixture.makeLock('a');
+      const stale = await a.create(sample('a'), signal());
+      const b = fixture.makeLock('b');
+      await b.update(sample('b', 1), (await b.get(signal())).version, signal());
+      // A read for another purpose (a release's check) must not become the base of the stale write.
+      await a.get(signal());
+      await assert.rejects(a.update(sample('a', 0), stale, signal()), LockConflictError);
+      assert.equal((await fixture.makeLock('x').get(signal())).record.holderIdentity, 'b');
     });
 
     it('update after the record was deleted throws LockNotFoundError or LockConflictError', async () => {
       await fresh();
       const a = fixture.makeLock('a');
-      await a.create(sample('a'), signal());
+      const version = await a.create(sample('a'), signal());
       await fixture.deleteRecord();
-      await assert.rejects(a.update(sample('a'), signal()), (e: unknown) => e instanceof LockNotFoundError || e instanceof LockConflictError);
+      await assert.rejects(a.update(sample('a'), version, signal()), (e: unknown) => e instanceof LockNotFoundError || e instanceof LockConflictError);
     });
 
     it('generation is shared by observers and changes when the record is recreated', async () => {
       await fresh();
       const a = fixture.makeLock('a');
-      await a.create(sample('a'), signal());
-      const first = a.generation();
+      const first = (await a.create(sample('a'), signal())).generation;
       assert.ok(first.length > 0);
       const b = fixture.makeLock('b');
-      await b.get(signal());
-      assert.equal(b.generation(), first);
+      assert.equal((await b.get(signal())).version.generation, first);
       await fixture.deleteRecord();
-      await a.create(sample('a'), signal());
-      assert.notEqual(a.generation(), first);
+      assert.notEqual((await a.create(sample('a'), signal())).generation, first);
     });
 
     it('an already aborted signal rejects without waiting', async () => {

@@ -1,37 +1,79 @@
 import { randomUUID } from 'node:crypto';
-import { abortReason } from '../../src/util/clock.js';
-import { serializeRecord, type LeaderElectionRecord, type LockObservation } from '../../src/election/record.js';
+import { abortReason, type Clock } from '../../src/util/clock.js';
+import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion } from '../../src/election/record.js';
 import { LockConflictError, LockNotFoundError, type ResourceLock } from '../../src/election/resource-lock.js';
 
 export type Verb = 'get' | 'create' | 'update';
 
+/** One successful write to the store: its ground-truth history, in order. */
+export interface MemoryWrite {
+  identity: string;
+  verb: 'create' | 'update' | 'put';
+  record: LeaderElectionRecord;
+  generation: string;
+  version: number;
+}
+
+interface Hold {
+  verb: Verb;
+  identity: string;
+  applied: () => void;
+  release: Promise<void>;
+}
+
 /**
  * The shared object behind any number of `MemoryLock`s, in the role of client-go's fake clientset: it
- * records every call and lets a test inject failures and hangs per verb.
+ * records every call and every write, and lets a test inject failures, hangs and late replies per verb.
  */
 export class MemoryLeaseStore {
   record: LeaderElectionRecord | undefined;
   version = 0;
   generation = '';
   readonly calls: Array<{ verb: Verb; identity: string }> = [];
+  readonly writes: MemoryWrite[] = [];
   readonly events: string[] = [];
   private failures: Array<{ verb: Verb; error: Error }> = [];
-  private hangs = new Map<Verb, number>();
+  private hangs: Array<{ verb: Verb; identity: string | undefined; remaining: number }> = [];
+  private holds: Hold[] = [];
+  private latency: { ms: number; clock: Clock } | undefined;
 
   /** Writes the record as a third party would (bumping the version); `undefined` deletes it. */
-  put(record: LeaderElectionRecord | undefined): void {
+  put(record: LeaderElectionRecord | undefined, identity = 'third-party', verb: MemoryWrite['verb'] = 'put'): void {
     if (record && !this.record) this.generation = randomUUID();
     this.record = record ? { ...record } : undefined;
     this.version++;
+    if (record) this.writes.push({ identity, verb, record: { ...record }, generation: this.generation, version: this.version });
   }
 
   failNext(verb: Verb, error: Error): void {
     this.failures.push({ verb, error });
   }
 
-  /** Holds the next `count` calls of `verb` (default: all of them) open until their signal aborts. */
-  hang(verb: Verb, count = Infinity): void {
-    this.hangs.set(verb, count);
+  /** Holds the next `count` calls of `verb` (by `identity`, or by anyone) open until their signal aborts. */
+  hang(verb: Verb, count = Infinity, identity?: string): void {
+    this.hangs.push({ verb, identity, remaining: count });
+  }
+
+  /**
+   * Lets the next `verb` call by `identity` take effect, then holds its reply back: a reply on the wire
+   * while its process is frozen. Resolves once the call has taken effect; call the returned function
+   * to deliver the reply (late).
+   */
+  holdReply(verb: Verb, identity: string): Promise<() => void> {
+    let deliver!: () => void;
+    const release = new Promise<void>((resolve) => (deliver = resolve));
+    return new Promise((resolve) => this.holds.push({ verb, identity, release, applied: () => resolve(deliver) }));
+  }
+
+  /** Drops every injected failure and hang still waiting to be used (calls already hanging stay hung). */
+  clearFaults(): void {
+    this.failures = [];
+    this.hangs = [];
+  }
+
+  /** Makes every call take `ms` on `clock` before it takes effect (a slow API server); 0 turns it off. */
+  setLatency(ms: number, clock: Clock): void {
+    this.latency = ms > 0 ? { ms, clock } : undefined;
   }
 
   verbs(): Verb[] {
@@ -46,9 +88,10 @@ export class MemoryLeaseStore {
   async enter(verb: Verb, identity: string, signal: AbortSignal): Promise<void> {
     this.calls.push({ verb, identity });
     if (signal.aborted) throw abortReason(signal);
-    const hangs = this.hangs.get(verb) ?? 0;
-    if (hangs > 0) {
-      this.hangs.set(verb, hangs - 1);
+    if (this.latency) await this.latency.clock.sleep(this.latency.ms, signal);
+    const hang = this.hangs.find((h) => h.verb === verb && h.remaining > 0 && (h.identity === undefined || h.identity === identity));
+    if (hang) {
+      hang.remaining--;
       await new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(abortReason(signal)), { once: true }));
     }
     const index = this.failures.findIndex((f) => f.verb === verb);
@@ -57,13 +100,26 @@ export class MemoryLeaseStore {
       throw failure!.error;
     }
   }
+
+  /** Called once a call took effect: delays its reply if a test holds it. */
+  async reply(verb: Verb, identity: string): Promise<void> {
+    const index = this.holds.findIndex((h) => h.verb === verb && h.identity === identity);
+    if (index < 0) return;
+    const [hold] = this.holds.splice(index, 1);
+    hold!.applied();
+    await hold!.release;
+  }
+}
+
+class MemoryVersion implements LockVersion {
+  constructor(
+    readonly generation: string,
+    readonly version: number,
+  ) {}
 }
 
 /** A `ResourceLock` over a `MemoryLeaseStore`, with the same compare-and-swap rules as the real locks. */
 export class MemoryLock implements ResourceLock {
-  private observedVersion: number | undefined;
-  private observedGeneration = '';
-
   constructor(
     readonly store: MemoryLeaseStore,
     private readonly holder: string,
@@ -73,28 +129,31 @@ export class MemoryLock implements ResourceLock {
     await this.store.enter('get', this.holder, signal);
     const record = this.store.record;
     if (!record) throw new LockNotFoundError('not found');
-    this.observedVersion = this.store.version;
-    this.observedGeneration = this.store.generation;
-    return { record: { ...record }, raw: serializeRecord(record) };
+    const version = new MemoryVersion(this.store.generation, this.store.version);
+    await this.store.reply('get', this.holder);
+    return { record: { ...record }, raw: serializeRecord(record), version };
   }
 
-  async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
+  async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<LockVersion> {
     await this.store.enter('create', this.holder, signal);
     if (this.store.record) throw new LockConflictError('already exists');
-    this.store.put(record);
-    this.observedVersion = this.store.version;
-    this.observedGeneration = this.store.generation;
+    this.store.put(record, this.holder, 'create');
+    const version = new MemoryVersion(this.store.generation, this.store.version);
+    await this.store.reply('create', this.holder);
+    return version;
   }
 
-  async update(record: LeaderElectionRecord, signal: AbortSignal): Promise<void> {
+  async update(record: LeaderElectionRecord, base: LockVersion, signal: AbortSignal): Promise<LockVersion> {
     await this.store.enter('update', this.holder, signal);
-    if (this.observedVersion === undefined) throw new Error('update before observation');
+    if (!(base instanceof MemoryVersion)) throw new TypeError('update based on a foreign version');
     if (!this.store.record) throw new LockNotFoundError('not found');
-    if (this.store.version !== this.observedVersion || this.store.generation !== this.observedGeneration) {
+    if (this.store.version !== base.version || this.store.generation !== base.generation) {
       throw new LockConflictError('conflict');
     }
-    this.store.put(record);
-    this.observedVersion = this.store.version;
+    this.store.put(record, this.holder, 'update');
+    const version = new MemoryVersion(this.store.generation, this.store.version);
+    await this.store.reply('update', this.holder);
+    return version;
   }
 
   recordEvent(message: string): void {
@@ -107,9 +166,5 @@ export class MemoryLock implements ResourceLock {
 
   describe(): string {
     return 'memory/test';
-  }
-
-  generation(): string {
-    return this.observedGeneration;
   }
 }

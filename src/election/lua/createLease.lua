@@ -1,8 +1,8 @@
 --[[
-  Creates a lease record if none exists.
-  KEYS[1] lease hash
+  Creates a lease record if none exists, and appends the write to the lease's history.
+  KEYS[1] lease hash  KEYS[2] history stream
   ARGV[1] holderIdentity  ARGV[2] leaseDurationSeconds  ARGV[3] acquireTime (ms)  ARGV[4] renewTime (ms)
-  ARGV[5] leaderTransitions  ARGV[6] generation id, fresh for every creation
+  ARGV[5] leaderTransitions  ARGV[6] generation id, fresh for every creation  ARGV[7] history length to keep
   Returns 1 (the new version), or -1 when the record already exists.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -11,4 +11,9 @@ end
 redis.call('HSET', KEYS[1],
   'holderIdentity', ARGV[1], 'leaseDurationSeconds', ARGV[2], 'acquireTime', ARGV[3],
   'renewTime', ARGV[4], 'leaderTransitions', ARGV[5], 'generation', ARGV[6], 'version', 1)
+-- The history is written by the same script as the record, so it is the lock's own ground truth:
+-- audits and the status page read who held which term from here, not from the processes' logs.
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*',
+  'op', 'create', 'holder', ARGV[1], 'transitions', ARGV[5], 'generation', ARGV[6], 'version', 1,
+  'duration', ARGV[2], 'acquire', ARGV[3], 'renew', ARGV[4])
 return 1

@@ -1,20 +1,38 @@
 --[[
-  Replaces a lease record if it is still at the version (and generation) the caller observed.
-  KEYS[1] lease hash
-  ARGV[1] expected version  ARGV[2] expected generation
+  Replaces a lease record if it is still at the version (and generation) the caller based its write on,
+  and appends the write to the lease's history.
+  KEYS[1] lease hash  KEYS[2] history stream
+  ARGV[1] expected version, or 'damaged:<fingerprint>' to replace a record that could not be decoded
+  ARGV[2] expected generation
   ARGV[3] holderIdentity  ARGV[4] leaseDurationSeconds  ARGV[5] acquireTime (ms)  ARGV[6] renewTime (ms)
-  ARGV[7] leaderTransitions
-  Returns the new version, -1 on a version or generation mismatch, -2 when the record does not exist.
+  ARGV[7] leaderTransitions  ARGV[8] generation id for a replaced damaged record  ARGV[9] history length
+  Returns the new version, -1 on a version, generation or fingerprint mismatch, -2 when the record does
+  not exist.
 ]]
-local current = redis.call('HMGET', KEYS[1], 'version', 'generation')
-if not current[1] then
+local fields = redis.call('HGETALL', KEYS[1])
+if #fields == 0 then
   return -2
 end
-if current[1] ~= ARGV[1] or current[2] ~= ARGV[2] then
-  return -1
+local generation, nextVersion
+if string.sub(ARGV[1], 1, 8) == 'damaged:' then
+  if redis.sha1hex(table.concat(fields, '\0')) ~= string.sub(ARGV[1], 9) then
+    return -1
+  end
+  -- Nothing of the old record can be trusted, its generation least of all: start a new one, which the
+  -- fence then treats like a recreated lease (the old generation is retired for good).
+  redis.call('DEL', KEYS[1])
+  generation, nextVersion = ARGV[8], 1
+else
+  local current = redis.call('HMGET', KEYS[1], 'version', 'generation')
+  if current[1] ~= ARGV[1] or current[2] ~= ARGV[2] then
+    return -1
+  end
+  generation, nextVersion = current[2], tonumber(current[1]) + 1
 end
-local nextVersion = tonumber(current[1]) + 1
 redis.call('HSET', KEYS[1],
   'holderIdentity', ARGV[3], 'leaseDurationSeconds', ARGV[4], 'acquireTime', ARGV[5],
-  'renewTime', ARGV[6], 'leaderTransitions', ARGV[7], 'version', nextVersion)
+  'renewTime', ARGV[6], 'leaderTransitions', ARGV[7], 'generation', generation, 'version', nextVersion)
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[9], '*',
+  'op', 'update', 'holder', ARGV[3], 'transitions', ARGV[7], 'generation', generation,
+  'version', nextVersion, 'duration', ARGV[4], 'acquire', ARGV[5], 'renew', ARGV[6])
 return nextVersion
