@@ -40,6 +40,8 @@ interface ActiveRun {
   queue: string;
   id: string;
   name: string;
+  /** Aborts the handler's `ctx.signal`; kept here because BullMQ forgets its own controllers on a forced close. */
+  abort: AbortController;
 }
 
 /** How long a run waits before retrying when its job is at its per-instance concurrency. */
@@ -53,10 +55,12 @@ export class WorkerPool {
   private readonly workers = new Map<string, Worker>();
   private readonly runs = new Map<string, ActiveRun>();
   private jobs: ReadonlyMap<string, ScheduledJob> = new Map();
-  private closing = false;
+  private closing: Promise<void> | undefined;
   private closed = false;
   /** Set by `pause()`, cleared by `resume()`; a pause superseded by a resume never counts as drained. */
   private pausing: { drained: boolean } | undefined;
+  /** Each worker's pending or finished `Worker.pause()`, which resolves once its active runs are done; cleared by `resume()`. */
+  private readonly pauses = new Map<Worker, Promise<void>>();
 
   constructor(
     private readonly options: {
@@ -116,7 +120,7 @@ export class WorkerPool {
     // Without workers (a cordon found before any job was loaded) there is nothing to wait for.
     const pause = { drained: this.workers.size === 0 };
     this.pausing = pause;
-    await Promise.all([...this.workers.values()].map((w) => w.pause()));
+    await this.whenPaused();
     pause.drained = true;
   }
 
@@ -124,25 +128,57 @@ export class WorkerPool {
   resume(): void {
     if (this.closing || !this.pausing) return;
     this.pausing = undefined;
+    this.pauses.clear();
     // BullMQ's resume restarts a worker whose main loop ended, or wakes one still finishing its runs.
     for (const worker of this.workers.values()) void worker.resume();
   }
 
-  /** Stops taking new runs and waits for active ones; after `timeoutMs` the rest are abandoned to BullMQ's stalled-job recovery. */
-  async close(timeoutMs: number): Promise<void> {
-    if (this.closing) return;
-    this.closing = true;
+  /**
+   * Stops taking new runs and waits for active ones, for at most `timeoutMs`. Runs still active then are
+   * abandoned: their handlers' `ctx.signal` aborts, nothing they return or throw is written, and their locks
+   * are no longer renewed, so once a lock expires (`lockDurationMs`) BullMQ's stalled-job check on any other
+   * worker of the queue moves the run back to wait (or fails it past `maxStalledCount`) and it runs again
+   * from the start. A handler that ignores its signal goes on in this process until the process exits.
+   */
+  close(timeoutMs: number): Promise<void> {
+    this.closing ??= this.closeWorkers(timeoutMs);
+    return this.closing;
+  }
+
+  private async closeWorkers(timeoutMs: number): Promise<void> {
     const workers = [...this.workers.values()];
     let timer: NodeJS.Timeout | undefined;
-    const graceful = Promise.all(workers.map((w) => w.close()));
-    const expired = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
-    const outcome = await Promise.race([graceful.then(() => 'drained' as const), expired]);
+    // Drain with pause(), not close(): BullMQ hands every later close() the first one's promise, so a
+    // close(true) after a graceful close() would still wait for the runs, however long they take.
+    const drained = this.whenPaused().then(() => true);
+    const expired = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    const graceful = await Promise.race([drained, expired]);
     clearTimeout(timer);
-    if (outcome === 'timeout') {
-      this.options.logger.warn({ active: this.activeCount(), timeoutMs }, 'drain timed out; active runs will be recovered as stalled jobs');
-      await Promise.all(workers.map((w) => w.close(true)));
+    if (!graceful) {
+      this.options.logger.warn(
+        { active: this.activeJobIds(), timeoutMs },
+        'drain timed out; abandoning the active runs to BullMQ stalled-job recovery (another worker runs them again once their locks expire)',
+      );
     }
+    // Forced, the worker neither waits for its runs nor writes their outcome (it checks that its connection is closing).
+    await Promise.all(workers.map((w) => w.close(!graceful)));
+    // Only now, so that a handler that honours its signal cannot fail the run before the worker stops writing.
+    for (const run of this.runs.values()) run.abort.abort(new Error(`shutdown: runs not finished within ${timeoutMs} ms are abandoned`));
     this.closed = true;
+  }
+
+  /** Pauses every worker (once per pause) and resolves when none has an active run. */
+  private whenPaused(): Promise<void> {
+    return Promise.all(
+      [...this.workers.values()].map((worker) => {
+        let paused = this.pauses.get(worker);
+        if (!paused) {
+          paused = worker.pause();
+          this.pauses.set(worker, paused);
+        }
+        return paused;
+      }),
+    ).then(() => undefined);
   }
 
   private startWorker(queue: string, concurrency: number): Worker {
@@ -191,14 +227,17 @@ export class WorkerPool {
       throw new DelayedError();
     }
     const key = `${queue}/${job.id}`;
-    this.runs.set(key, { queue, id: job.id ?? '', name: job.name });
+    const abort = new AbortController();
+    // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
+    signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
+    this.runs.set(key, { queue, id: job.id ?? '', name: job.name, abort });
     try {
       const data = job.data as Partial<TickJobData>;
       const context: HandlerContext = {
         data: data.data,
         tick: new Date(data.tick ?? job.timestamp),
         token: data.token ?? { generation: '', leaderTransitions: -1 },
-        signal: signal ?? new AbortController().signal,
+        signal: abort.signal,
         log: this.options.logger.child({ job: job.name, jobId: job.id }),
         manual: data.manual ?? false,
       };

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, type Job } from 'bullmq';
@@ -11,7 +14,7 @@ import { FAST_ELECTION, startInstance, type Instance } from '../support/instance
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { leasebeatCli, until } from './support.js';
 
-const JOBS = new URL('./fixtures/jobs/', import.meta.url).pathname;
+const JOBS = new URL('./fixtures/gated-jobs/', import.meta.url).pathname;
 
 /** Quick member and BullMQ timings, so that failures are detected and recovered within seconds. */
 const MEMBER_TIMINGS = {
@@ -22,16 +25,22 @@ const MEMBER_TIMINGS = {
   LEASEBEAT_SHUTDOWN_TIMEOUT: '20s',
 };
 
-/** The data of a hand-added run of the `long-sleep` fixture. */
-function longRun(ms: number): TickJobData<{ ms: number }> {
-  return { tick: Date.now(), token: { generation: '', leaderTransitions: -1 }, data: { ms }, manual: true };
-}
 
 describe('member lifecycle with real `leasebeat start` processes on one Redis', () => {
   let server: TestRedis;
   let redis: Redis;
   const instances: Instance[] = [];
   const queues: Queue[] = [];
+  /** Where the gates of `gated-run` runs live: a run ends when its gate file exists. */
+  const gates = mkdtempSync(join(tmpdir(), 'leasebeat-gates-'));
+  /** The data of a hand-added `gated-run` run that lasts until `openGate(id)`. */
+  const gatedRun = (id: string): TickJobData<{ gate: string }> => ({
+    tick: Date.now(),
+    token: { generation: '', leaderTransitions: -1 },
+    data: { gate: join(gates, id) },
+    manual: true,
+  });
+  const openGate = (id: string): void => writeFileSync(join(gates, id), '');
 
   /** Settings of one test's cluster: its own lease name, hence its own member registry. */
   const clusterEnv = (cluster: string, extra: Record<string, string> = {}): Record<string, string> => ({
@@ -69,6 +78,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     await Promise.all(queues.map((q) => q.close()));
     redis.disconnect();
     await server.close();
+    rmSync(gates, { recursive: true, force: true });
   });
 
   it('SIGKILL mid-job: the member goes Unknown with its job on record, and the job completes on another instance', { timeout: 180_000 }, async (t) => {
@@ -80,16 +90,17 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     await until('three Ready members', () => readyMembers(store, 3), 60_000);
 
     const work = queue('kill-long');
-    await work.add('long-sleep', longRun(4_000), { jobId: 'long-1', attempts: 1 });
+    await work.add('gated-run', gatedRun('long-1'), { jobId: 'long-1', attempts: 1 });
     const victimId = await until('the run to start on a follower', async () => {
       for (const [identity, { record }] of await store.list()) if (record.activeJobIds.includes('kill-long/long-1')) return identity;
       return undefined;
     });
     const victim = followers.find((f) => f.identity === victimId)!;
     const survivor = followers.find((f) => f !== victim)!;
-    await sleep(1_000);
     const killedAt = Date.now();
     victim.child.kill('SIGKILL');
+    // The killed run never finished; its rerun elsewhere may finish at once.
+    openGate('long-1');
 
     const judged = await until('the killed member to be Unknown', async () => {
       const member = (await store.health())?.members.find((m) => m.identity === victimId);
@@ -132,7 +143,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     assert.equal(job.stalledCounter, 1, 'recovered by BullMQ as a stalled job');
     t.diagnostic(`SIGKILL → member Unknown: ${unknownAt - killedAt} ms (grace 2 s, heartbeat 250 ms)`);
     t.diagnostic(`SIGKILL → run restarted elsewhere: ${job.processedOn! - killedAt} ms (lockDuration 2 s, stalledInterval 1 s)`);
-    t.diagnostic(`SIGKILL → run completed elsewhere: ${completedAt - killedAt} ms (the run takes 4 s)`);
+    t.diagnostic(`SIGKILL → run completed elsewhere: ${completedAt - killedAt} ms`);
   });
 
   it('cordon releases leadership to a follower within about a RetryPeriod, drains, and uncordon brings it back', { timeout: 180_000 }, async (t) => {
@@ -145,7 +156,8 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     await until('three Ready members', () => readyMembers(store, 3), 60_000);
 
     const mine = queue('cordon-leader-only');
-    await mine.add('long-sleep', longRun(4_000), { jobId: 'drain-1', attempts: 1 });
+    // Gated: the run is still active when the draining report is checked, however slow the takeover is.
+    await mine.add('gated-run', gatedRun('drain-1'), { jobId: 'drain-1', attempts: 1 });
     await until('the run to start on the leader', async () => (await store.get(leader.identity))?.activeJobIds.includes('cordon-leader-only/drain-1'));
 
     const drain = leasebeatCli(['drain', leader.identity, '--wait', '--timeout', '60s'], clusterEnv('cordon'));
@@ -165,6 +177,8 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
       return record?.cordoned && record.draining ? record : undefined;
     });
     assert.deepEqual([draining.role, draining.workers, draining.activeJobs], ['follower', 'draining', 1]);
+    const releasedAt = Date.now();
+    openGate('drain-1');
 
     const drained = await drain;
     const drainedAt = Date.now();
@@ -178,7 +192,8 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     assert.deepEqual([record?.cordoned, record?.draining, record?.workers, record?.activeJobs], [true, false, 'paused', 0]);
 
     // Cordoned: a new run waits, however many heartbeats pass.
-    await mine.add('long-sleep', longRun(200), { jobId: 'drain-2', attempts: 1 });
+    openGate('drain-2');
+    await mine.add('gated-run', gatedRun('drain-2'), { jobId: 'drain-2', attempts: 1 });
     await sleep(2_000);
     assert.equal(await mine.getJobState('drain-2'), 'waiting');
 
@@ -191,7 +206,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
       leader.logs.filter((l) => l.msg === 'attempting to acquire the leader lease').length === 2 && (await store.get(leader.identity))?.cordoned === false,
     );
     t.diagnostic(`cordon of the leader → a follower leads: ${newLeaderAt - cordonedAt} ms (RetryPeriod 250 ms, heartbeat 250 ms, lease 10 s)`);
-    t.diagnostic(`cordon → drain --wait returned: ${drainedAt - cordonedAt} ms (its active run finished ${first.finishedOn! - cordonedAt} ms after the cordon)`);
+    t.diagnostic(`cordon → drain --wait returned: ${drainedAt - cordonedAt} ms (its active run was let finish ${releasedAt - cordonedAt} ms after the cordon)`);
   });
 
   it('SIGTERM drains: the member reports draining, its active run finishes, then it exits and leaves the registry', { timeout: 120_000 }, async (t) => {
@@ -199,7 +214,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const instance = launch('term-only', clusterEnv('term', { TEST_LONG_QUEUE: 'term-long' }));
     await until('a Ready member', () => readyMembers(store, 1), 60_000);
     const work = queue('term-long');
-    await work.add('long-sleep', longRun(3_000), { jobId: 'term-1', attempts: 1 });
+    await work.add('gated-run', gatedRun('term-1'), { jobId: 'term-1', attempts: 1 });
     await until('the run to start', async () => (await store.get(instance.identity))?.activeJobs === 1);
 
     const signalledAt = Date.now();
@@ -209,6 +224,8 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
       return record?.draining ? record : undefined;
     });
     assert.deepEqual([draining.ready, draining.reason, draining.activeJobIds], [false, 'shutting down', ['term-long/term-1']]);
+    const releasedAt = Date.now();
+    openGate('term-1');
 
     assert.equal(await instance.exited(), 0);
     const exitedAt = Date.now();
@@ -217,6 +234,44 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     assert.equal(job.returnvalue.ranOn, instance.identity);
     assert.ok(job.finishedOn! <= exitedAt, 'the run finished before the process exited');
     assert.equal(await store.get(instance.identity), undefined, 'a clean exit leaves the registry');
-    t.diagnostic(`SIGTERM → exit: ${exitedAt - signalledAt} ms, of which the run's remaining time was ${job.finishedOn! - signalledAt} ms`);
+    t.diagnostic(`SIGTERM → exit: ${exitedAt - signalledAt} ms, of which ${releasedAt - signalledAt} ms before the run was let finish`);
+  });
+
+  it('SIGTERM with a run that ignores its abort signal past LEASEBEAT_SHUTDOWN_TIMEOUT: exit 0 within the timeout, the member leaves, the run restarts elsewhere as stalled', { timeout: 120_000 }, async (t) => {
+    const store = new MemberStore(redis, new KeySpace('leasebeat', 'abandon'));
+    const shutdownTimeoutMs = 2_000;
+    const env = clusterEnv('abandon', { TEST_LONG_QUEUE: 'abandon-long', LEASEBEAT_SHUTDOWN_TIMEOUT: `${shutdownTimeoutMs}ms` });
+    const first = launch('abandon-first', env);
+    await until('a Ready member', () => readyMembers(store, 1), 60_000);
+    const work = queue('abandon-long');
+    // The gate stays shut until a successor runs it again: the first run never ends on its own.
+    await work.add('gated-run', gatedRun('abandon-1'), { jobId: 'abandon-1', attempts: 1 });
+    await until('the run to start', async () => (await store.get(first.identity))?.activeJobs === 1);
+
+    const signalledAt = Date.now();
+    first.child.kill('SIGTERM');
+    assert.equal(await first.exited(), 0, 'a shutdown that abandons a run is still a clean one');
+    const exitedAt = Date.now();
+    // At least the drain timeout (the run had its chance); well under the CLI's hard budget (timeout + RenewDeadline + 5 s), which exits 1.
+    assert.ok(exitedAt - signalledAt >= shutdownTimeoutMs, `drained for the timeout before abandoning the run (${exitedAt - signalledAt} ms)`);
+    assert.ok(exitedAt - signalledAt < shutdownTimeoutMs + 4_000, `exit ${exitedAt - signalledAt} ms after SIGTERM, bounded by the 2 s timeout`);
+    assert.ok(first.logs.some((l) => l.msg === 'gated run: abort signal ignored'), 'the handler was told to stop at the timeout');
+    assert.equal(await store.get(first.identity), undefined, 'a clean exit leaves the registry');
+    assert.equal(await work.getJobState('abandon-1'), 'active', 'the abandoned run stays active, under a lock nobody renews');
+
+    // BullMQ's stalled-job check hands it to the next worker on the queue once its lock (2 s) expires.
+    const successor = launch('abandon-second', env);
+    await until('the run to restart on the successor', async () => (await store.get(successor.identity))?.activeJobIds.includes('abandon-long/abandon-1'), 60_000);
+    const restartedAt = Date.now();
+    openGate('abandon-1');
+    const job = await until('the run to complete on the successor', async () => {
+      const current = (await work.getJob('abandon-1')) as Job<TickJobData, { ranOn: string }> | undefined;
+      return current?.finishedOn ? current : undefined;
+    });
+    assert.equal(await job.getState(), 'completed');
+    assert.equal(job.returnvalue.ranOn, successor.identity);
+    assert.equal(job.stalledCounter, 1, 'recovered by BullMQ as a stalled job');
+    t.diagnostic(`SIGTERM → exit 0: ${exitedAt - signalledAt} ms (LEASEBEAT_SHUTDOWN_TIMEOUT 2 s)`);
+    t.diagnostic(`successor started → run restarted there: ${restartedAt - exitedAt} ms after the exit (lockDuration 2 s, stalledInterval 1 s)`);
   });
 });
