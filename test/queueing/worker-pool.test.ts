@@ -121,4 +121,51 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     await pool.close(5_000);
     assert.equal(await last.getState(), 'completed', 'close() let the active run finish');
   });
+
+  for (const cordoned of [false, true]) {
+    it(`close() past its timeout abandons runs whatever their handlers do with the signal; another worker reruns them as stalled${cordoned ? ' (pool paused first, as by a cordon)' : ''}`, async () => {
+      const tuning = { lockDurationMs: 1_000, stalledIntervalMs: 500 };
+      let releaseStubborn!: () => void;
+      const stubbornGate = new Promise<void>((resolve) => (releaseStubborn = resolve));
+      const aborted: string[] = [];
+      const started = new Set<string>();
+      const first = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning });
+      first.update(new Map([
+        // Ignores its signal: only the gate ends it, after the pool has closed.
+        ['stubborn', scheduled({ name: 'stubborn', handler: async (_job, ctx) => {
+          started.add('stubborn');
+          ctx.signal.addEventListener('abort', () => aborted.push('stubborn'));
+          await stubbornGate;
+          return 'first';
+        } })],
+        // Honours its signal by throwing: that must not fail the run (attempts 1) once it is abandoned.
+        ['polite', scheduled({ name: 'polite', handler: (_job, ctx) => {
+          started.add('polite');
+          return new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => (aborted.push('polite'), reject(new Error('aborted')))));
+        } })],
+      ]));
+      const jobs = await Promise.all(['stubborn', 'polite'].map((name) => queue.add(name, tickData(), { jobId: name, attempts: 1 })));
+      const deadline = Date.now() + 10_000;
+      while (started.size < 2 && Date.now() < deadline) await sleep(10);
+      assert.equal(started.size, 2, 'both runs started');
+      if (cordoned) void first.pause();
+
+      const closing = Date.now();
+      const outcome = await Promise.race([first.close(300).then(() => 'closed'), sleep(10_000).then(() => 'still waiting on the runs')]);
+      const closedAfter = Date.now() - closing;
+      assert.equal(outcome, 'closed');
+      assert.ok(closedAfter >= 300 && closedAfter < 5_000, `closed ${closedAfter} ms after close(300)`);
+      assert.deepEqual(aborted.sort(), ['polite', 'stubborn'], 'every abandoned handler is told to stop');
+      assert.equal(first.state(), 'stopped');
+      releaseStubborn();
+
+      pool = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning });
+      pool.update(new Map(['stubborn', 'polite'].map((name) => [name, scheduled({ name, handler: () => 'second' })])));
+      for (const job of jobs) {
+        // 'first' or a failure here would mean the closed pool still wrote an outcome.
+        assert.equal(await job.waitUntilFinished(events, 15_000), 'second');
+        assert.equal((await queue.getJob(job.id!))?.stalledCounter, 1, `${job.name}: recovered by BullMQ as a stalled job`);
+      }
+    });
+  }
 });
