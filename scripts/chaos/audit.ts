@@ -7,7 +7,9 @@ import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { ticksInRange } from '../../src/scheduling/plan.js';
 import type { JobWrites } from './events.js';
 import type { ExecutedFault } from './faults.js';
-import { DELIBERATE_FAILURE, type RunRecord } from './jobs/_record.js';
+import { DELIBERATE_FAILURE, type RunEndRecord, type RunRecord } from './jobs/_record.js';
+import { SAMPLE_MS, type LeaseHistorySnapshot, type LeaseRecordWrite } from './lease-history.js';
+import type { ElectionTimings } from './plan.js';
 
 /** The outcome of one invariant: how many items it checked and what broke it (the first few). */
 export interface InvariantResult {
@@ -59,6 +61,8 @@ export interface Audit {
   longestSilenceMs: number;
   /** Window jobs whose write time came from the job timestamp because no `added` event was seen. */
   writesWithoutEvent: number;
+  /** The lock's own history: how many writes, from where, and the holding stretches it shows. */
+  lease: { writes: number; source: LeaseHistorySnapshot['source']; holderChanges: number; stretches: number; longestUnexcusedSilenceMs: number };
 }
 
 export interface AuditInput {
@@ -75,6 +79,13 @@ export interface AuditInput {
   faults: ExecutedFault[];
   /** The job whose silences are measured. */
   steadyJob: string;
+  /** The lock's own write history (fake API server, or the Redis lock's history stream). */
+  lease: LeaseHistorySnapshot;
+  /** Ends of runs of the jobs whose runs must not overlap. */
+  runEnds: RunEndRecord[];
+  /** When each process incarnation exited, by identity (a run cut off by a crash ended then). */
+  exits: ReadonlyMap<string, number>;
+  timings: ElectionTimings;
 }
 
 const MAX_LISTED = 25;
@@ -178,6 +189,11 @@ export async function audit(input: AuditInput): Promise<Audit> {
     ticks[job.name] = stats;
     const ledger = await ledgerOf(input, job.name);
     const ranges = await input.ledger.skippedRanges(job.name);
+    for (const range of ranges) {
+      exactlyOnce.checked++;
+      // An inverted range covers no tick, yet claims to: the tick it meant was lost without a record.
+      if (range.from > range.to) exactlyOnce.add(`${job.name}: inverted skipped range ${iso(range.from)} – ${iso(range.to)} (count ${range.count}, ${range.reason})`);
+    }
     const { ticks: due } = ticksInRange(job, input.window.from, input.window.to, Number.MAX_SAFE_INTEGER);
     for (const tick of due) {
       stats.ticks++;
@@ -217,10 +233,13 @@ export async function audit(input: AuditInput): Promise<Audit> {
   }
   for (const [key, ids] of perTick) if (ids.length > 1) exactlyOnce.add(`${key}: ${ids.length} BullMQ jobs (${ids.join(', ')})`);
 
-  // 2. No enqueue carries a token lower than the fence at the time of its write.
+  // 2. No enqueue carries a token lower than the fence at the time of its write; and (ground truth) every
+  //    token an enqueue carries was granted by the lock to some holder.
   const fenced = new Violations();
+  const granted = new Set(input.lease.writes.filter((w) => w.holder !== '').map(leaseToken));
   for (const job of seen.values()) {
     fenced.checked++;
+    if (input.lease.source !== 'sampled' && !granted.has(job.token)) fenced.add(`job ${job.id} carries token ${job.token}, which the lock's history never granted`);
     const own = rank.get(job.token);
     if (own === undefined) {
       fenced.add(`job ${job.id} carries token ${job.token}, which no leader ever raised the fence to`);
@@ -278,6 +297,10 @@ export async function audit(input: AuditInput): Promise<Audit> {
     }
   }
 
+  const lease = leaseInvariants(input);
+  const serial = serialRuns(input, runsByJob);
+  const producing = holdersProduce(input, seen);
+
   return {
     invariants: [
       exactlyOnce.result('every (job, nominal tick) in the window has exactly one job, or a recorded skip with its reason'),
@@ -285,6 +308,11 @@ export async function audit(input: AuditInput): Promise<Audit> {
       finished.result('every enqueued job ended completed, or failed by its own handler; none vanished'),
       disjoint.result("leader terms never overlap in their enqueues ([first, last] write per term)"),
       forward.result('the fence only moves forward (leaderTransitions rise from term to term)'),
+      lease.l1.result('L1 (lock history): leaseTransitions never decrease across writes within one generation'),
+      lease.l2.result('L2 (lock history): no fencing token is held by two holders or in two terms'),
+      lease.l3.result("L3 (lock history): no holder change while the previous holder's lease was live"),
+      serial.result('no two runs of a skip/bufferOne job at once, and runs in tick order'),
+      producing.violations.result(`no lease holder goes without enqueuing for longer than RenewDeadline + ${PRODUCE_SLACK_MS} ms while it reaches Redis (lock history vs enqueues)`),
     ],
     ticks,
     terms,
@@ -294,7 +322,166 @@ export async function audit(input: AuditInput): Promise<Audit> {
     repeatedAdds: [...input.writes.values()].reduce((sum, w) => sum + w.repeats.length, 0),
     longestSilenceMs: longestSilence(windowJobs.filter((j) => j.name === input.steadyJob).map((j) => j.writtenAt)),
     writesWithoutEvent: windowJobs.filter((j) => withoutEvent.has(j.id)).length,
+    lease: {
+      writes: input.lease.writes.length,
+      source: input.lease.source,
+      holderChanges: lease.holderChanges,
+      stretches: producing.stretches,
+      longestUnexcusedSilenceMs: producing.longest,
+    },
   };
+}
+
+const leaseToken = (w: { generation: string; transitions: number }): string => `${w.generation}#${w.transitions}`;
+const describeWrite = (w: LeaseRecordWrite): string =>
+  `${w.op} v${w.version} at ${iso(w.at)} by ${w.holder === '' ? '(released)' : w.holder}, token ${leaseToken(w)}`;
+
+/** L1–L3, judged from the lock's own write history. */
+function leaseInvariants(input: AuditInput): { l1: Violations; l2: Violations; l3: Violations; holderChanges: number } {
+  const writes = input.lease.writes;
+  const l1 = new Violations();
+  const l2 = new Violations();
+  const l3 = new Violations();
+  // Server times against the followers' own clocks on the same machine: ms rounding only, unless the
+  // history was sampled (then a write is seen up to one poll late).
+  const tolerance = input.lease.source === 'sampled' ? 2 * SAMPLE_MS : 2;
+  const tokens = new Map<string, { holder: string; lastIndex: number }>();
+  let lastHeld: { token: string; index: number } | undefined;
+  let holderChanges = 0;
+  for (const [index, write] of writes.entries()) {
+    const previous = index > 0 ? writes[index - 1] : undefined;
+    // L1: within one generation (a recreated record starts a new one), transitions only rise.
+    if (previous && previous.op !== 'delete' && write.op !== 'delete' && previous.generation === write.generation) {
+      l1.checked++;
+      if (write.transitions < previous.transitions) l1.add(`transitions went from ${previous.transitions} to ${write.transitions}: ${describeWrite(previous)} → ${describeWrite(write)}`);
+    }
+    if (write.holder !== '' && write.op !== 'delete') {
+      // L2: a token belongs to one holder, in one unbroken term (releases aside).
+      l2.checked++;
+      const token = leaseToken(write);
+      const owner = tokens.get(token);
+      if (owner && owner.holder !== write.holder) l2.add(`token ${token} held by ${owner.holder} and then by ${write.holder} (${describeWrite(write)})`);
+      else if (owner && lastHeld && lastHeld.token !== token) {
+        l2.add(`token ${token} of ${write.holder} held again after token ${lastHeld.token} (${describeWrite(writes[lastHeld.index]!)}): a second term with one token (${describeWrite(write)})`);
+      }
+      tokens.set(token, { holder: write.holder, lastIndex: index });
+      lastHeld = { token, index };
+    }
+    // L3: another holder may write only once the previous holder's lease has run out since its last
+    // write; a release (empty holder) or a deleted record frees it at once.
+    if (previous && previous.holder !== '' && previous.op !== 'delete' && write.holder !== '' && write.holder !== previous.holder) {
+      holderChanges++;
+      l3.checked++;
+      const gap = write.at - previous.at;
+      if (gap + tolerance < previous.durationMs) {
+        l3.add(`${write.holder} wrote the lease ${gap} ms after ${previous.holder}'s last write, whose lease was ${previous.durationMs} ms: ${describeWrite(previous)} → ${describeWrite(write)}`);
+      }
+    }
+  }
+  return { l1, l2, l3, holderChanges };
+}
+
+/** No two runs of a `skip` / `bufferOne` job at once, and its runs in tick order (a re-run of one tick aside). */
+function serialRuns(input: AuditInput, runsByJob: Map<string, RunRecord[]>): Violations {
+  const violations = new Violations();
+  const ends = new Map(input.runEnds.map((end) => [`${end.jobId}|${end.identity}|${end.startedAt}`, end.finishedAt]));
+  for (const job of input.jobs.filter((j) => j.overlap !== 'allow')) {
+    const runs = [...runsByJob.values()]
+      .flat()
+      .filter((run) => run.job === job.name)
+      .map((run) => ({
+        run,
+        end: ends.get(`${run.jobId}|${run.identity}|${run.startedAt}`) ?? input.exits.get(run.identity) ?? Infinity,
+      }))
+      .sort((a, b) => a.run.startedAt - b.run.startedAt);
+    let latest: (typeof runs)[number] | undefined;
+    let highest: RunRecord | undefined;
+    for (const current of runs) {
+      violations.checked++;
+      const { run } = current;
+      if (latest && latest.end > run.startedAt) {
+        violations.add(`${job.name} (${job.overlap}): tick ${iso(run.tick)} started on ${run.identity} at ${iso(run.startedAt)} while tick ` +
+          `${iso(latest.run.tick)} ran on ${latest.run.identity} (${iso(latest.run.startedAt)} – ${Number.isFinite(latest.end) ? iso(latest.end) : 'never ended'})`);
+      }
+      if (highest && run.tick < highest.tick) {
+        violations.add(`${job.name} (${job.overlap}): tick ${iso(run.tick)} ran at ${iso(run.startedAt)}, after tick ${iso(highest.tick)} had run (${iso(highest.startedAt)})`);
+      }
+      if (!latest || current.end > latest.end) latest = current;
+      if (!highest || run.tick > highest.tick) highest = run;
+    }
+  }
+  return violations;
+}
+
+/** Extra allowance, beyond RenewDeadline, for a holder's silence: one period of the per-second job, and setup. */
+const PRODUCE_SLACK_MS = 2000;
+
+/**
+ * No term in which the lease holder does not produce: for each stretch of the lock's history in which one
+ * holder keeps one token, the holder's enqueues under that token (Redis write times) must not pause for
+ * longer than RenewDeadline + slack, not counting time in which a fault kept it from Redis (a Redis
+ * restart or pause, a partition of its Redis path, being stopped).
+ */
+function holdersProduce(input: AuditInput, jobs: Map<string, SeenJob>): { violations: Violations; stretches: number; longest: number } {
+  const violations = new Violations();
+  const bound = input.timings.renewDeadlineMs + PRODUCE_SLACK_MS;
+  const enqueues = new Map<string, number[]>();
+  for (const job of jobs.values()) enqueues.set(job.token, [...(enqueues.get(job.token) ?? []), job.writtenAt]);
+  for (const times of enqueues.values()) times.sort((a, b) => a - b);
+  const stretches: Array<{ holder: string; token: string; from: number; to: number }> = [];
+  let previous: LeaseRecordWrite | undefined;
+  for (const write of input.lease.writes) {
+    const token = leaseToken(write);
+    const held = write.holder !== '' && write.op !== 'delete';
+    const continues = held && previous && previous.op !== 'delete' && previous.holder === write.holder && leaseToken(previous) === token;
+    if (continues) stretches.at(-1)!.to = write.at;
+    else if (held) stretches.push({ holder: write.holder, token, from: write.at, to: write.at });
+    previous = write;
+  }
+  let longest = 0;
+  for (const stretch of stretches) {
+    const excused = excusedIntervals(input, stretch.holder);
+    const times = (enqueues.get(stretch.token) ?? []).filter((t) => t > stretch.from && t < stretch.to);
+    const points = [stretch.from, ...times, stretch.to];
+    violations.checked++;
+    for (let i = 1; i < points.length; i++) {
+      const from = Math.max(points[i - 1]!, input.window.from);
+      const to = points[i]!;
+      if (to <= from) continue;
+      const silent = to - from - overlap(from, to, excused);
+      longest = Math.max(longest, silent);
+      if (silent > bound) {
+        violations.add(`${stretch.holder} held the lease (token ${stretch.token}) from ${iso(from)} to ${iso(to)} and enqueued nothing under it for ${silent} ms ` +
+          `(lease writes ${iso(stretch.from)} – ${iso(stretch.to)}; ${times.length} enqueues in the stretch)`);
+      }
+    }
+  }
+  return { violations, stretches: stretches.length, longest };
+}
+
+/** When a fault kept `holder` from Redis (or froze it), plus RenewDeadline to recover. */
+function excusedIntervals(input: AuditInput, holder: string): Array<[number, number]> {
+  const recover = input.timings.renewDeadlineMs;
+  const intervals: Array<[number, number]> = [];
+  for (const fault of input.faults) {
+    const everyone = fault.kind === 'redis-restart' || fault.kind === 'redis-restart-kill-leader' || (fault.kind === 'freeze-in-renewal' && fault.detail.startsWith('CLIENT PAUSE'));
+    const own = fault.target === holder && ['stop', 'partition-redis', 'partition-leader-redis-only', 'freeze-in-renewal', 'freeze-near-deadline'].includes(fault.kind);
+    if (everyone || own) intervals.push([fault.startedAt, fault.endedAt + recover]);
+  }
+  return intervals;
+}
+
+/** How much of [from, to] the intervals cover (they may overlap each other). */
+function overlap(from: number, to: number, intervals: Array<[number, number]>): number {
+  const clipped = intervals.map(([a, b]) => [Math.max(a, from), Math.min(b, to)] as const).filter(([a, b]) => b > a).sort((x, y) => x[0] - y[0]);
+  let covered = 0;
+  let end = from;
+  for (const [a, b] of clipped) {
+    if (b <= end) continue;
+    covered += b - Math.max(a, end);
+    end = b;
+  }
+  return covered;
 }
 
 /** The ledger of one job: nominal tick → its recorded fate. */

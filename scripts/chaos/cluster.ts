@@ -6,12 +6,13 @@ import { FakeLeaseServer } from '../../test/support/fake-lease-server.js';
 import { startInstance, type Instance, type LogLine } from '../../test/support/instance.js';
 import { startRedis, type TestRedis } from '../../test/support/redis-server.js';
 import { TcpProxy } from '../../test/support/tcp-proxy.js';
+import { ApiLeaseHistory, RedisLeaseHistory, type LeaseHistory } from './lease-history.js';
 import type { ElectionTimings, LockKind } from './plan.js';
 
 export const LEASE_NAME = 'leasebeat';
 export const LEASE_NAMESPACE = 'default';
 /** The Redis lock's record, under the default prefix and lease name. */
-const REDIS_LEASE_KEY = `leasebeat:{${LEASE_NAME}}:lease`;
+export const REDIS_LEASE_KEY = `leasebeat:{${LEASE_NAME}}:lease`;
 
 /** One process incarnation: its identity, slot and parsed log. */
 export interface Incarnation {
@@ -32,6 +33,10 @@ interface Slot {
   kubeconfig: string | undefined;
   incarnations: number;
   current: Incarnation | undefined;
+  /** Fault watchers of what this slot's process sends to Redis. */
+  redisWatchers: Set<(chunk: Buffer) => void>;
+  /** Fault watchers of what the API server's replies deliver to this slot's process. */
+  apiReplyWatchers: Set<(chunk: Buffer) => void>;
 }
 
 export interface ClusterOptions {
@@ -54,6 +59,9 @@ export interface ClusterOptions {
 export class ChaosCluster {
   readonly incarnations: Incarnation[] = [];
   private readonly slots: Slot[] = [];
+  /** The lock's own write history (ground truth for the lease invariants), followed from the start. */
+  readonly history: LeaseHistory;
+  private readonly historyClient: Redis;
 
   private constructor(
     readonly options: ClusterOptions,
@@ -62,9 +70,15 @@ export class ChaosCluster {
     readonly client: Redis,
     readonly api: FakeLeaseServer | undefined,
     private readonly configDir: string,
-  ) {}
+  ) {
+    this.historyClient = redis.client();
+    this.historyClient.on('error', () => undefined);
+    this.history = api ? new ApiLeaseHistory(api, LEASE_NAMESPACE, LEASE_NAME) : new RedisLeaseHistory(this.historyClient, REDIS_LEASE_KEY);
+    this.history.start();
+  }
 
   static async start(options: ClusterOptions): Promise<ChaosCluster> {
+    // AOF: a Redis restart (SIGTERM) loses nothing acknowledged, the lock's history stream included.
     const redis = await startRedis({ appendonly: true });
     const client = redis.client();
     client.on('error', () => undefined);
@@ -89,6 +103,25 @@ export class ChaosCluster {
   async holder(): Promise<string | undefined> {
     if (this.api) return this.api.lease(LEASE_NAMESPACE, LEASE_NAME)?.spec.holderIdentity || undefined;
     return (await this.client.hget(REDIS_LEASE_KEY, 'holderIdentity')) || undefined;
+  }
+
+  /** The running incarnation with this identity, if any. */
+  byIdentity(identity: string | undefined): Incarnation | undefined {
+    return this.live().find((i) => i.identity === identity);
+  }
+
+  /** Calls `watcher` with every chunk the incarnation's slot sends to Redis, until the returned function is called. */
+  watchRedis(incarnation: Incarnation, watcher: (chunk: Buffer) => void): () => void {
+    const watchers = this.slots[incarnation.slot]!.redisWatchers;
+    watchers.add(watcher);
+    return () => watchers.delete(watcher);
+  }
+
+  /** Calls `watcher` with every chunk of API server replies delivered to the incarnation's socket, until the returned function is called. */
+  watchApiReplies(incarnation: Incarnation, watcher: (chunk: Buffer) => void): () => void {
+    const watchers = this.slots[incarnation.slot]!.apiReplyWatchers;
+    watchers.add(watcher);
+    return () => watchers.delete(watcher);
   }
 
   /** The live, running process that holds the lock, if one does. */
@@ -156,6 +189,8 @@ export class ChaosCluster {
   /** Stops every process, then the servers and proxies, and removes the kubeconfig files. */
   async close(): Promise<void> {
     await this.stopAll();
+    await this.history.stop();
+    this.historyClient.disconnect();
     for (const slot of this.slots) {
       await slot.redisProxy.close();
       await slot.apiProxy?.close();
@@ -168,12 +203,24 @@ export class ChaosCluster {
 
   private async createSlot(index: number): Promise<Slot> {
     const { onRedisData, onApiData } = this.options;
-    const redisProxy = await TcpProxy.start({ port: this.redis.port }, { onClientData: onRedisData && ((chunk) => onRedisData(index, chunk)) });
-    if (!this.api) return { index, redisProxy, apiProxy: undefined, kubeconfig: undefined, incarnations: 0, current: undefined };
-    const apiProxy = await TcpProxy.start({ port: Number(new URL(this.api.url).port) }, { onClientData: onApiData && ((chunk) => onApiData(index, chunk)) });
+    const redisWatchers = new Set<(chunk: Buffer) => void>();
+    const redisProxy = await TcpProxy.start({ port: this.redis.port }, {
+      onClientData: (chunk) => {
+        onRedisData?.(index, chunk);
+        for (const watcher of redisWatchers) watcher(chunk);
+      },
+    });
+    const apiReplyWatchers = new Set<(chunk: Buffer) => void>();
+    if (!this.api) return { index, redisProxy, apiProxy: undefined, kubeconfig: undefined, incarnations: 0, current: undefined, redisWatchers, apiReplyWatchers };
+    const apiProxy = await TcpProxy.start({ port: Number(new URL(this.api.url).port) }, {
+      onClientData: onApiData && ((chunk) => onApiData(index, chunk)),
+      onDelivered: (chunk) => {
+        for (const watcher of apiReplyWatchers) watcher(chunk);
+      },
+    });
     const kubeconfig = join(this.configDir, `kubeconfig-${index}.json`);
     await writeFile(kubeconfig, JSON.stringify(kubeconfigFor(`http://127.0.0.1:${apiProxy.port}`)));
-    return { index, redisProxy, apiProxy, kubeconfig, incarnations: 0, current: undefined };
+    return { index, redisProxy, apiProxy, kubeconfig, incarnations: 0, current: undefined, redisWatchers, apiReplyWatchers };
   }
 
   private launch(slot: Slot): Incarnation {

@@ -1,4 +1,10 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import type { LeaseWrite } from '../../test/support/fake-lease-server.js';
+import type { TcpProxy } from '../../test/support/tcp-proxy.js';
 import type { ChaosCluster, Incarnation } from './cluster.js';
 import type { FaultKind, PlannedFault } from './plan.js';
 
@@ -15,6 +21,24 @@ export interface ExecutedFault {
   endedAt: number;
   detail: string;
 }
+
+/**
+ * How the Redis lock's renewal looks on the wire: EVALSHA of updateLease.lua (its sha1), or EVAL of its
+ * source after a NOSCRIPT. Read from the tree the instances run, so a changed script is still recognised.
+ */
+const UPDATE_LEASE_SOURCE = readFileSync(new URL('../../src/election/lua/updateLease.lua', import.meta.url), 'utf8');
+const UPDATE_LEASE_SHA = createHash('sha1').update(UPDATE_LEASE_SOURCE).digest('hex');
+const UPDATE_LEASE_MARKER = UPDATE_LEASE_SOURCE.slice(0, 60);
+/** Bound on waiting for the leader's next renewal (it renews every RetryPeriod). */
+const RENEWAL_WAIT_MS = 5_000;
+/** Bound on waiting for a held API reply to reach the frozen process before waking it anyway. */
+const REPLY_WAIT_MS = 500;
+/** Upper bound of a CLIENT PAUSE: it is lifted as soon as the leader is frozen, this only guards a crash of the suite. */
+const PAUSE_GUARD_MS = 10_000;
+/** Bound on waiting, after Redis is back, for the leader to claim a new tick. */
+const CLAIM_WAIT_MS = 5_000;
+/** The job whose claims mark "the leader produces again" (ticks every second). */
+const STEADY_JOB = 'every-second';
 
 /** How long to wait for a leader to exist before aiming a leader fault elsewhere. */
 const LEADER_WAIT_MS = 10_000;
@@ -104,7 +128,214 @@ export async function inject(cluster: ChaosCluster, fault: PlannedFault): Promis
       const heal = fault.mode === 'blackhole' ? `, healed by ${fault.heal === 'deliver' ? 'delivering the held bytes' : 'resetting its connections'}` : '';
       return { ...base, target: victim.identity, wasLeader, startedAt, endedAt: Date.now(), detail: `${fault.mode} for ${fault.forMs} ms${heal}` };
     }
+    case 'partition-leader-redis-only': {
+      const { victim, wasLeader } = await aim(cluster, 'leader');
+      if (!victim || !wasLeader) return skippedFault(base, 'no leader');
+      const proxy = cluster.redisProxyOf(victim);
+      const startedAt = Date.now();
+      proxy.partition(fault.mode);
+      await sleep(fault.forMs);
+      proxy.heal(fault.heal);
+      const heal = fault.mode === 'blackhole' ? `, healed by ${fault.heal === 'deliver' ? 'delivering the held bytes' : 'resetting its connections'}` : '';
+      const api = cluster.api ? '; its API server path stayed open' : '';
+      return { ...base, target: victim.identity, wasLeader, startedAt, endedAt: Date.now(), detail: `Redis only: ${fault.mode} for ${fault.forMs} ms${heal}${api}` };
+    }
+    case 'api-latency-near-timeout': {
+      const api = requireApi(cluster);
+      const startedAt = Date.now();
+      api.setLatency(fault.latencyMs);
+      await sleep(fault.forMs);
+      api.setLatency(0);
+      return { ...base, wasLeader: false, startedAt, endedAt: Date.now(), detail: `${fault.latencyMs} ms added to every request for ${fault.forMs} ms` };
+    }
+    case 'freeze-in-renewal':
+      return cluster.api ? freezeInApiRenewal(cluster, fault, base) : freezeInRedisRenewal(cluster, fault, base);
+    case 'freeze-near-deadline':
+      return freezeNearDeadline(cluster, fault, base);
+    case 'redis-restart-kill-leader':
+      return restartRedisThenKillLeader(cluster, fault, base);
   }
+}
+
+type Base = { index: number; kind: FaultKind };
+
+/**
+ * Kubernetes: from inside the API server's write handler, when the leader's renewal (an update that keeps
+ * it as holder) has been applied, SIGSTOP the leader before its reply is sent; hold the reply past the
+ * lease, so another instance takes over; then deliver the late reply just before or just after SIGCONT.
+ */
+async function freezeInApiRenewal(cluster: ChaosCluster, fault: Extract<PlannedFault, { kind: 'freeze-in-renewal' }>, base: Base): Promise<ExecutedFault> {
+  const api = requireApi(cluster);
+  const { victim } = await aim(cluster, 'leader');
+  if (!victim || !(await isHolder(cluster, victim))) return skippedFault(base, 'no leader');
+  let startedAt = 0;
+  let renewal: LeaseWrite | undefined;
+  const frozen = new Promise<void>((resolve) => {
+    const remove = api.onWrite(
+      (w) => w.viaApi && w.op === 'update' && w.spec.holderIdentity === victim.identity && w.previous?.holderIdentity === victim.identity,
+      async (write) => {
+        renewal = write;
+        startedAt = Date.now();
+        cluster.stop(victim);
+        await sleep(fault.stoppedMs);
+        if (fault.reply === 'after-resume') {
+          // SIGCONT first: the process wakes to its expired timers, and the reply comes after.
+          cluster.resume(victim);
+        } else {
+          // The reply goes out when this handler returns: SIGCONT once it sits in the process's socket,
+          // so that the process wakes to a late reply (a bounded wait, in case the reply is split oddly).
+          const marker = `"resourceVersion":"${write.resourceVersion}"`;
+          const timers: { fallback?: NodeJS.Timeout; unwatch?: () => void } = {};
+          const wake = (): void => {
+            clearTimeout(timers.fallback);
+            timers.unwatch?.();
+            if (victim.stopped) cluster.resume(victim);
+          };
+          timers.unwatch = cluster.watchApiReplies(victim, (chunk) => {
+            if (chunk.toString('utf8').includes(marker)) wake();
+          });
+          timers.fallback = setTimeout(wake, REPLY_WAIT_MS);
+        }
+        resolve();
+      },
+      { once: true },
+    );
+    setTimeout(() => {
+      if (renewal) return;
+      remove();
+      resolve();
+    }, RENEWAL_WAIT_MS).unref();
+  });
+  await frozen;
+  if (!renewal) return skippedFault(base, `the leader renewed nothing within ${RENEWAL_WAIT_MS} ms`);
+  // Until it has woken up (the reply-first wake is bounded by REPLY_WAIT_MS).
+  for (let waited = 0; victim.stopped && waited < 2 * REPLY_WAIT_MS; waited += 10) await sleep(10);
+  await sleep(50);
+  const after = await cluster.holder();
+  return {
+    ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(),
+    detail: `renewal rv ${renewal.resourceVersion} (transitions ${renewal.spec.leaseTransitions}) applied, leader SIGSTOPped before the reply for ` +
+      `${fault.stoppedMs} ms, reply delivered ${fault.reply}; holder now ${after ?? 'none'}`,
+  };
+}
+
+/**
+ * Redis lock: `CLIENT PAUSE WRITE`, wait until the leader's renewal (EVALSHA of updateLease) has been sent
+ * and is held by the pause, SIGSTOP the leader, `CLIENT UNPAUSE` (the renewal now executes and its reply
+ * waits for the frozen process), keep it frozen past the lease, SIGCONT.
+ */
+async function freezeInRedisRenewal(cluster: ChaosCluster, fault: Extract<PlannedFault, { kind: 'freeze-in-renewal' }>, base: Base): Promise<ExecutedFault> {
+  const { victim } = await aim(cluster, 'leader');
+  if (!victim || !(await isHolder(cluster, victim))) return skippedFault(base, 'no leader');
+  let sent = false;
+  let notify = (): void => undefined;
+  const renewalSent = new Promise<void>((resolve) => (notify = resolve));
+  const unwatch = cluster.watchRedis(victim, (chunk) => {
+    const text = chunk.toString('latin1');
+    if (text.includes(UPDATE_LEASE_SHA) || text.includes(UPDATE_LEASE_MARKER)) {
+      sent = true;
+      notify();
+    }
+  });
+  const startedAt = Date.now();
+  await cluster.client.call('CLIENT', 'PAUSE', String(PAUSE_GUARD_MS), 'WRITE');
+  try {
+    await Promise.race([renewalSent, sleep(RENEWAL_WAIT_MS)]);
+    // The proxy has forwarded it: give it a moment to reach Redis and block there.
+    if (sent) await sleep(20);
+    if (sent) cluster.stop(victim);
+  } finally {
+    unwatch();
+    await cluster.client.call('CLIENT', 'UNPAUSE');
+  }
+  const pausedMs = Date.now() - startedAt;
+  if (!sent) return { ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(), detail: `skipped: no renewal within ${RENEWAL_WAIT_MS} ms of CLIENT PAUSE` };
+  await sleep(fault.stoppedMs);
+  cluster.resume(victim);
+  await sleep(50);
+  const after = await cluster.holder();
+  return {
+    ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(),
+    detail: `CLIENT PAUSE WRITE ${pausedMs} ms held the leader's renewal; SIGSTOP, UNPAUSE, frozen ${fault.stoppedMs} ms, SIGCONT; holder now ${after ?? 'none'}`,
+  };
+}
+
+/**
+ * Cuts the leader from its lock (its API proxy; for the Redis lock its Redis proxy), so that its renewals
+ * fail; then SIGSTOPs it `marginMs` before its renew deadline would pass, counted from its last write in
+ * the lock's history (the attempt began before the write, so the real deadline is a little earlier
+ * still); heals the cut while it is frozen and keeps it frozen past the lease.
+ */
+async function freezeNearDeadline(cluster: ChaosCluster, fault: Extract<PlannedFault, { kind: 'freeze-near-deadline' }>, base: Base): Promise<ExecutedFault> {
+  const { victim } = await aim(cluster, 'leader');
+  if (!victim || !(await isHolder(cluster, victim))) return skippedFault(base, 'no leader');
+  const proxy: TcpProxy = cluster.apiProxyOf(victim) ?? cluster.redisProxyOf(victim);
+  const startedAt = Date.now();
+  proxy.partition('blackhole');
+  // Let the history catch up with any write that got through before the cut.
+  await sleep(60);
+  if ('refresh' in cluster.history) await cluster.history.refresh().catch(() => undefined);
+  const last = cluster.history.lastWriteBy(victim.identity);
+  const freezeAt = (last?.at ?? startedAt) + cluster.options.timings.renewDeadlineMs - fault.marginMs;
+  await sleep(Math.max(0, freezeAt - Date.now()));
+  const lateBy = Date.now() - freezeAt;
+  cluster.stop(victim);
+  proxy.heal('deliver');
+  await sleep(fault.stoppedMs);
+  cluster.resume(victim);
+  return {
+    ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(),
+    detail: `cut from its lock ${proxy === cluster.apiProxyOf(victim) ? '(API)' : '(Redis)'}; last lease write ${last ? new Date(last.at).toISOString() : 'unknown'}; ` +
+      `SIGSTOP at deadline − ${fault.marginMs} ms${lateBy > 5 ? ` (${lateBy} ms late)` : ''}, healed, frozen ${fault.stoppedMs} ms, SIGCONT`,
+  };
+}
+
+/**
+ * Restarts Redis (ticks due meanwhile fail and wait in the leader's memory for a retry), then SIGKILLs the
+ * leader the moment it has claimed a new tick of the per-second job, before those retries run.
+ */
+async function restartRedisThenKillLeader(cluster: ChaosCluster, fault: Extract<PlannedFault, { kind: 'redis-restart-kill-leader' }>, base: Base): Promise<ExecutedFault> {
+  const { victim } = await aim(cluster, 'leader');
+  if (!victim || !(await isHolder(cluster, victim))) return skippedFault(base, 'no leader');
+  const ledger = new TickLedger(cluster.client, new KeySpace());
+  const before = (await ledger.jobState(STEADY_JOB)).lastScheduledTick ?? 0;
+  const startedAt = Date.now();
+  await cluster.redis.stop(false);
+  await sleep(fault.downMs);
+  await cluster.redis.restart();
+  const upAt = Date.now();
+  // A fresh connection: the shared client may still be backing off its reconnects.
+  const probe = cluster.redis.client();
+  probe.on('error', () => undefined);
+  const probeLedger = new TickLedger(probe, new KeySpace());
+  let claimed: number | undefined;
+  try {
+    const deadline = Date.now() + CLAIM_WAIT_MS;
+    while (Date.now() < deadline && victim.exitedAt === undefined) {
+      const last = (await probeLedger.jobState(STEADY_JOB).catch(() => undefined))?.lastScheduledTick;
+      // A tick due after Redis was back, not a retry of one that failed during the outage.
+      if (last !== undefined && last > before && last >= upAt - 200) {
+        claimed = last;
+        break;
+      }
+      await sleep(5);
+    }
+  } finally {
+    probe.disconnect();
+  }
+  const killedAfter = Date.now() - upAt;
+  if (victim.exitedAt === undefined) await cluster.kill(victim);
+  await sleep(fault.restartAfterMs);
+  const next = cluster.restart(victim);
+  return {
+    ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(),
+    detail: `redis-server down ${upAt - startedAt} ms; leader SIGKILLed ${killedAfter} ms after Redis was back, ` +
+      `${claimed ? `right after it claimed ${new Date(claimed).toISOString()}` : 'without a new claim seen'}; restarted as ${next.identity}`,
+  };
+}
+
+async function isHolder(cluster: ChaosCluster, incarnation: Incarnation): Promise<boolean> {
+  return (await cluster.holder()) === incarnation.identity && !incarnation.stopped && incarnation.exitedAt === undefined;
 }
 
 /** Resolves a fault's target: the current leader (waiting a while for one), or a running follower. */

@@ -1,13 +1,15 @@
 /**
  * The chaos suite's command line:
  *
- *   npm run chaos -- --minutes 10 --instances 3 --lock redis [--seed 42]
+ *   npm run chaos -- --minutes 10 --instances 3 --lock redis [--seed 42] [--faults k1,k2] [--lead k1,k2]
  *
+ * `--faults` draws only those kinds; `--lead` injects those kinds first, then draws from all. *
  * Prints the seeded fault schedule, each fault as it is injected, and the report; writes report.json,
  * report.md and the processes' logs under test-results/chaos/. Exits 1 when an invariant was violated.
  */
 import { parseArgs } from 'node:util';
 import { toMarkdown } from './report.js';
+import { faultKinds } from './plan.js';
 import { runChaos } from './suite.js';
 
 const { values } = parseArgs({
@@ -17,6 +19,8 @@ const { values } = parseArgs({
     lock: { type: 'string', default: 'redis' },
     seed: { type: 'string' },
     out: { type: 'string' },
+    faults: { type: 'string' },
+    lead: { type: 'string' },
   },
 });
 
@@ -24,7 +28,8 @@ const minutes = Number(values.minutes);
 const instances = Number(values.instances);
 const seed = values.seed === undefined ? Date.now() % 1_000_000 : Number(values.seed);
 if (!(minutes > 0) || !Number.isInteger(instances) || instances < 2 || !Number.isInteger(seed) || !['redis', 'kubernetes'].includes(values.lock)) {
-  console.error('usage: npm run chaos -- --minutes N --instances K (K >= 2) --lock redis|kubernetes [--seed S] [--out DIR]');
+  console.error('usage: npm run chaos -- --minutes N --instances K (K >= 2) --lock redis|kubernetes [--seed S] [--out DIR] [--faults k1,k2] [--lead k1,k2]');
+  console.error(`fault kinds: redis: ${faultKinds('redis').join(', ')}; kubernetes: ${faultKinds('kubernetes').join(', ')}`);
   process.exit(2);
 }
 
@@ -34,6 +39,10 @@ const { report, outDir } = await runChaos({
   durationMs: Math.round(minutes * 60_000),
   seed,
   outDir: values.out,
+  faults: {
+    ...(values.faults ? { only: values.faults.split(',') } : {}),
+    ...(values.lead ? { lead: values.lead.split(',') } : {}),
+  },
   log: (line) => console.log(line),
 });
 console.log('');

@@ -22,17 +22,79 @@ export type PlannedFault = { index: number; gapMs: number } & (
   | { kind: 'api-latency'; latencyMs: number; forMs: number }
   | { kind: 'api-hang'; count: number; holdMs: number }
   | { kind: 'partition-redis' | 'partition-api'; target: FaultTarget; mode: 'blackhole' | 'reject'; forMs: number; heal: 'deliver' | 'reset' }
+  /**
+   * Freeze the leader with its renewal applied but unanswered: Kubernetes, from inside the API server's
+   * write handler (the reply is held, then delivered late, just before or just after SIGCONT); Redis,
+   * during a `CLIENT PAUSE WRITE` that holds the renewal's EVALSHA until the leader is stopped.
+   */
+  | { kind: 'freeze-in-renewal'; stoppedMs: number; reply: 'before-resume' | 'after-resume' }
+  /**
+   * Cut the leader from its lock (its API proxy, or its Redis proxy for the Redis lock), then freeze it
+   * `marginMs` before its renew deadline (judged from its last write in the lock's history), heal, and
+   * keep it frozen past the lease.
+   */
+  | { kind: 'freeze-near-deadline'; marginMs: number; stoppedMs: number }
+  /** Restart Redis, then SIGKILL the leader the moment it claims a new tick, before its retries of the failed ones. */
+  | { kind: 'redis-restart-kill-leader'; downMs: number; restartAfterMs: number }
+  /** Cut only the leader's Redis proxy (it still reaches the API server) for longer than RenewDeadline. */
+  | { kind: 'partition-leader-redis-only'; mode: 'blackhole' | 'reject'; forMs: number; heal: 'deliver' | 'reset' }
+  /** Every API request slowed to just under the request timeout. */
+  | { kind: 'api-latency-near-timeout'; latencyMs: number; forMs: number }
 );
 
 export type FaultKind = PlannedFault['kind'];
 
+/** The per-request timeout of the election at these timings: the elector's default, RenewDeadline / 2. */
+export const requestTimeoutMs = (t: ElectionTimings): number => t.renewDeadlineMs / 2;
+
 /** The draws a fault kind needs, each from the seeded generator. */
-type Draw = (between: (low: number, high: number) => number, pick: <T>(items: readonly T[]) => T, timings: ElectionTimings) => Omit<PlannedFault, 'index' | 'gapMs'>;
+type Draw = (
+  between: (low: number, high: number) => number,
+  pick: <T>(items: readonly T[]) => T,
+  timings: ElectionTimings,
+  lock: LockKind,
+) => Omit<PlannedFault, 'index' | 'gapMs'>;
 
 const target = (pick: <T>(items: readonly T[]) => T): FaultTarget => pick(['leader', 'leader', 'follower'] as const);
 
 /** The kinds of fault, as a bag: each is drawn once before any is drawn again. */
 const BAG: Array<{ name: string; locks: readonly LockKind[]; draw: Draw }> = [
+  {
+    name: 'freeze-in-renewal',
+    locks: ['redis', 'kubernetes'],
+    // Past the lease, so another instance takes over while the renewal's answer is still on its way.
+    draw: (between, pick, t) => ({ kind: 'freeze-in-renewal', stoppedMs: t.leaseDurationMs + between(500, 3000), reply: pick(['before-resume', 'after-resume'] as const) }),
+  },
+  {
+    name: 'freeze-near-deadline',
+    locks: ['redis', 'kubernetes'],
+    draw: (between, _pick, t) => ({ kind: 'freeze-near-deadline', marginMs: between(5, 250), stoppedMs: t.leaseDurationMs + between(500, 3000) }),
+  },
+  {
+    name: 'redis-restart-kill-leader',
+    locks: ['redis', 'kubernetes'],
+    // Long enough for ticks to fail; on the Redis lock short enough that the leader keeps its lease.
+    draw: (between, _pick, t, lock) => ({
+      kind: 'redis-restart-kill-leader',
+      downMs: lock === 'redis' ? between(700, t.renewDeadlineMs - 300) : between(1200, 3500),
+      restartAfterMs: between(300, 2000),
+    }),
+  },
+  {
+    name: 'partition-leader-redis-only',
+    locks: ['redis', 'kubernetes'],
+    draw: (between, pick, t) => ({
+      kind: 'partition-leader-redis-only',
+      mode: pick(['blackhole', 'reject'] as const),
+      forMs: t.renewDeadlineMs + between(2000, 6000),
+      heal: pick(['deliver', 'reset'] as const),
+    }),
+  },
+  {
+    name: 'api-latency-near-timeout',
+    locks: ['kubernetes'],
+    draw: (between, _pick, t) => ({ kind: 'api-latency-near-timeout', latencyMs: requestTimeoutMs(t) - between(20, 150), forMs: between(4000, 10_000) }),
+  },
   { name: 'kill-leader', locks: ['redis', 'kubernetes'], draw: (between) => ({ kind: 'kill', target: 'leader', restartAfterMs: between(300, 2000) }) },
   { name: 'kill-follower', locks: ['redis', 'kubernetes'], draw: (between) => ({ kind: 'kill', target: 'follower', restartAfterMs: between(300, 2000) }) },
   {
@@ -91,9 +153,20 @@ export function estimatedMs(fault: PlannedFault): number {
       return fault.forMs;
     case 'api-hang':
       return fault.holdMs;
+    case 'freeze-in-renewal':
+      return fault.stoppedMs + 2000;
+    case 'freeze-near-deadline':
+      return fault.stoppedMs + 2500;
+    case 'redis-restart-kill-leader':
+      return fault.downMs + fault.restartAfterMs + 9000;
     default:
       return fault.forMs;
   }
+}
+
+/** The names of the fault kinds a lock can be given (for `--faults` and `lead`). */
+export function faultKinds(lock: LockKind): string[] {
+  return BAG.filter((entry) => entry.locks.includes(lock)).map((entry) => entry.name);
 }
 
 /**
@@ -102,18 +175,32 @@ export function estimatedMs(fault: PlannedFault): number {
  * The schedule is long enough to fill the run however quickly its faults play out; the run stops
  * injecting when its time is up.
  */
-export function planFaults(options: { seed: number; durationMs: number; lock: LockKind; timings: ElectionTimings }): PlannedFault[] {
+export function planFaults(options: {
+  seed: number;
+  durationMs: number;
+  lock: LockKind;
+  timings: ElectionTimings;
+  /** Only these kinds (bag names, see {@link faultKinds}); default all of the lock's. */
+  only?: readonly string[];
+  /** These kinds first, in this order, before the bag: so that a short run surely sees them. */
+  lead?: readonly string[];
+}): PlannedFault[] {
   const random = seededRandom(options.seed);
   const between = (low: number, high: number): number => low + Math.floor(random() * (high - low + 1));
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
-  const kinds = BAG.filter((entry) => entry.locks.includes(options.lock));
+  const kinds = BAG.filter((entry) => entry.locks.includes(options.lock) && (!options.only || options.only.includes(entry.name)));
+  for (const name of [...(options.only ?? []), ...(options.lead ?? [])]) {
+    if (!BAG.some((entry) => entry.name === name && entry.locks.includes(options.lock))) throw new Error(`no fault kind ${name} for the ${options.lock} lock`);
+  }
+  if (kinds.length === 0) throw new Error('no fault kinds to draw from');
   const plan: PlannedFault[] = [];
+  const leading = (options.lead ?? []).map((name) => BAG.find((entry) => entry.name === name)!);
   let bag: typeof kinds = [];
   let elapsed = 0;
   while (elapsed < options.durationMs) {
     if (bag.length === 0) bag = shuffle([...kinds], random);
-    const entry = bag.pop()!;
-    const fault = { index: plan.length, gapMs: between(3000, 7000), ...entry.draw(between, pick, options.timings) } as PlannedFault;
+    const entry = leading.shift() ?? bag.pop()!;
+    const fault = { index: plan.length, gapMs: between(3000, 7000), ...entry.draw(between, pick, options.timings, options.lock) } as PlannedFault;
     plan.push(fault);
     elapsed += fault.gapMs;
   }
@@ -145,6 +232,16 @@ export function describeFault(fault: PlannedFault): string {
       return `${head} +${fault.latencyMs}ms per request for ${fault.forMs}ms`;
     case 'api-hang':
       return `${head} next ${fault.count} requests held ${fault.holdMs}ms`;
+    case 'freeze-in-renewal':
+      return `${head} leader stopped ${fault.stoppedMs}ms with its renewal applied, reply delivered ${fault.reply}`;
+    case 'freeze-near-deadline':
+      return `${head} leader cut from its lock, stopped ${fault.marginMs}ms before its renew deadline for ${fault.stoppedMs}ms`;
+    case 'redis-restart-kill-leader':
+      return `${head} Redis down ${fault.downMs}ms, leader SIGKILLed at its first claim after, restart after ${fault.restartAfterMs}ms`;
+    case 'partition-leader-redis-only':
+      return `${head} leader's Redis only: ${fault.mode} ${fault.forMs}ms, heal ${fault.heal}`;
+    case 'api-latency-near-timeout':
+      return `${head} +${fault.latencyMs}ms per request (just under the request timeout) for ${fault.forMs}ms`;
     default:
       return `${head} ${fault.target} ${fault.mode} ${fault.forMs}ms, heal ${fault.heal}`;
   }

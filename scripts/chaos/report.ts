@@ -46,6 +46,7 @@ export interface ChaosReport {
   repeatedAdds: number;
   writesWithoutEvent: number;
   terms: Audit['terms'];
+  lease: Audit['lease'];
   fence: { leaderTransitions: number; fenced: number; rejectedRaises: number };
   processes: number;
 }
@@ -82,6 +83,8 @@ export function toMarkdown(report: ChaosReport): string {
   lines.push(`- enqueue lag in the window (Redis write minus nominal tick, catch-up included): ${formatSpread(report.enqueueLagMs)}`);
   lines.push(`- fence: ${report.terms.length} terms, leaderTransitions now ${report.fence.leaderTransitions}; ` +
     `${report.fence.fenced} claims/skips and ${report.fence.rejectedRaises} raises turned away by the fence; ${report.repeatedAdds} repeated adds ignored by BullMQ`);
+  lines.push(`- lock history (${report.lease.source}): ${report.lease.writes} writes, ${report.lease.holderChanges} holder changes, ` +
+    `${report.lease.stretches} holding stretches; longest unexcused stretch without an enqueue by the holder ${report.lease.longestUnexcusedSilenceMs} ms`);
   lines.push('', '## Ticks', '', '| Job | Ticks | Enqueued | Skipped (reason: count) |', '|---|---:|---:|---|');
   for (const [job, stats] of Object.entries(report.ticks)) {
     const skipped = Object.entries(stats.skipped).map(([reason, n]) => `${reason}: ${n}`).join(', ');

@@ -10,7 +10,7 @@ import { audit, type Audit, type InvariantResult } from './audit.js';
 import { ChaosCluster } from './cluster.js';
 import { EventTail } from './events.js';
 import { inject, type ExecutedFault } from './faults.js';
-import { RUNS_KEY, type RunRecord } from './jobs/_record.js';
+import { RUN_ENDS_KEY, RUNS_KEY, type RunEndRecord, type RunRecord } from './jobs/_record.js';
 import { describeFault, estimatedMs, planFaults, type ElectionTimings, type LockKind } from './plan.js';
 import { spread, toMarkdown, type ChaosReport, type Spread } from './report.js';
 
@@ -33,6 +33,8 @@ export interface ChaosOptions {
   outDir?: string;
   /** Progress lines (the schedule, each fault as injected). */
   log?: (line: string) => void;
+  /** Restrict the fault kinds (`only`), or put some first (`lead`): see planFaults. */
+  faults?: { only?: string[]; lead?: string[] };
 }
 
 export interface ChaosResult {
@@ -60,8 +62,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const log = options.log ?? ((): void => undefined);
   const startedAt = new Date();
   const outDir = options.outDir ?? join(RESULTS_DIR, `${options.lock}-seed${options.seed}-${startedAt.toISOString().replaceAll(':', '-')}`);
-  const command = `npm run chaos -- --minutes ${+(options.durationMs / 60_000).toFixed(3)} --instances ${options.instances} --lock ${options.lock} --seed ${options.seed}`;
-  const plan = planFaults({ seed: options.seed, durationMs: options.durationMs, lock: options.lock, timings });
+  const faultArgs = (options.faults?.only ? ` --faults ${options.faults.only.join(',')}` : '') + (options.faults?.lead ? ` --lead ${options.faults.lead.join(',')}` : '');
+  const command = `npm run chaos -- --minutes ${+(options.durationMs / 60_000).toFixed(3)} --instances ${options.instances} --lock ${options.lock} --seed ${options.seed}${faultArgs}`;
+  const plan = planFaults({ seed: options.seed, durationMs: options.durationMs, lock: options.lock, timings, ...options.faults });
   log(`chaos: ${options.lock} lock, ${options.instances} instances, ${(options.durationMs / 1000).toFixed(0)} s of faults, seed ${options.seed}`);
   log(`replay: ${command}`);
   for (const fault of plan) log(`  plan ${describeFault(fault)}`);
@@ -106,17 +109,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const windowTo = Date.now();
 
     const drainStart = Date.now();
-    const input = { jobs: [...jobs.values()], window: { from: windowFrom, to: windowTo }, redis: cluster.client, ledger, queues, faults, steadyJob: 'every-second' };
+    const input = { jobs: [...jobs.values()], window: { from: windowFrom, to: windowTo }, redis: cluster.client, ledger, queues, faults, steadyJob: 'every-second', timings };
     log('chaos: faults over; draining');
     for (;;) {
-      const draft = await audit({ ...input, logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
+      const draft = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
       if (SETTLING.every((i) => draft.invariants[i]!.ok) || Date.now() - drainStart > (options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS)) break;
       await sleep(2000);
     }
     const drainMs = Date.now() - drainStart;
     await cluster.stopAll();
     await tail.stop();
-    const result = await audit({ ...input, logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
+    await cluster.history.stop();
+    const result = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
     const fence = await ledger.fence();
     const report = buildReport({ options, timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
     await writeResults(outDir, report, cluster);
@@ -127,6 +131,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     tailClient.disconnect();
     await cluster.close();
   }
+}
+
+/** The lock's history, the ends of runs, and when each process exited. */
+async function observed(cluster: ChaosCluster): Promise<{ lease: ReturnType<ChaosCluster['history']['snapshot']>; runEnds: RunEndRecord[]; exits: Map<string, number> }> {
+  const runEnds = (await cluster.client.lrange(RUN_ENDS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunEndRecord);
+  const exits = new Map(cluster.incarnations.flatMap((i) => (i.exitedAt === undefined ? [] : [[i.identity, i.exitedAt] as const])));
+  return { lease: cluster.history.snapshot(), runEnds, exits };
 }
 
 async function readRuns(cluster: ChaosCluster): Promise<RunRecord[]> {
@@ -190,6 +201,7 @@ function buildReport(parts: {
     repeatedAdds: result.repeatedAdds,
     writesWithoutEvent: result.writesWithoutEvent,
     terms: result.terms,
+    lease: result.lease,
     fence: { leaderTransitions: parts.fence.leaderTransitions, fenced: parts.fence.fenced, rejectedRaises: parts.fence.rejectedRaises },
     processes: parts.processes,
   };

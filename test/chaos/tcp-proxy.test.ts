@@ -105,4 +105,24 @@ describe('TcpProxy: partitions for the chaos suite', () => {
     await until('traffic again', () => next.received() === 'back');
     next.socket.destroy();
   });
+
+  it('onDelivered sees upstream bytes once handed to the client, and held bytes only when a heal delivers them', async () => {
+    const delivered: string[] = [];
+    const own = await TcpProxy.start({ port: (echo.address() as AddressInfo).port }, { onDelivered: (chunk) => delivered.push(chunk.toString()) });
+    try {
+      const client = await dial(own.port);
+      client.socket.write('x');
+      await until('the echo to be delivered', () => delivered.join('') === 'x');
+      assert.equal(client.received(), 'x');
+      own.partition('blackhole');
+      client.socket.write('y');
+      await sleep(100);
+      assert.equal(delivered.join(''), 'x', 'held bytes are not delivered');
+      own.heal('deliver');
+      await until('the held bytes', () => delivered.join('') === 'xy' && client.received() === 'xy');
+      client.socket.destroy();
+    } finally {
+      await own.close();
+    }
+  });
 });

@@ -17,6 +17,11 @@ export type HealMode = 'deliver' | 'reset';
 export interface TcpProxyOptions {
   /** Sees every chunk a client sends, before it is forwarded or held (for request counting). */
   onClientData?: (chunk: Buffer) => void;
+  /**
+   * Sees every chunk the upstream sends, once it has been handed to the client's socket (not while it is
+   * held by a partition): a test can act right after a reply reached the process.
+   */
+  onDelivered?: (chunk: Buffer) => void;
 }
 
 /** One client connection and its upstream twin. */
@@ -121,7 +126,7 @@ export class TcpProxy {
       if (link.clientGone) upstream.end();
     });
     upstream.on('data', (chunk: Buffer) => {
-      if (this.mode === 'open' && !link.clientGone) link.client.write(chunk);
+      if (this.mode === 'open' && !link.clientGone) this.deliver(link, chunk);
       else link.toClient.push(chunk);
     });
     upstream.on('error', () => undefined);
@@ -143,10 +148,14 @@ export class TcpProxy {
       if (link.clientGone) link.upstream.end();
     }
     if (!link.clientGone) {
-      for (const chunk of link.toClient.splice(0)) link.client.write(chunk);
+      for (const chunk of link.toClient.splice(0)) this.deliver(link, chunk);
       if (link.upstreamGone) link.client.end();
     }
     if (link.clientGone && link.upstreamGone) this.drop(link);
+  }
+
+  private deliver(link: Link, chunk: Buffer): void {
+    link.client.write(chunk, () => this.options.onDelivered?.(chunk));
   }
 
   private drop(link: Link): void {

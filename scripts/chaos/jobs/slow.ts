@@ -1,9 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defineJob } from '../../../src/job.js';
-import { recordRun } from './_record.js';
+import { recordEnd, recordRun } from './_record.js';
 
 // Runs longer than its period on its own queue: a tick that finds the previous run unfinished is skipped
-// (reason overlap), and a run cut off by a crash is recovered by BullMQ's stalled-job check.
+// (reason overlap), and a run cut off by a crash is recovered by BullMQ's stalled-job check. Its runs
+// must never overlap and must come in tick order.
 export default defineJob({
   name: 'slow',
   every: '2s',
@@ -11,7 +12,8 @@ export default defineJob({
   overlap: 'skip',
   attempts: 1,
   handler: async (job, ctx) => {
-    await recordRun(job, ctx);
+    const start = await recordRun(job, ctx);
     await sleep(2500);
+    await recordEnd(start);
   },
 });
