@@ -16,10 +16,31 @@ export interface FencingToken {
 
 /** The outcome of claiming one (job, tick). */
 export type ClaimOutcome =
+  /** Add the job now; `retry` when an earlier term claimed it, or a buffered claim was released. */
   | { kind: 'claimed'; retry: boolean }
+  /** Claimed as buffered: add it once the previous run has finished (release with a plain claim). */
+  | { kind: 'buffered' }
   | { kind: 'settled'; state: string }
   | { kind: 'skipped'; reason: string }
-  | { kind: 'fenced' };
+  | { kind: 'fenced' }
+  /** Refused: the previous tick is not recorded; the job's watermark is `lastScheduledTick`. A caller bug. */
+  | { kind: 'hole'; lastScheduledTick: number };
+
+/** How to claim a tick: to add now (the default), to buffer behind an unfinished run, or to record a skip. */
+export interface ClaimRequest {
+  /** Record the tick as skipped for this reason instead of claiming it. */
+  skip?: string;
+  /** Claim it as buffered (overlap `bufferOne`). */
+  buffer?: boolean;
+  /**
+   * The job's previous nominal tick as the caller scheduled it: the claim of a new tick is refused unless
+   * it is recorded, so records never leave a hole. Omit only when the job has no earlier tick.
+   */
+  previousTick?: number;
+}
+
+/** The outcome of recording a skipped range. */
+export type SkipRangeOutcome = 'recorded' | 'fenced' | 'invalid';
 
 /** A run of ticks recorded as skipped together, e.g. ticks missed while no leader enqueued. */
 export interface SkippedRange {
@@ -31,8 +52,11 @@ export interface SkippedRange {
 
 /** Per-job state kept in Redis for status pages and for the next leader. */
 export interface JobState {
+  /** The newest tick recorded: every earlier owed tick of the job is recorded too (the watermark). */
   lastScheduledTick: number | undefined;
+  /** The newest run: set when it is claimed, before it is in BullMQ. */
   lastJobId: string | undefined;
+  lastJobTick: number | undefined;
   lastEnqueuedAt: number | undefined;
   enqueued: number;
   fenced: number;
@@ -72,23 +96,31 @@ export class TickLedger {
     return { ok: false, fence: { generation: result[1] ?? '', leaderTransitions: Number(result[2]) } };
   }
 
-  /** Claims a tick for enqueue, or records it as skipped, if `token` is still the fence. */
-  async claim(token: FencingToken, job: string, tick: number, jobId: string, skipReason?: string): Promise<ClaimOutcome> {
+  /**
+   * Claims a tick (to add now, or buffered), or records it as skipped, if `token` is still the fence.
+   * A plain claim of a buffered tick releases it.
+   */
+  async claim(token: FencingToken, job: string, tick: number, jobId: string, request: ClaimRequest = {}): Promise<ClaimOutcome> {
     const k = this.keys;
+    const mode = request.skip ? 'skip' : request.buffer ? 'buffer' : 'enqueue';
     const [code, detail] = await claimTickScript.run<[number, string?]>(
       this.redis,
       [k.fence, k.retiredGenerations, k.ledger(job), k.ledgerIndex(job), k.pending(job), k.jobState(job), k.paused],
-      [token.generation, token.leaderTransitions, job, tick, jobId, skipReason ? 'skip' : 'enqueue', skipReason ?? ''],
+      [token.generation, token.leaderTransitions, job, tick, jobId, mode, request.skip ?? '', request.previousTick ?? ''],
     );
     switch (code) {
       case 1:
         return { kind: 'claimed', retry: false };
       case 2:
         return { kind: 'claimed', retry: true };
+      case 4:
+        return { kind: 'buffered' };
       case 3:
         return { kind: 'skipped', reason: detail ?? '' };
       case 0:
         return { kind: 'settled', state: detail ?? '' };
+      case -2:
+        return { kind: 'hole', lastScheduledTick: Number(detail) };
       default:
         return { kind: 'fenced' };
     }
@@ -100,15 +132,15 @@ export class TickLedger {
     await confirmTickScript.run(this.redis, [k.ledger(job), k.pending(job), k.jobState(job)], [tick, jobId, now]);
   }
 
-  /** Records a range of ticks that will not run. Returns false when fenced. */
-  async skipRange(token: FencingToken, job: string, range: SkippedRange): Promise<boolean> {
+  /** Records a range of ticks that will not run. Refuses (`invalid`) an inverted or empty range. */
+  async skipRange(token: FencingToken, job: string, range: SkippedRange): Promise<SkipRangeOutcome> {
     const k = this.keys;
     const result = await skipRangeScript.run<number>(
       this.redis,
       [k.fence, k.retiredGenerations, k.skips(job), k.jobState(job)],
       [token.generation, token.leaderTransitions, range.from, range.to, range.count, range.reason, JSON.stringify(range)],
     );
-    return result === 1;
+    return result === 1 ? 'recorded' : result === -2 ? 'invalid' : 'fenced';
   }
 
   /**
@@ -121,12 +153,16 @@ export class TickLedger {
     return Number(await this.redis.hget(key, 'scheduledSince'));
   }
 
-  /** Ticks claimed by some term that never confirmed them: the next leader adds them again. */
+  /** Ticks claimed (or buffered) by some term that never confirmed them: the next leader finishes them. */
   async pendingTicks(job: string): Promise<number[]> {
     return (await this.redis.zrange(this.keys.pending(job), 0, -1)).map(Number);
   }
 
-  /** The recorded fate of a tick, if any: `claimed|…`, `enqueued|<jobId>` or `skipped|<reason>`. */
+  /**
+   * The recorded fate of a tick, if any: `claimed|<gen>|<transitions>|<jobId>` (to be added),
+   * `buffered|<gen>|<transitions>|<jobId>` (to be added after the previous run), `enqueued|<jobId>` or
+   * `skipped|<reason>`.
+   */
   async tickState(job: string, tick: number): Promise<string | undefined> {
     return (await this.redis.hget(this.keys.ledger(job), String(tick))) ?? undefined;
   }
@@ -151,6 +187,7 @@ export class TickLedger {
     return {
       lastScheduledTick: toNumber(fields.lastScheduledTick),
       lastJobId: fields.lastJobId,
+      lastJobTick: toNumber(fields.lastJobTick),
       lastEnqueuedAt: toNumber(fields.lastEnqueuedAt),
       enqueued: Number(fields.enqueued ?? 0),
       fenced: Number(fields.fenced ?? 0),

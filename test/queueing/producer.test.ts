@@ -12,6 +12,7 @@ import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { nextTick } from '../../src/scheduling/plan.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { ticksBetween, waitFor } from '../support/ledger-audit.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 
 const logger = pino({ level: 'silent' });
@@ -125,18 +126,53 @@ describe('Producer on a real Redis and BullMQ', () => {
     assert.ok(staleStop.signal.aborted === false, 'it stopped because of the fence, not because it was told to');
   });
 
-  it('the local self-fence stops enqueuing before any request once the renew deadline passed', async () => {
+  it('the self-fence pauses enqueues before any request, and a late renewal resumes them in order', { timeout: 30_000 }, async () => {
     jobs.set('fast', scheduled({ name: 'fast' }));
     let leading = true;
+    let ended = false;
     const stop = new AbortController();
-    const run = producer({ stillLeading: () => leading }).run(term(1), stop.signal);
-    await sleep(1_300);
+    const run = producer({ stillLeading: () => leading })
+      .run(term(1), stop.signal)
+      .finally(() => (ended = true));
+    await waitFor('a first enqueue', async () => (await ledger.jobState('fast')).enqueued >= 1);
     leading = false;
-    const countAtLoss = (await queueJobs()).length;
+    const pausedAt = Date.now();
+    await sleep(50); // a claim already past its self-fence check may still land
+    const atLoss = await ledger.jobState('fast');
+    await sleep(2_200 - (Date.now() - pausedAt)); // two ticks come due while paused
+    assert.deepEqual(await ledger.jobState('fast'), atLoss, 'no claim and no add while self-fenced');
+    assert.equal((await ledger.fence()).fenced, 0, 'nothing even reached the fence');
+    assert.equal(ended, false, 'a late renewal does not end the term');
+    leading = true;
+    const resumedAt = Date.now();
+    const last = await waitFor('the owed ticks', async () => {
+      const state = await ledger.jobState('fast');
+      return (state.lastScheduledTick ?? 0) >= Math.floor(resumedAt / 1000) * 1000 && state.lastScheduledTick;
+    });
+    stop.abort();
     await run;
-    await sleep(1_200);
-    assert.equal((await queueJobs()).length, countAtLoss);
-    assert.equal((await ledger.fence()).fenced, 0, 'nothing even reached Redis');
+    const first = atLoss.lastScheduledTick!;
+    const owed = ticksBetween(first, last, 1000);
+    assert.ok(owed.length >= 3, `owed ${owed.length} ticks`);
+    for (const tick of owed) assert.equal(await ledger.tickState('fast', tick), `enqueued|fast@${tick}`, `tick ${new Date(tick).toISOString()}`);
+    const enqueuedAt = (await queueJobs()).filter((job) => owed.includes((job.data as { tick: number }).tick));
+    enqueuedAt.sort((a, b) => a.timestamp - b.timestamp);
+    assert.deepEqual(enqueuedAt.map((job) => job.id), owed.map((tick) => `fast@${tick}`), 'owed ticks were added in tick order');
+  });
+
+  it('a raise refused by the fence tells the scheduler this leader cannot produce', async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 5 }, 'newer', Date.now());
+    const calls: string[] = [];
+    const stop = new AbortController();
+    const p = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
+    await Promise.race([p.run(term(4), stop.signal), sleep(5_000).then(() => assert.fail('the run did not end by itself'))]);
+    assert.deepEqual(calls, ['fence-refused']);
+    assert.equal((await ledger.jobState('fast')).lastScheduledTick, undefined, 'nothing was claimed');
+    // The same token under another holder is refused too: one token, one term.
+    const sameToken = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
+    await sameToken.run({ ...term(5), holderIdentity: 'another' }, stop.signal);
+    assert.deepEqual(calls, ['fence-refused', 'fence-refused']);
   });
 
   it('finishes a tick that a crashed leader claimed but never added, exactly once', async () => {
@@ -259,7 +295,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const ticks = (await redis.zrange(ledger.keys.ledgerIndex('buffered'), 0, -1)).map(Number);
     const states = await Promise.all(ticks.map((tick) => ledger.tickState('buffered', tick)));
     assert.match(states[0] ?? '', /^enqueued\|/);
-    assert.match(states[1] ?? '', /^claimed\|/);
+    assert.match(states[1] ?? '', /^buffered\|/);
     assert.deepEqual(await ledger.pendingTicks('buffered'), [ticks[1]], 'the next leader will finish it');
     for (const state of states.slice(2)) assert.equal(state, 'skipped|overlap');
   });

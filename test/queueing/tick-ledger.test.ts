@@ -42,6 +42,14 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     assert.equal(fence.rejectedRaises, 1);
   });
 
+  it('one token belongs to one term: the same token raised by another holder is refused', async () => {
+    assert.deepEqual(await ledger.raiseFence(termA4, 'a', 1), { ok: true });
+    assert.deepEqual(await ledger.raiseFence(termA4, 'b', 2), { ok: false, fence: termA4 });
+    assert.deepEqual(await ledger.raiseFence(termA4, 'a', 3), { ok: true }, 'the holder of the term may raise it again');
+    assert.equal((await ledger.fence()).holder, 'a');
+    assert.equal((await ledger.fence()).rejectedRaises, 1);
+  });
+
   it('a recreated lease (new generation) retires the old generation for good', async () => {
     await ledger.raiseFence(termA4, 'a', 1);
     assert.deepEqual(await ledger.raiseFence(termB, 'b', 2), { ok: true });
@@ -75,7 +83,7 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     await ledger.raiseFence(termA, 'a', 1);
     await ledger.raiseFence(termA4, 'b', 2);
     assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000'), { kind: 'fenced' });
-    assert.equal(await ledger.skipRange(termA, 'j', { from: 1, to: 2, count: 2, reason: 'missed-window' }), false);
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 1, to: 2, count: 2, reason: 'missed-window' }), 'fenced');
     assert.equal(await ledger.tickState('j', 3000), undefined, 'a fenced claim writes nothing to the ledger');
     assert.equal((await ledger.fence()).fenced, 2);
     assert.equal((await ledger.jobState('j')).fenced, 2);
@@ -83,17 +91,62 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
 
   it('records skips with their reason, and obeys a run-time pause', async () => {
     await ledger.raiseFence(termA, 'a', 1);
-    assert.deepEqual(await ledger.claim(termA, 'j', 4000, 'j@4000', 'overlap'), { kind: 'skipped', reason: 'overlap' });
+    assert.deepEqual(await ledger.claim(termA, 'j', 4000, 'j@4000', { skip: 'overlap' }), { kind: 'skipped', reason: 'overlap' });
     await ledger.pause('j', 'maintenance');
     assert.deepEqual(await ledger.claim(termA, 'j', 5000, 'j@5000'), { kind: 'skipped', reason: 'paused' });
     assert.equal((await ledger.pausedJobs()).get('j')?.note, 'maintenance');
     assert.equal(await ledger.resume('j'), true);
     assert.deepEqual(await ledger.claim(termA, 'j', 6000, 'j@6000'), { kind: 'claimed', retry: false });
-    assert.ok(await ledger.skipRange(termA, 'j', { from: 10, to: 90, count: 9, reason: 'missed-window' }));
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 10, to: 90, count: 9, reason: 'missed-window' }), 'recorded');
     const state = await ledger.jobState('j');
     assert.deepEqual(state.skipped, { overlap: 1, paused: 1, 'missed-window': 9 });
     assert.equal(state.lastScheduledTick, 6000);
     assert.deepEqual(await ledger.skippedRanges('j'), [{ from: 10, to: 90, count: 9, reason: 'missed-window' }]);
+  });
+
+  it('refuses a claim that would leave a hole behind the watermark', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
+    assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000 }), { kind: 'hole', lastScheduledTick: 1000 });
+    assert.equal(await ledger.tickState('j', 3000), undefined, 'a refused claim writes nothing');
+    assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000', { previousTick: 1000, skip: 'overlap' }), { kind: 'skipped', reason: 'overlap' });
+    assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000 }), { kind: 'claimed', retry: false });
+    assert.equal((await ledger.jobState('j')).lastScheduledTick, 3000);
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 5000, to: 4000, count: 1, reason: 'catchup-limit' }), 'invalid');
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 4000, to: 4000, count: 0, reason: 'catchup-limit' }), 'invalid');
+    assert.equal((await ledger.jobState('j')).lastScheduledTick, 3000, 'an invalid range moves nothing');
+    assert.deepEqual(await ledger.skippedRanges('j'), []);
+  });
+
+  it('the newest run is known from its claim; a buffered claim is not a run until released', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.claim(termA, 'j', 1000, 'j@1000');
+    assert.equal((await ledger.jobState('j')).lastJobId, 'j@1000', 'set at claim time, before the job is in BullMQ');
+    assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000', { buffer: true, previousTick: 1000 }), { kind: 'buffered' });
+    assert.match((await ledger.tickState('j', 2000)) ?? '', /^buffered\|uid-a\|3\|j@2000$/);
+    assert.deepEqual(await ledger.pendingTicks('j'), [1000, 2000]);
+    assert.equal((await ledger.jobState('j')).lastJobTick, 1000);
+    await ledger.confirm('j', 1000, 'j@1000', 1001);
+    // The next term finds the buffered claim in the pending set and releases it with a plain claim.
+    await ledger.raiseFence(termA4, 'b', 2);
+    assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000', { buffer: true }), { kind: 'settled', state: 'buffered|uid-a|3|j@2000' });
+    assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000'), { kind: 'claimed', retry: true });
+    assert.equal(await ledger.tickState('j', 2000), 'claimed|uid-a|4|j@2000');
+    const state = await ledger.jobState('j');
+    assert.equal(state.lastJobId, 'j@2000');
+    assert.equal(state.lastJobTick, 2000);
+    await ledger.confirm('j', 2000, 'j@2000', 2001);
+    assert.deepEqual(await ledger.pendingTicks('j'), []);
+  });
+
+  it('a buffered tick released while the job is paused is recorded as skipped', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.claim(termA, 'j', 1000, 'j@1000');
+    await ledger.claim(termA, 'j', 2000, 'j@2000', { buffer: true, previousTick: 1000 });
+    await ledger.pause('j');
+    assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000'), { kind: 'skipped', reason: 'paused' });
+    assert.deepEqual(await ledger.pendingTicks('j'), [1000]);
+    assert.equal((await ledger.jobState('j')).lastJobId, 'j@1000');
   });
 
   it('prunes ledger entries older than the retention', async () => {

@@ -1,9 +1,11 @@
 --[[
-  Records a range of ticks that will never run (missed while no leader enqueued), under the fence.
+  Records a range of ticks that will never run (missed while no leader enqueued, or owed past the
+  catch-up window), under the fence.
   KEYS[1] fence  KEYS[2] retired generations  KEYS[3] skips  KEYS[4] job state
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] first tick  ARGV[4] last tick  ARGV[5] count
   ARGV[6] reason  ARGV[7] range as JSON
-  Returns 1, or -1 when fenced.
+  Returns 1, -1 when fenced, or -2 when the range is inverted or empty (a caller bug: nothing is written,
+  since such a range would move the watermark without recording any tick).
 ]]
 local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
 if fence[1] ~= ARGV[1] or tonumber(fence[2]) ~= tonumber(ARGV[2])
@@ -12,10 +14,14 @@ if fence[1] ~= ARGV[1] or tonumber(fence[2]) ~= tonumber(ARGV[2])
   redis.call('HINCRBY', KEYS[4], 'fenced', 1)
   return -1
 end
+local from, to, count = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if not from or not to or not count or from > to or count < 1 then
+  return -2
+end
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[7])
 redis.call('HINCRBY', KEYS[4], 'skipped:' .. ARGV[6], ARGV[5])
 local last = tonumber(redis.call('HGET', KEYS[4], 'lastScheduledTick') or '-1')
-if tonumber(ARGV[4]) > last then
+if to > last then
   redis.call('HSET', KEYS[4], 'lastScheduledTick', ARGV[4])
 end
 return 1

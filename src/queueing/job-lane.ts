@@ -1,0 +1,296 @@
+import type { Logger } from 'pino';
+import type { ScheduledJob } from '../scheduling/define-job.js';
+import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, type RunState, type SkippedTicks } from '../scheduling/plan.js';
+import type { Clock } from '../util/clock.js';
+import { tickJobId } from './job-data.js';
+import type { ProducerMetrics } from './producer.js';
+import type { ClaimRequest, FencingToken, TickLedger } from './tick-ledger.js';
+
+/** What a lane needs from the leadership term it runs in. */
+export interface LaneTerm {
+  readonly token: FencingToken;
+  /** Aborts when the term ends. */
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+  readonly ledger: TickLedger;
+  readonly clock: Clock;
+  readonly metrics: ProducerMetrics | undefined;
+  /** The authoritative time (Redis-corrected), in whole ms. */
+  now(): number;
+  /** The job's current definition; undefined once it was removed. */
+  job(name: string): ScheduledJob | undefined;
+  /** The local self-fence, checked right before every claim and every BullMQ add. */
+  leading(): boolean;
+  /** Waits until the self-fence allows writes again; false if the term ended first. */
+  waitLeading(): Promise<boolean>;
+  /** Adds one claimed tick to BullMQ (idempotent: the job id is deterministic). */
+  add(job: ScheduledJob, tick: number, jobId: string): Promise<void>;
+  /** The state of the job's newest run (a claimed run not yet in BullMQ counts as waiting). */
+  previousRun(job: ScheduledJob): Promise<RunState>;
+  /** A Redis round trip succeeded (feeds the unreachability check). */
+  reached(): void;
+  /** The fence is past this term: ends it. */
+  fenced(): void;
+}
+
+/** A failed step is retried after this, doubling up to {@link MAX_RETRY_MS}. */
+const RETRY_MS = 500;
+const MAX_RETRY_MS = 5_000;
+/** How often an unfinished previous run is checked while a tick is buffered behind it. */
+const BUFFER_POLL_MS = 1_000;
+/** The longest single sleep, so a lane with no tick due soon still notices a redefined schedule. */
+const MAX_SLEEP_MS = 60_000;
+
+/**
+ * The ordered lane of one job within one term. It records the job's ticks in nominal tick order with no
+ * holes: a tick is claimed only once every earlier owed tick was recorded (claimed, buffered, enqueued or
+ * skipped). A step that fails (Redis unreachable) is retried, with backoff, before any later tick of the
+ * job; owed ticks that fall behind past the catch-up window are recorded as skipped `missed-window`. So
+ * the ledger's `lastScheduledTick` is a contiguous watermark, and a term killed at any point leaves the
+ * next leader planning from it correctly. Each job has its own lane, so a slow job never delays another.
+ *
+ * One lane run: take over (finish what earlier terms left pending, then catch up per the job's policy
+ * from the watermark), then fire each tick when due. A buffered tick (`bufferOne`) is released in the
+ * same lane, before the next tick is decided, so runs never overlap and start in tick order.
+ */
+export class JobLane {
+  /** Every tick at or before this instant is recorded (or, once the takeover is done, owed to no one). */
+  private cursor = -Infinity;
+  /** The newest recorded tick: the `previousTick` of the next claim. */
+  private watermark: number | undefined;
+  /** A tick claimed as buffered, waiting for the previous run to finish. */
+  private buffered: number | undefined;
+  /** A claimed tick whose BullMQ add has not succeeded yet; it is finished before anything else. */
+  private unadded: number | undefined;
+  private needsPlan = true;
+  /** True while the lane runs late (after a failure or a self-fence pause): the catch-up window applies. */
+  private behind = false;
+  private wakeUp = new AbortController();
+  private readonly stopped = new AbortController();
+  private readonly log: Logger;
+
+  constructor(
+    readonly name: string,
+    private readonly term: LaneTerm,
+  ) {
+    this.log = term.log.child({ job: name });
+  }
+
+  /** The job's definition changed: re-read it now. */
+  wake(): void {
+    this.wakeUp.abort();
+  }
+
+  /** The job was removed: the lane ends after its current step. */
+  stop(): void {
+    this.stopped.abort();
+    this.wakeUp.abort();
+  }
+
+  /** Runs until the term ends or the lane is stopped. */
+  async run(): Promise<void> {
+    const signal = AbortSignal.any([this.term.signal, this.stopped.signal]);
+    for (let failures = 0; !signal.aborted; ) {
+      const job = this.term.job(this.name);
+      if (!job) return;
+      try {
+        if (this.needsPlan) this.needsPlan = !(await this.takeOver(job));
+        else await this.step(job, signal);
+        failures = 0;
+      } catch (error) {
+        if (signal.aborted) return;
+        this.behind = true;
+        const retryInMs = Math.min(RETRY_MS * 2 ** failures++, MAX_RETRY_MS);
+        this.log.warn({ err: error, retryInMs }, 'could not record a tick; retrying it before any later tick of this job');
+        await this.term.clock.sleep(retryInMs, signal).catch(() => undefined);
+      }
+    }
+  }
+
+  /** Finishes an unadded claim, releases a buffered tick whose turn came, or fires the next due tick. */
+  private async step(job: ScheduledJob, signal: AbortSignal): Promise<void> {
+    if (this.unadded !== undefined) return this.finishAdd(job);
+    const tick = nextTick(job, this.cursor);
+    const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.term.now();
+    if (untilDue > 0) {
+      this.behind = false;
+      this.wakeUp = new AbortController();
+      const wait = Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS);
+      await this.term.clock.sleep(wait, AbortSignal.any([signal, this.wakeUp.signal])).catch(() => undefined);
+      if (!signal.aborted) await this.release(job);
+      return;
+    }
+    // Release first, then decide the new tick against the released run.
+    await this.release(job);
+    if (this.unadded === undefined) await this.fire(job, tick!);
+  }
+
+  /** Records one due tick, or, when the lane fell behind past the catch-up window, the ticks it missed. */
+  private async fire(job: ScheduledJob, tick: number): Promise<void> {
+    if (this.behind) {
+      const missed = missedWindow(job, this.cursor, this.term.now());
+      if (missed) return void (await this.recordSkips(job, missed));
+    }
+    await this.decide(job, tick);
+  }
+
+  /**
+   * Takes the job over for this term: finishes ticks earlier terms claimed but never added (a buffered
+   * one stays buffered while the run before it is unfinished), in tick order, then records or runs the
+   * ticks missed since the watermark per the job's catch-up policy. Re-run from the ledger after any
+   * failure, so a partial takeover is never trusted. Returns false when it must run again.
+   */
+  private async takeOver(job: ScheduledJob): Promise<boolean> {
+    const { ledger } = this.term;
+    this.buffered = undefined;
+    this.unadded = undefined;
+    for (const tick of await ledger.pendingTicks(job.name)) {
+      const state = (await ledger.tickState(job.name, tick)) ?? '';
+      if (state.startsWith('buffered|') && job.overlap === 'bufferOne' && this.buffered === undefined && (await this.unfinished(job))) {
+        this.buffered = tick;
+        continue;
+      }
+      if (!state.startsWith('claimed|') && !state.startsWith('buffered|')) continue;
+      this.log.info({ tick: new Date(tick) }, 'finishing a tick claimed by an earlier term');
+      if (!(await this.claimAndAdd(job, tick, {}))) return false;
+    }
+    const now = this.term.now();
+    // A job no term has ticked yet owes its ticks from the moment a leader first saw it, so a failover
+    // before its first tick cannot lose that tick.
+    const owedSince = await ledger.markScheduledSince(job.name, now);
+    const { lastScheduledTick } = await ledger.jobState(job.name);
+    this.term.reached();
+    this.watermark = lastScheduledTick;
+    this.cursor = lastScheduledTick ?? owedSince;
+    const plan = planCatchup(job, this.cursor, now);
+    for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
+    for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;
+    this.cursor = Math.max(now, this.cursor);
+    return true;
+  }
+
+  /** Decides one tick's fate (paused, overlap) and claims it; adds it when it runs now. True once recorded. */
+  private async decide(job: ScheduledJob, tick: number): Promise<boolean> {
+    if (!(await this.writable())) return false;
+    const request: ClaimRequest = { previousTick: this.watermark };
+    if (job.paused) request.skip = 'paused';
+    else if (job.overlap !== 'allow') {
+      const decision = decideOverlap(job.overlap, await this.term.previousRun(job), this.buffered !== undefined);
+      if (decision === 'skip') request.skip = 'overlap';
+      if (decision === 'buffer') request.buffer = true;
+    }
+    return this.claimAndAdd(job, tick, request);
+  }
+
+  /** Claims (or records) one tick and, if it is to run now, adds it. True once the tick is recorded. */
+  private async claimAndAdd(job: ScheduledJob, tick: number, request: ClaimRequest): Promise<boolean> {
+    // The self-fence right before the claim: a paused leader must not write, even if it decided earlier.
+    if (!this.term.leading()) return false;
+    const jobId = tickJobId(job.name, tick);
+    const outcome = await this.term.ledger.claim(this.term.token, job.name, tick, jobId, request);
+    this.term.reached();
+    switch (outcome.kind) {
+      case 'fenced':
+        this.term.fenced();
+        return false;
+      case 'hole':
+        // Never expected: the lane claims in order. Re-plan from the ledger (after the retry backoff)
+        // rather than leave a hole.
+        this.log.error(
+          { tick: new Date(tick), previousTick: request.previousTick, lastScheduledTick: outcome.lastScheduledTick },
+          'BUG: the ledger refused a claim that would leave a hole; re-planning the job from the ledger',
+        );
+        this.needsPlan = true;
+        throw new Error(`claim of ${job.name}@${tick} refused: the ledger's watermark is behind the previous tick`);
+      case 'skipped':
+        this.term.metrics?.skipped(job.name, outcome.reason, 1);
+        this.log.info({ tick: new Date(tick), reason: outcome.reason }, 'tick skipped');
+        if (tick === this.buffered) this.buffered = undefined;
+        break;
+      case 'settled':
+        if (tick === this.buffered) this.buffered = undefined;
+        break;
+      case 'buffered':
+        this.buffered = tick;
+        break;
+      case 'claimed':
+        if (tick === this.buffered) this.buffered = undefined;
+        this.unadded = tick;
+        break;
+    }
+    this.recorded(tick);
+    if (this.unadded === tick) await this.finishAdd(job);
+    return true;
+  }
+
+  /** Adds the claimed tick to BullMQ and confirms it; a failure leaves it to the retry of this step. */
+  private async finishAdd(job: ScheduledJob): Promise<void> {
+    const tick = this.unadded!;
+    const lateBy = this.term.now() - tick;
+    if (this.behind && lateBy > job.catchup.windowMs) {
+      // Still claimed (pending) in the ledger: recorded, so the lane may go on; the next term retries it.
+      this.log.error({ tick: new Date(tick), lateByMs: lateBy }, 'could not add a claimed tick within its catch-up window; leaving it pending');
+      this.unadded = undefined;
+      return;
+    }
+    if (!(await this.writable())) return;
+    // The last moment to notice a lost term before the (unfenced) BullMQ add. An abandoned claim stays
+    // pending in the ledger and is finished by the next term.
+    if (!this.term.leading()) return;
+    const jobId = tickJobId(job.name, tick);
+    await this.term.add(job, tick, jobId);
+    const now = this.term.now();
+    await this.term.ledger.confirm(job.name, tick, jobId, now);
+    this.term.reached();
+    this.unadded = undefined;
+    this.term.metrics?.enqueued(job.name, Math.max(0, now - tick) / 1000);
+  }
+
+  /** Adds the buffered tick once the run before it has finished. */
+  private async release(job: ScheduledJob): Promise<void> {
+    const tick = this.buffered;
+    if (tick === undefined || (await this.unfinished(job))) return;
+    if (!(await this.writable())) return;
+    await this.claimAndAdd(job, tick, {});
+  }
+
+  /** Records a span of ticks that will not run. True once recorded. */
+  private async recordSkips(job: ScheduledJob, range: SkippedTicks): Promise<boolean> {
+    if (!(await this.writable()) || !this.term.leading()) return false;
+    const outcome = await this.term.ledger.skipRange(this.term.token, job.name, range);
+    this.term.reached();
+    const logged = { ...range, from: new Date(range.from), to: new Date(range.to) };
+    if (outcome === 'fenced') {
+      this.term.fenced();
+      return false;
+    }
+    if (outcome === 'invalid') {
+      // The plan never yields such a range; the ledger refused it, so re-plan from the ledger.
+      this.log.error(logged, 'BUG: the ledger refused an inverted or empty skipped range; re-planning the job from the ledger');
+      this.needsPlan = true;
+      throw new Error(`skipped range of ${job.name} refused as inverted or empty`);
+    }
+    this.term.metrics?.skipped(job.name, range.reason, range.count);
+    this.log.warn(logged, 'skipped missed ticks');
+    this.recorded(range.to);
+    return true;
+  }
+
+  private recorded(tick: number): void {
+    this.watermark = Math.max(tick, this.watermark ?? -Infinity);
+    this.cursor = Math.max(tick, this.cursor);
+  }
+
+  /** Waits out a self-fence pause; owed ticks stay owed meanwhile. False when the term ended first. */
+  private async writable(): Promise<boolean> {
+    if (this.term.leading()) return true;
+    this.behind = true;
+    return this.term.waitLeading();
+  }
+
+  private async unfinished(job: ScheduledJob): Promise<boolean> {
+    const previous = await this.term.previousRun(job);
+    this.term.reached();
+    return previous !== 'finished' && previous !== 'none';
+  }
+}

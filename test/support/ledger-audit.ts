@@ -1,0 +1,37 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { TickLedger } from '../../src/queueing/tick-ledger.js';
+
+/** Polls `condition` until it holds; fails with `what` after `timeoutMs`. Returns the truthy value. */
+export async function waitFor<T>(what: string, condition: () => Promise<T> | T, timeoutMs = 10_000, intervalMs = 25): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+/**
+ * The ticks among `ticks` that have neither a job (recorded `enqueued|…`, or `claimed|…`/`buffered|…`
+ * still pending for the next leader) nor a recorded skip (a `skipped|…` entry or inside a skipped range):
+ * silent gaps, which must never exist.
+ */
+export async function silentGaps(ledger: TickLedger, job: string, ticks: number[]): Promise<number[]> {
+  const ranges = await ledger.skippedRanges(job);
+  const gaps: number[] = [];
+  for (const tick of ticks) {
+    const state = (await ledger.tickState(job, tick)) ?? '';
+    if (/^(enqueued|claimed|buffered|skipped)\|/.test(state)) continue;
+    if (ranges.some((range) => range.from <= tick && tick <= range.to)) continue;
+    gaps.push(tick);
+  }
+  return gaps;
+}
+
+/** The ticks `from`, `from + stepMs`, … up to `to` inclusive. */
+export function ticksBetween(from: number, to: number, stepMs: number): number[] {
+  const ticks: number[] = [];
+  for (let tick = from; tick <= to; tick += stepMs) ticks.push(tick);
+  return ticks;
+}
