@@ -33,11 +33,15 @@ interface Slot {
   kubeconfig: string | undefined;
   incarnations: number;
   current: Incarnation | undefined;
-  /** Fault watchers of what this slot's process sends to Redis. */
-  redisWatchers: Set<(chunk: Buffer) => void>;
-  /** Fault watchers of what the API server's replies deliver to this slot's process. */
-  apiReplyWatchers: Set<(chunk: Buffer) => void>;
+  /** Fault watchers of this slot's traffic, by stream. */
+  watchers: Record<TrafficStream, Set<(chunk: Buffer) => void>>;
 }
+
+/**
+ * A slot's traffic a fault can watch: what its process sends to Redis, what it sends to the API server,
+ * and the API server's replies once they have reached the process's socket.
+ */
+export type TrafficStream = 'redis-request' | 'api-request' | 'api-reply';
 
 export interface ClusterOptions {
   lock: LockKind;
@@ -110,16 +114,9 @@ export class ChaosCluster {
     return this.live().find((i) => i.identity === identity);
   }
 
-  /** Calls `watcher` with every chunk the incarnation's slot sends to Redis, until the returned function is called. */
-  watchRedis(incarnation: Incarnation, watcher: (chunk: Buffer) => void): () => void {
-    const watchers = this.slots[incarnation.slot]!.redisWatchers;
-    watchers.add(watcher);
-    return () => watchers.delete(watcher);
-  }
-
-  /** Calls `watcher` with every chunk of API server replies delivered to the incarnation's socket, until the returned function is called. */
-  watchApiReplies(incarnation: Incarnation, watcher: (chunk: Buffer) => void): () => void {
-    const watchers = this.slots[incarnation.slot]!.apiReplyWatchers;
+  /** Calls `watcher` with every chunk of one stream of the incarnation's slot, until the returned function is called. */
+  watch(incarnation: Incarnation, stream: TrafficStream, watcher: (chunk: Buffer) => void): () => void {
+    const watchers = this.slots[incarnation.slot]!.watchers[stream];
     watchers.add(watcher);
     return () => watchers.delete(watcher);
   }
@@ -203,24 +200,27 @@ export class ChaosCluster {
 
   private async createSlot(index: number): Promise<Slot> {
     const { onRedisData, onApiData } = this.options;
-    const redisWatchers = new Set<(chunk: Buffer) => void>();
+    const watchers: Slot['watchers'] = { 'redis-request': new Set(), 'api-request': new Set(), 'api-reply': new Set() };
+    const notify = (stream: TrafficStream, chunk: Buffer): void => {
+      for (const watcher of watchers[stream]) watcher(chunk);
+    };
     const redisProxy = await TcpProxy.start({ port: this.redis.port }, {
       onClientData: (chunk) => {
         onRedisData?.(index, chunk);
-        for (const watcher of redisWatchers) watcher(chunk);
+        notify('redis-request', chunk);
       },
     });
-    const apiReplyWatchers = new Set<(chunk: Buffer) => void>();
-    if (!this.api) return { index, redisProxy, apiProxy: undefined, kubeconfig: undefined, incarnations: 0, current: undefined, redisWatchers, apiReplyWatchers };
+    if (!this.api) return { index, redisProxy, apiProxy: undefined, kubeconfig: undefined, incarnations: 0, current: undefined, watchers };
     const apiProxy = await TcpProxy.start({ port: Number(new URL(this.api.url).port) }, {
-      onClientData: onApiData && ((chunk) => onApiData(index, chunk)),
-      onDelivered: (chunk) => {
-        for (const watcher of apiReplyWatchers) watcher(chunk);
+      onClientData: (chunk) => {
+        onApiData?.(index, chunk);
+        notify('api-request', chunk);
       },
+      onDelivered: (chunk) => notify('api-reply', chunk),
     });
     const kubeconfig = join(this.configDir, `kubeconfig-${index}.json`);
     await writeFile(kubeconfig, JSON.stringify(kubeconfigFor(`http://127.0.0.1:${apiProxy.port}`)));
-    return { index, redisProxy, apiProxy, kubeconfig, incarnations: 0, current: undefined, redisWatchers, apiReplyWatchers };
+    return { index, redisProxy, apiProxy, kubeconfig, incarnations: 0, current: undefined, watchers };
   }
 
   private launch(slot: Slot): Incarnation {

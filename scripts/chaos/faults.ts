@@ -5,7 +5,7 @@ import { KeySpace } from '../../src/queueing/keys.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import type { LeaseWrite } from '../../test/support/fake-lease-server.js';
 import type { TcpProxy } from '../../test/support/tcp-proxy.js';
-import type { ChaosCluster, Incarnation } from './cluster.js';
+import { LEASE_NAME, LEASE_NAMESPACE, type ChaosCluster, type Incarnation } from './cluster.js';
 import type { FaultKind, PlannedFault } from './plan.js';
 
 /** A fault as it was injected: what it hit, when, and what came of it. */
@@ -31,6 +31,8 @@ const UPDATE_LEASE_SHA = createHash('sha1').update(UPDATE_LEASE_SOURCE).digest('
 const UPDATE_LEASE_MARKER = UPDATE_LEASE_SOURCE.slice(0, 60);
 /** Bound on waiting for the leader's next renewal (it renews every RetryPeriod). */
 const RENEWAL_WAIT_MS = 5_000;
+/** The Lease's item path: a PUT to it is a renewal or a takeover. */
+const LEASE_PATH = `/apis/coordination.k8s.io/v1/namespaces/${LEASE_NAMESPACE}/leases/${LEASE_NAME}`;
 /** Bound on waiting for a held API reply to reach the frozen process before waking it anyway. */
 const REPLY_WAIT_MS = 500;
 /** Upper bound of a CLIENT PAUSE: it is lifted as soon as the leader is frozen, this only guards a crash of the suite. */
@@ -170,13 +172,29 @@ async function freezeInApiRenewal(cluster: ChaosCluster, fault: Extract<PlannedF
   if (!victim || !(await isHolder(cluster, victim))) return skippedFault(base, 'no leader');
   let startedAt = 0;
   let renewal: LeaseWrite | undefined;
+  // `request`: SIGSTOP as soon as the PUT passes the proxy, most likely before the process is back in
+  // its event loop's poll (on waking it then reads the late reply before running its expired timers).
+  // A PUT that is then refused (a conflict) applies nothing: the process is woken and we wait again.
+  let unwatchRequests = (): void => undefined;
+  if (fault.at === 'request') {
+    let retry: NodeJS.Timeout | undefined;
+    unwatchRequests = cluster.watch(victim, 'api-request', (chunk) => {
+      if (victim.stopped || renewal || !chunk.toString('latin1').startsWith(`PUT ${LEASE_PATH}`)) return;
+      cluster.stop(victim);
+      clearTimeout(retry);
+      retry = setTimeout(() => {
+        if (!renewal && victim.stopped) cluster.resume(victim);
+      }, REPLY_WAIT_MS);
+    });
+  }
   const frozen = new Promise<void>((resolve) => {
     const remove = api.onWrite(
       (w) => w.viaApi && w.op === 'update' && w.spec.holderIdentity === victim.identity && w.previous?.holderIdentity === victim.identity,
       async (write) => {
         renewal = write;
+        unwatchRequests();
         startedAt = Date.now();
-        cluster.stop(victim);
+        if (!victim.stopped) cluster.stop(victim);
         await sleep(fault.stoppedMs);
         if (fault.reply === 'after-resume') {
           // SIGCONT first: the process wakes to its expired timers, and the reply comes after.
@@ -191,7 +209,7 @@ async function freezeInApiRenewal(cluster: ChaosCluster, fault: Extract<PlannedF
             timers.unwatch?.();
             if (victim.stopped) cluster.resume(victim);
           };
-          timers.unwatch = cluster.watchApiReplies(victim, (chunk) => {
+          timers.unwatch = cluster.watch(victim, 'api-reply', (chunk) => {
             if (chunk.toString('utf8').includes(marker)) wake();
           });
           timers.fallback = setTimeout(wake, REPLY_WAIT_MS);
@@ -203,6 +221,8 @@ async function freezeInApiRenewal(cluster: ChaosCluster, fault: Extract<PlannedF
     setTimeout(() => {
       if (renewal) return;
       remove();
+      unwatchRequests();
+      if (victim.stopped) cluster.resume(victim);
       resolve();
     }, RENEWAL_WAIT_MS).unref();
   });
@@ -214,7 +234,7 @@ async function freezeInApiRenewal(cluster: ChaosCluster, fault: Extract<PlannedF
   const after = await cluster.holder();
   return {
     ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(),
-    detail: `renewal rv ${renewal.resourceVersion} (transitions ${renewal.spec.leaseTransitions}) applied, leader SIGSTOPped before the reply for ` +
+    detail: `renewal rv ${renewal.resourceVersion} (transitions ${renewal.spec.leaseTransitions}) applied, leader SIGSTOPped at its ${fault.at} for ` +
       `${fault.stoppedMs} ms, reply delivered ${fault.reply}; holder now ${after ?? 'none'}`,
   };
 }
@@ -230,20 +250,20 @@ async function freezeInRedisRenewal(cluster: ChaosCluster, fault: Extract<Planne
   let sent = false;
   let notify = (): void => undefined;
   const renewalSent = new Promise<void>((resolve) => (notify = resolve));
-  const unwatch = cluster.watchRedis(victim, (chunk) => {
+  const unwatch = cluster.watch(victim, 'redis-request', (chunk) => {
     const text = chunk.toString('latin1');
-    if (text.includes(UPDATE_LEASE_SHA) || text.includes(UPDATE_LEASE_MARKER)) {
-      sent = true;
-      notify();
-    }
+    if (sent || !(text.includes(UPDATE_LEASE_SHA) || text.includes(UPDATE_LEASE_MARKER))) return;
+    sent = true;
+    // At once, most likely still in the event-loop pass that sent it (see freezeInApiRenewal).
+    cluster.stop(victim);
+    notify();
   });
   const startedAt = Date.now();
   await cluster.client.call('CLIENT', 'PAUSE', String(PAUSE_GUARD_MS), 'WRITE');
   try {
     await Promise.race([renewalSent, sleep(RENEWAL_WAIT_MS)]);
-    // The proxy has forwarded it: give it a moment to reach Redis and block there.
+    // The proxy forwards it: give it a moment to reach Redis and block there before the UNPAUSE.
     if (sent) await sleep(20);
-    if (sent) cluster.stop(victim);
   } finally {
     unwatch();
     await cluster.client.call('CLIENT', 'UNPAUSE');

@@ -24,10 +24,12 @@ export type PlannedFault = { index: number; gapMs: number } & (
   | { kind: 'partition-redis' | 'partition-api'; target: FaultTarget; mode: 'blackhole' | 'reject'; forMs: number; heal: 'deliver' | 'reset' }
   /**
    * Freeze the leader with its renewal applied but unanswered: Kubernetes, from inside the API server's
-   * write handler (the reply is held, then delivered late, just before or just after SIGCONT); Redis,
-   * during a `CLIENT PAUSE WRITE` that holds the renewal's EVALSHA until the leader is stopped.
+   * write handler (the reply is held, then delivered late, just before or just after SIGCONT), the
+   * SIGSTOP sent there (`write`) or already when its proxy sees the PUT go out (`request`: the process
+   * is likely still in the event-loop pass that sent it); Redis, during a `CLIENT PAUSE WRITE` that
+   * holds the renewal's EVALSHA until the leader is stopped.
    */
-  | { kind: 'freeze-in-renewal'; stoppedMs: number; reply: 'before-resume' | 'after-resume' }
+  | { kind: 'freeze-in-renewal'; stoppedMs: number; reply: 'before-resume' | 'after-resume'; at: 'request' | 'write' }
   /**
    * Cut the leader from its lock (its API proxy, or its Redis proxy for the Redis lock), then freeze it
    * `marginMs` before its renew deadline (judged from its last write in the lock's history), heal, and
@@ -63,7 +65,12 @@ const BAG: Array<{ name: string; locks: readonly LockKind[]; draw: Draw }> = [
     name: 'freeze-in-renewal',
     locks: ['redis', 'kubernetes'],
     // Past the lease, so another instance takes over while the renewal's answer is still on its way.
-    draw: (between, pick, t) => ({ kind: 'freeze-in-renewal', stoppedMs: t.leaseDurationMs + between(500, 3000), reply: pick(['before-resume', 'after-resume'] as const) }),
+    draw: (between, pick, t) => ({
+      kind: 'freeze-in-renewal',
+      stoppedMs: t.leaseDurationMs + between(500, 3000),
+      reply: pick(['before-resume', 'before-resume', 'after-resume'] as const),
+      at: pick(['request', 'request', 'write'] as const),
+    }),
   },
   {
     name: 'freeze-near-deadline',
@@ -233,7 +240,7 @@ export function describeFault(fault: PlannedFault): string {
     case 'api-hang':
       return `${head} next ${fault.count} requests held ${fault.holdMs}ms`;
     case 'freeze-in-renewal':
-      return `${head} leader stopped ${fault.stoppedMs}ms with its renewal applied, reply delivered ${fault.reply}`;
+      return `${head} leader stopped (at its ${fault.at}) ${fault.stoppedMs}ms with its renewal applied, reply delivered ${fault.reply}`;
     case 'freeze-near-deadline':
       return `${head} leader cut from its lock, stopped ${fault.marginMs}ms before its renew deadline for ${fault.stoppedMs}ms`;
     case 'redis-restart-kill-leader':
