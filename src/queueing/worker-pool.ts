@@ -160,8 +160,10 @@ export class WorkerPool {
         'drain timed out; abandoning the active runs to BullMQ stalled-job recovery (another worker runs them again once their locks expire)',
       );
     }
-    // Forced, the worker neither waits for its runs nor writes their outcome (it checks that its connection is closing).
-    await Promise.all(workers.map((w) => w.close(!graceful)));
+    // Always forced: after a drain there is nothing left to wait for, and a forced close cannot hang on a
+    // dead Redis (it disconnects instead of QUIT). Past the timeout, the worker neither waits for its runs
+    // nor writes their outcome (it checks that its connection is closing).
+    await Promise.all(workers.map((w) => w.close(true)));
     // Only now, so that a handler that honours its signal cannot fail the run before the worker stops writing.
     for (const run of this.runs.values()) run.abort.abort(new Error(`shutdown: runs not finished within ${timeoutMs} ms are abandoned`));
     this.closed = true;

@@ -122,6 +122,27 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     assert.equal(await last.getState(), 'completed', 'close() let the active run finish');
   });
 
+  it('close() returns within its timeout when Redis is gone, so the shutdown can go on to exit', async () => {
+    // A Redis of its own: this one is killed.
+    const doomed = await startRedis();
+    const client = doomed.client();
+    client.on('error', () => {});
+    try {
+      const idle = new WorkerPool({ connection: client, logger: pino({ level: 'silent' }) });
+      idle.update(new Map([['any', scheduled({ name: 'any', handler: () => 1 })]]));
+      const deadline = Date.now() + 10_000;
+      while (idle.state() !== 'running' && Date.now() < deadline) await sleep(10);
+      await doomed.stop(true);
+      const closing = Date.now();
+      const outcome = await Promise.race([idle.close(500).then(() => 'closed'), sleep(10_000).then(() => 'hung')]);
+      assert.equal(outcome, 'closed');
+      assert.ok(Date.now() - closing < 5_000, `closed ${Date.now() - closing} ms after close(500)`);
+    } finally {
+      client.disconnect();
+      await doomed.close();
+    }
+  });
+
   for (const cordoned of [false, true]) {
     it(`close() past its timeout abandons runs whatever their handlers do with the signal; another worker reruns them as stalled${cordoned ? ' (pool paused first, as by a cordon)' : ''}`, async () => {
       const tuning = { lockDurationMs: 1_000, stalledIntervalMs: 500 };
