@@ -131,21 +131,15 @@ class LeasebeatScheduler implements Scheduler {
     this.ledger = new TickLedger(this.redis, keys);
     this.members = new MemberStore(this.redis, keys);
     this.memberSettings = resolveMemberSettings(options.members);
-    this.queueSet = new QueueSet({ connection: this.redis, prefix: options.bullPrefix });
+    this.queueSet = new QueueSet({
+      connection: this.redis,
+      prefix: options.bullPrefix,
+      onError: (error) => this.log.warn({ err: error }, 'BullMQ queue connection error'),
+    });
     this.registry = new JobRegistry(options.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
     if (options.workers !== false) {
       this.workers = new WorkerPool({ connection: this.workerRedis, prefix: options.bullPrefix, logger: this.log.child({ component: 'workers' }), tuning: options.workerTuning });
     }
-    this.producer = new Producer({
-      redis: this.redis,
-      ledger: this.ledger,
-      queues: this.queueSet,
-      jobs: () => this.registry.jobs,
-      stillLeading: () => this.stillLeading(),
-      logger: this.log,
-      clock: this.clock,
-      metrics: options.metrics?.producer,
-    });
     this.elector = new LeaderElector({
       lock,
       ...options.election,
@@ -166,6 +160,20 @@ class LeasebeatScheduler implements Scheduler {
           if (late) this.log.warn({ waitedMs: bound }, 'the producer did not stop in time; releasing the lease anyway');
         },
       },
+    });
+    this.producer = new Producer({
+      redis: this.redis,
+      ledger: this.ledger,
+      queues: this.queueSet,
+      jobs: () => this.registry.jobs,
+      stillLeading: () => this.stillLeading(),
+      // A leader that cannot produce must not keep the lease: with the Kubernetes lock it could renew
+      // for ever while cut off from Redis, or while the fence belongs to a newer term.
+      onCannotProduce: (reason, detail) => this.elector.resign(`${reason}: ${detail}`),
+      unreachableLimitMs: this.elector.settings.renewDeadlineMs,
+      logger: this.log,
+      clock: this.clock,
+      metrics: options.metrics?.producer,
     });
     this.heartbeat = new Heartbeat({
       store: this.members,
@@ -362,7 +370,14 @@ class LeasebeatScheduler implements Scheduler {
     };
   }
 
-  /** The local self-fence: leading, and less than RenewDeadline since the last successful renewal. */
+  /**
+   * The local self-fence: leading, and less than RenewDeadline since the last successful renewal was sent.
+   * A follower cannot take over before it has seen that renewal unchanged for LeaseDuration on its own
+   * clock, so LeaseDuration − RenewDeadline is the margin left for clock-rate drift and for a claim already
+   * on its way to Redis (which the fence turns away once a newer term raised it). The elector's own term
+   * can outlast this (client-go gives each renewal round a full RenewDeadline); the producer pauses
+   * meanwhile and resumes if the renewal succeeds.
+   */
   private stillLeading(): boolean {
     return this.elector.term() !== undefined && this.clock.now() - this.elector.lastRenewTime() < this.elector.settings.renewDeadlineMs;
   }

@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { KubernetesLeaseLock } from '../../src/election/kubernetes-lock.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { createScheduler, type Scheduler } from '../../src/scheduler.js';
+import { FakeLeaseServer } from '../support/fake-lease-server.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+import { until } from '../members/support.js';
+
+const JOBS = new URL('../fixtures/jobs-multiprocess/', import.meta.url).pathname;
+const ELECTION = { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 };
+
+describe('a leader that cannot produce gives the lease up', () => {
+  let redisServer: TestRedis;
+  let redis: Redis;
+  let api: FakeLeaseServer;
+
+  before(async () => {
+    redisServer = await startRedis();
+    redis = redisServer.client();
+    api = await FakeLeaseServer.start();
+  });
+  after(async () => {
+    redis.disconnect();
+    await redisServer.close();
+    await api.close();
+  });
+
+  function scheduler(identity: string, redisPort: number): Scheduler {
+    return createScheduler({
+      connection: `redis://127.0.0.1:${redisPort}`,
+      jobsDir: JOBS,
+      leaseName: 'cut-off',
+      lock: new KubernetesLeaseLock({ namespace: 'default', name: 'cut-off', identity, kubeConfig: api.kubeConfig() }),
+      election: ELECTION,
+      // Only the producer matters here; the job's handler is never run.
+      workers: false,
+      members: { heartbeatIntervalMs: 200, graceMs: 1_000 },
+    });
+  }
+
+  it('cut off from Redis while it still reaches the API server, it resigns and a healthy instance produces', { timeout: 60_000 }, async (t) => {
+    const ledger = new TickLedger(redis, new KeySpace('leasebeat', 'cut-off'));
+    const proxy = await TcpProxy.start({ port: redisServer.port });
+    const a = scheduler('a', proxy.port);
+    const b = scheduler('b', redisServer.port);
+    try {
+      await a.start();
+      await until('a to lead and enqueue', async () => (await ledger.fence()).holder === 'a' && (await ledger.jobState('every-second')).enqueued >= 2);
+      await b.start();
+      proxy.partition('blackhole');
+      const cutAt = Date.now();
+      await until('b to raise the fence', async () => (await ledger.fence()).holder === 'b', 20_000);
+      const enqueuedAtCut = (await ledger.jobState('every-second')).enqueued;
+      await until('b to enqueue', async () => (await ledger.jobState('every-second')).enqueued > enqueuedAtCut, 10_000);
+      const tookOverMs = Date.now() - cutAt;
+      t.diagnostic(`partition of the leader from Redis → next leader enqueues: ${tookOverMs} ms`);
+      assert.equal(api.lease('default', 'cut-off')?.spec.holderIdentity, 'b', 'the API server shows the healthy instance as holder');
+      // a gives up after RenewDeadline without Redis, releases at once, and b polls at most 2.2 RetryPeriods.
+      assert.ok(tookOverMs < ELECTION.renewDeadlineMs + 2.2 * ELECTION.retryPeriodMs + 4_000, `took ${tookOverMs} ms`);
+      assert.equal(a.elector.term(), undefined, 'a no longer leads');
+    } finally {
+      proxy.heal('reset');
+      await Promise.all([a.stop(), b.stop()]);
+      await proxy.close();
+    }
+  });
+});
