@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
@@ -13,6 +14,38 @@ export interface Board {
   /** Middleware that hands the board the current queues before it answers. */
   sync: RequestHandler;
 }
+
+/**
+ * The Content-Security-Policy of Bull Board's pages: its own scripts, styles, images and API only. Its
+ * template's one inline `<style>` carries the nonce; its loading spinner uses `style` attributes, which
+ * cannot run script, so `style-src-attr` allows them rather than forking the template.
+ */
+export function boardPolicy(nonce: string): string {
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    `style-src 'self' 'nonce-${nonce}'`,
+    "style-src-attr 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "manifest-src 'self'",
+    // The template sets `<base href="/admin/queues/">`.
+    "base-uri 'self'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
+/** An external `<link>` (Bull Board 9.x loads IBM Plex from Google Fonts): dropped, the page falls back to system fonts. */
+const EXTERNAL_LINK = /<link\b[^>]*\bhref\s*=\s*["']?(?:https?:)?\/\/[^>]*>\s*/gi;
+
+/** Bull Board's rendered page made self-contained: no external requests, its inline style under the nonce. */
+export function hardenBoardHtml(html: string, nonce: string): string {
+  return html.replace(EXTERNAL_LINK, '').replace(/<style>/gi, `<style nonce="${nonce}">`);
+}
+
+type RenderEngine = (path: string, options: object, callback: (error: Error | null, html?: string) => void) => void;
 
 /** Creates Bull Board at `BOARD_PATH` for the queues `queues()` returns at each request. */
 export function createBoard(options: { queues: () => Queue[]; readOnly: boolean; title: string }): Board {
@@ -33,16 +66,32 @@ export function createBoard(options: { queues: () => Queue[]; readOnly: boolean;
     },
   });
 
-  const sync: RequestHandler = (_req, _res, next) => {
+  const sync: RequestHandler = (_req, res, next) => {
     const current = options.queues();
     const changed = current.length !== shown.length || current.some((queue, index) => queue !== shown[index]);
     if (changed) {
       replaceQueues(current.map(adapt));
       shown = current;
     }
+    // Every board response, HTML or JSON, refuses to be framed (clickjacking of its buttons).
+    const nonce = randomBytes(16).toString('base64');
+    res.locals.cspNonce = nonce;
+    res.setHeader('Content-Security-Policy', boardPolicy(nonce));
+    res.setHeader('X-Frame-Options', 'DENY');
     next();
   };
   const router = serverAdapter.getRouter() as Express;
   router.disable('x-powered-by');
+  // Wrap the template engine the adapter registered, so the page is rewritten whatever its template says.
+  const engines = (router as unknown as { engines: Record<string, RenderEngine | undefined> }).engines;
+  const render = engines['.ejs'];
+  if (!render) throw new Error('Bull Board registered no ejs engine: its adapter changed, review hardenBoardHtml');
+  router.engine('ejs', (path: string, locals: object, callback: (error: Error | null, html?: string) => void) => {
+    const nonce = (locals as { cspNonce?: unknown }).cspNonce;
+    render(path, locals, (error, html) => {
+      if (error || html === undefined || typeof nonce !== 'string') callback(error ?? new Error('board page rendered without a CSP nonce'));
+      else callback(null, hardenBoardHtml(html, nonce));
+    });
+  });
   return { router, sync };
 }

@@ -8,6 +8,7 @@ import { requireCredentials, resolveBoardAccess, type BoardOptions } from './aut
 import { BOARD_PATH, createBoard } from './board.js';
 import { scrapeMetrics } from './exposition.js';
 import type { LeasebeatMetrics } from './metrics.js';
+import { requireLoopbackHost, requireSameOrigin } from './request-guards.js';
 import type { InstanceSource, ReadinessCheck } from './sources.js';
 import { renderStatusPage, statusPagePolicy } from './status-page.js';
 
@@ -23,6 +24,11 @@ export interface HttpServerOptions {
   logger?: Logger;
   /** Bound of each queue's BullMQ metrics export during a scrape. Default 5 s. */
   queueMetricsTimeoutMs?: number;
+  /**
+   * Extra `Host` names accepted on a loopback bind (for a local proxy that rewrites Host); loopback names
+   * (`localhost`, 127.0.0.0/8, `[::1]`) always are.
+   */
+  allowedHosts?: string[];
 }
 
 /** A listening server. */
@@ -61,6 +67,8 @@ const noStore: RequestHandler = (_req, res, next) => {
  * - `/`, `/api/status`, `/admin/queues` (Bull Board): behind basic auth or a bearer token when credentials
  *   are configured, since they reveal job names and the board can change queues.
  * Rejects before listening when the board would be open on a non-loopback address without `board.insecure`.
+ * Every mutating request must come from this origin (or from a non-browser client), and on a loopback bind
+ * every request must name a loopback host (DNS rebinding).
  */
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServerHandle> {
   const { host, port, source, metrics } = options;
@@ -77,6 +85,10 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     res.setHeader('Referrer-Policy', 'no-referrer');
     next();
   });
+  // Before anything answers: a DNS-rebinding page must not even read the status.
+  app.use(requireLoopbackHost(host, options.allowedHosts));
+  // Before auth: a cross-site request is refused whatever credentials the browser attaches to it.
+  app.use(requireSameOrigin((reason) => log.warn({ reason }, 'refused a cross-site request')));
 
   app.get('/livez', noStore, (_req, res) => {
     const problem = source.liveness();
