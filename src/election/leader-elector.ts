@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { abortReason, systemClock, type Clock } from '../util/clock.js';
-import { withTimeout } from '../util/abort.js';
+import { deadline, withTimeout } from '../util/abort.js';
 import { silentLogger } from '../util/logger.js';
 import {
   JITTER_FACTOR,
@@ -10,7 +10,16 @@ import {
   type ResolvedElectionConfig,
 } from './config.js';
 import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion, type Term } from './record.js';
+import { LeaseFeed } from './lease-feed.js';
 import { LockConflictError, LockNotFoundError } from './resource-lock.js';
+
+/**
+ * A follower with a live feed wakes this long after the observed expiry: a timer may fire up to a
+ * millisecond early against `Date.now()`, and an attempt a hair before expiry is a wasted round trip.
+ */
+const EXPIRY_MARGIN_MS = 5;
+/** Upper bound of the deterministic per-identity delay before contending for a released lease. */
+const MAX_RELEASE_STAGGER_MS = 20;
 
 const noMetrics: LeaderElectionMetrics = {
   leaderOn: () => undefined,
@@ -82,6 +91,10 @@ export class LeaderElector {
   private lastRenewStart = 0;
   private standAsideUntil = 0;
   private running = false;
+  private readonly feed: LeaseFeed;
+  /** A write based on the feed's record failed: read before trusting the feed again (until its next change). */
+  private feedBehind = false;
+  private readonly releaseStaggerMs: number;
 
   constructor(config: LeaderElectionConfig) {
     this.config = resolveElectionConfig(config);
@@ -90,6 +103,8 @@ export class LeaderElector {
     this.metrics = config.metrics ?? noMetrics;
     this.random = config.random ?? Math.random;
     this.metrics.leaderOff(this.config.name);
+    this.feed = new LeaseFeed((observation) => this.observeFeed(observation), this.log);
+    this.releaseStaggerMs = staggerOf(this.identity, Math.min(MAX_RELEASE_STAGGER_MS, this.config.retryPeriodMs / 10));
   }
 
   /** The identity this elector campaigns as. */
@@ -105,12 +120,18 @@ export class LeaderElector {
   async run(signal: AbortSignal): Promise<void> {
     if (this.running) throw new Error('LeaderElector.run is already running');
     this.running = true;
+    const feed = new AbortController();
+    const stopFeed = (): void => feed.abort();
+    signal.addEventListener('abort', stopFeed, { once: true });
+    this.feed.start(this.config.lock, feed.signal);
     try {
       do {
         if (!(await this.acquire(signal))) return;
         await this.lead(signal);
       } while (this.config.recampaign && !signal.aborted);
     } finally {
+      signal.removeEventListener('abort', stopFeed);
+      feed.abort();
       this.running = false;
     }
   }
@@ -179,6 +200,14 @@ export class LeaderElector {
    * every failure is logged and answered with false, as in client-go.
    */
   async tryAcquireOrRenew(signal?: AbortSignal): Promise<boolean> {
+    return this.attempt(signal, undefined);
+  }
+
+  /**
+   * `tryAcquireOrRenew`, optionally deciding on `known` (the record as a live feed last reported it)
+   * instead of reading it first.
+   */
+  private async attempt(signal: AbortSignal | undefined, known: LockObservation | undefined): Promise<boolean> {
     const { lock } = this.config;
     const now = this.clock.now();
     const desired: LeaderElectionRecord = {
@@ -204,10 +233,10 @@ export class LeaderElector {
       }
     }
 
-    // 2. Read the record; create it when there is none.
+    // 2. Read the record (unless a live feed just told us what it is); create it when there is none.
     let observation: LockObservation;
     try {
-      observation = await this.request('get', signal, (s) => lock.get(s));
+      observation = known ?? (await this.request('get', signal, (s) => lock.get(s)));
     } catch (error) {
       if (!(error instanceof LockNotFoundError)) {
         this.log.warn({ err: error }, 'failed to read the lock record');
@@ -252,6 +281,8 @@ export class LeaderElector {
       const version = await this.request('update', signal, (s) => lock.update(desired, observation.version, s));
       this.observeOwnWrite(desired, version, now);
     } catch (error) {
+      // The feed's record was not the latest after all: read before trusting it again.
+      if (known) this.feedBehind = true;
       if (error instanceof LockConflictError) this.log.debug('lost the race to update the lock record');
       else this.log.warn({ err: error }, 'failed to update the lock record');
       return false;
@@ -265,9 +296,17 @@ export class LeaderElector {
    * takes over within about one RetryPeriod instead of a full LeaseDuration. Transitions are kept.
    */
   async release(): Promise<boolean> {
+    // A fresh deadline, on our clock: the caller's signal is usually the one that was just cancelled.
+    const bound = deadline(this.clock, this.config.renewDeadlineMs, () => new LeadershipLostError('release deadline reached'));
+    try {
+      return await this.releaseBefore(bound.signal);
+    } finally {
+      bound.dispose();
+    }
+  }
+
+  private async releaseBefore(deadline: AbortSignal): Promise<boolean> {
     const { lock } = this.config;
-    // A fresh deadline: the caller's signal is usually the one that was just cancelled.
-    const deadline = AbortSignal.timeout(this.config.renewDeadlineMs);
     for (;;) {
       let observation: LockObservation;
       try {
@@ -313,7 +352,7 @@ export class LeaderElector {
     }
     this.log.info('attempting to acquire the leader lease');
     while (!signal.aborted) {
-      const acquired = await this.tryAcquireOrRenew(signal);
+      const acquired = await this.attempt(signal, this.feedObservation());
       this.maybeReportTransition();
       if (acquired && !signal.aborted) {
         this.config.lock.recordEvent(`${this.identity} became leader`);
@@ -321,15 +360,51 @@ export class LeaderElector {
         this.log.info({ term: this.termFromObserved() }, 'acquired the leader lease');
         return true;
       }
-      // Sliding jitter: the wait starts after the attempt, stretched by up to JITTER_FACTOR.
-      const wait = this.config.retryPeriodMs * (1 + this.random() * JITTER_FACTOR);
       try {
-        await this.clock.sleep(wait, signal);
+        await this.waitForNextAttempt(signal);
       } catch {
         return false;
       }
     }
     return false;
+  }
+
+  /**
+   * Between acquire attempts. Without a live feed: client-go's sliding jitter, RetryPeriod stretched by
+   * up to JITTER_FACTOR. With one: until the observed lease expires (to the millisecond), or until the
+   * feed reports a change; a release is contended for after a small per-identity stagger, so that with
+   * many candidates the first writer's change usually reaches the others before they write too.
+   */
+  private async waitForNextAttempt(signal: AbortSignal): Promise<void> {
+    if (!this.feed.takeChange()) {
+      const wait = this.feedObservation() ? this.untilExpiry() : this.config.retryPeriodMs * (1 + this.random() * JITTER_FACTOR);
+      await this.feed.sleep(this.clock, wait, signal);
+      this.feed.takeChange();
+    }
+    const observed = this.feedObservation();
+    if (observed && observed.record.holderIdentity === '' && !observed.damaged) await this.feed.sleep(this.clock, this.releaseStaggerMs, signal);
+  }
+
+  /** How long until the observed lease expires, plus the margin; 0 when it is free. */
+  private untilExpiry(): number {
+    const observed = this.observed!;
+    if (observed.record.holderIdentity === '' && !observed.damaged) return 0;
+    return Math.max(0, observed.time + this.leaseMs(observed) - this.clock.now()) + EXPIRY_MARGIN_MS;
+  }
+
+  /** The record as the live feed last reported it, when it may stand in for a read. */
+  private feedObservation(): LockObservation | undefined {
+    if (!this.feed.live || this.feedBehind || !this.observed || this.currentTerm !== undefined) return undefined;
+    const { record, raw, version, damaged } = this.observed;
+    return { record, raw, version, ...(damaged ? { damaged } : {}) };
+  }
+
+  /** A change from the feed. A leader decides on its own renewals; only a candidate takes it in. */
+  private observeFeed(observation: LockObservation): void {
+    if (this.currentTerm !== undefined) return;
+    this.feedBehind = false;
+    this.observe(observation);
+    this.maybeReportTransition();
   }
 
   private async lead(signal: AbortSignal): Promise<void> {
@@ -402,14 +477,7 @@ export class LeaderElector {
   /** One renewal round: attempts every RetryPeriod until one succeeds, another holder shows, or RenewDeadline passes. */
   private async renewRound(signal: AbortSignal): Promise<boolean> {
     // Every request of the round is cut off at its deadline, so a hung backend cannot stretch it.
-    const round = new AbortController();
-    const timer = new AbortController();
-    const onCancel = (): void => round.abort(abortReason(signal));
-    signal.addEventListener('abort', onCancel, { once: true });
-    this.clock.sleep(this.config.renewDeadlineMs, timer.signal).then(
-      () => round.abort(new LeadershipLostError('renew deadline reached')),
-      () => undefined,
-    );
+    const round = deadline(this.clock, this.config.renewDeadlineMs, () => new LeadershipLostError('renew deadline reached'), signal);
     try {
       while (!round.signal.aborted) {
         if (await this.tryAcquireOrRenew(round.signal)) return true;
@@ -423,8 +491,7 @@ export class LeaderElector {
       }
       return false;
     } finally {
-      timer.abort();
-      signal.removeEventListener('abort', onCancel);
+      round.dispose();
     }
   }
 
@@ -435,9 +502,13 @@ export class LeaderElector {
   private isLeaseValid(now: number): boolean {
     const observed = this.observed;
     if (!observed) return false;
-    // A damaged record's own duration cannot be trusted: wait our configured one.
-    const seconds = observed.damaged || !(observed.record.leaseDurationSeconds > 0) ? this.config.leaseDurationMs / 1000 : observed.record.leaseDurationSeconds;
-    return observed.time + seconds * 1000 > now;
+    return observed.time + this.leaseMs(observed) > now;
+  }
+
+  /** The lease duration a record claims. A damaged record's own duration cannot be trusted: ours is used. */
+  private leaseMs(observed: Observed): number {
+    const seconds = observed.record.leaseDurationSeconds;
+    return observed.damaged || !(seconds > 0) ? this.config.leaseDurationMs : seconds * 1000;
   }
 
   /** Takes in a read. The expiry countdown restarts only when the record changed; the version always moves on. */
@@ -483,4 +554,11 @@ export class LeaderElector {
       }
     });
   }
+}
+
+/** A fraction of `maxMs` fixed by the identity (FNV-1a), so that candidates contend in a stable order. */
+function staggerOf(identity: string, maxMs: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < identity.length; i++) hash = Math.imul(hash ^ identity.charCodeAt(i), 0x01000193) >>> 0;
+  return (hash / 0x1_0000_0000) * maxMs;
 }

@@ -19,6 +19,14 @@ export interface ResourceLock {
    * version. Throws `LockConflictError` on a stale version and `LockNotFoundError` if the record vanished.
    */
   update(record: LeaderElectionRecord, base: LockVersion, signal: AbortSignal): Promise<LockVersion>;
+  /**
+   * Optional change feed: pushes the record to `listener` whenever it changes (a renewal, a release, a
+   * takeover), until `signal` aborts. A feed may lose changes while it is down, and says so through
+   * `listener.live(false)`; once back it reports the record as it is now and `live(true)`. The elector
+   * uses it only to wake up and to skip reads; every decision is still a compare-and-swap, so a lost or
+   * late change can make a failover slower, never unsafe.
+   */
+  watch?(signal: AbortSignal, listener: LockFeedListener): void;
   /** Best-effort audit trail of leadership changes (Kubernetes Events); never throws. */
   recordEvent(message: string): void;
   /** The identity this lock writes as holder. */
@@ -35,4 +43,12 @@ export class LockConflictError extends Error {
 /** The record does not exist (HTTP 404). */
 export class LockNotFoundError extends Error {
   override readonly name = 'LockNotFoundError';
+}
+
+/** What a lock's change feed reports to. */
+export interface LockFeedListener {
+  /** The record as it is after a change (or after the feed came back). */
+  change(observation: LockObservation): void;
+  /** Whether the feed is live: false from the moment it may have missed a change until it has caught up. */
+  live(live: boolean): void;
 }

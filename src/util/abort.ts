@@ -5,6 +5,26 @@ export class RequestTimeoutError extends Error {
   override readonly name = 'RequestTimeoutError';
 }
 
+/** A signal that aborts when `parent` aborts, or with `reason()` after `ms` on `clock`; `dispose` stops the timer. */
+export function deadline(clock: Clock, ms: number, reason: () => Error, parent?: AbortSignal): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  const timer = new AbortController();
+  const onParentAbort = (): void => controller.abort(abortReason(parent!));
+  if (parent?.aborted) onParentAbort();
+  else parent?.addEventListener('abort', onParentAbort, { once: true });
+  clock.sleep(ms, timer.signal).then(
+    () => controller.abort(reason()),
+    () => undefined,
+  );
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      timer.abort();
+      parent?.removeEventListener('abort', onParentAbort);
+    },
+  };
+}
+
 /**
  * Runs `request` with a signal that aborts when `parent` aborts or after `timeoutMs` on `clock`. The
  * returned promise settles no later than that abort, even if `request` ignores its signal: a hung
@@ -17,20 +37,11 @@ export async function withTimeout<T>(
   what: string,
   request: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
-  const controller = new AbortController();
-  const timerControl = new AbortController();
-  const onParentAbort = (): void => controller.abort(abortReason(parent!));
-  if (parent?.aborted) onParentAbort();
-  else parent?.addEventListener('abort', onParentAbort, { once: true });
-  clock.sleep(timeoutMs, timerControl.signal).then(
-    () => controller.abort(new RequestTimeoutError(`${what} timed out after ${timeoutMs} ms`)),
-    () => undefined,
-  );
+  const bound = deadline(clock, timeoutMs, () => new RequestTimeoutError(`${what} timed out after ${timeoutMs} ms`), parent);
   try {
-    return await raceAbort(request(controller.signal), controller.signal);
+    return await raceAbort(request(bound.signal), bound.signal);
   } finally {
-    timerControl.abort();
-    parent?.removeEventListener('abort', onParentAbort);
+    bound.dispose();
   }
 }
 

@@ -10,6 +10,8 @@ import { MemoryLeaseStore, MemoryLock } from '../support/memory-lock.js';
 const LEASE = 15_000;
 const RENEW = 10_000;
 const RETRY = 2_000;
+/** min(20 ms, RetryPeriod / 10): the longest a candidate waits before contending for a released lease. */
+const MAX_STAGGER = 20;
 
 interface Harness {
   clock: ManualClock;
@@ -21,7 +23,7 @@ interface Harness {
   leaderSignals: AbortSignal[];
 }
 
-function harness(options: Partial<LeaderElectionConfig> & { identity?: string; store?: MemoryLeaseStore; clock?: ManualClock } = {}): Harness {
+function harness(options: Partial<LeaderElectionConfig> & { identity?: string; store?: MemoryLeaseStore; clock?: ManualClock; feed?: boolean } = {}): Harness {
   const clock = options.clock ?? new ManualClock();
   const store = options.store ?? new MemoryLeaseStore();
   const h: Harness = { clock, store, started: [], stopped: 0, newLeaders: [], leaderSignals: [], elector: undefined as unknown as LeaderElector };
@@ -34,7 +36,7 @@ function harness(options: Partial<LeaderElectionConfig> & { identity?: string; s
     onNewLeader: (id) => void h.newLeaders.push(id),
   };
   h.elector = new LeaderElector({
-    lock: new MemoryLock(store, options.identity ?? 'me'),
+    lock: new MemoryLock(store, options.identity ?? 'me', { feed: options.feed }),
     leaseDurationMs: LEASE,
     renewDeadlineMs: RENEW,
     retryPeriodMs: RETRY,
@@ -616,5 +618,133 @@ describe('safety under faults', () => {
     assertTermOrder(h.store);
     stop.abort();
     await done;
+  });
+});
+
+describe('followers on a change feed (no polling)', () => {
+  /** Starts `count` electors on one store, the first one leading; returns them and a stop function. */
+  async function cluster(count: number, extra: Omit<Partial<LeaderElectionConfig>, 'clock'> = {}) {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore();
+    const stop = new AbortController();
+    const members = Array.from({ length: count }, (_, i) =>
+      harness({ identity: `m${i}`, store, clock, feed: true, releaseOnCancel: true, recampaign: true, ...extra }));
+    const stops = members.map(() => new AbortController());
+    const runs = members.map((m, i) => m.elector.run(AbortSignal.any([stop.signal, stops[i]!.signal])));
+    await settle();
+    await clock.advance(RETRY);
+    return {
+      clock,
+      store,
+      members,
+      /** Freezes one member as a crash would look from outside: none of its requests gets through any more. */
+      crash: (i: number) => {
+        for (const verb of ['get', 'create', 'update'] as const) store.hang(verb, Infinity, `m${i}`);
+      },
+      release: async (i: number) => {
+        stops[i]!.abort();
+        await runs[i];
+      },
+      /** Stops everyone; time moves on so that a frozen member's bounded release can give up. */
+      stopAll: async () => {
+        stop.abort();
+        let done = false;
+        void Promise.all(runs).then(() => (done = true));
+        while (!done) await clock.advance(RETRY);
+      },
+    };
+  }
+
+  const reads = (store: MemoryLeaseStore, identity: string): number => store.calls.filter((c) => c.identity === identity && c.verb === 'get').length;
+  const writesBy = (store: MemoryLeaseStore, identity: string): number => store.calls.filter((c) => c.identity === identity && c.verb !== 'get').length;
+
+  it('followers do not read the lease while the leader renews, and take over a crashed leader at its expiry to the millisecond', async () => {
+    const c = await cluster(2, { leaseDurationMs: LEASE, renewDeadlineMs: RENEW, retryPeriodMs: RETRY });
+    const [leader, follower] = c.members as [Harness, Harness];
+    assert.equal(leader.started.length, 1);
+    const readsBefore = reads(c.store, 'm1');
+    await c.clock.advance(RETRY * 10);
+    assert.equal(reads(c.store, 'm1'), readsBefore, 'no reads: renewals arrive on the feed');
+    // A crash right after a renewal: the follower saw that renewal, and takes over LeaseDuration later.
+    const lastRenewal = c.store.writes.at(-1)!;
+    assert.equal(lastRenewal.identity, 'm0');
+    const renewedAt = c.clock.now();
+    c.crash(0);
+    await c.clock.advance(LEASE);
+    assert.equal(follower.started.length, 0, 'not before the lease has expired');
+    await c.clock.advance(10);
+    assert.equal(follower.started.length, 1);
+    const takeover = c.store.writes.at(-1)!;
+    assert.equal(takeover.identity, 'm1');
+    assert.ok(takeover.record.acquireTime - renewedAt <= LEASE + 10, `took over ${takeover.record.acquireTime - renewedAt} ms after the last renewal`);
+    assert.equal(reads(c.store, 'm1'), readsBefore, 'the takeover was a single compare-and-swap on the feed\'s version');
+    await c.stopAll();
+  });
+
+  it('a release wakes the follower at once: it takes over within its small stagger, without a read', async () => {
+    const c = await cluster(2);
+    const [, follower] = c.members as [Harness, Harness];
+    const releasedAt = c.clock.now();
+    const readsBefore = reads(c.store, 'm1');
+    await c.release(0);
+    await c.clock.advance(MAX_STAGGER + 1);
+    assert.equal(follower.started.length, 1);
+    assert.ok(c.store.writes.at(-1)!.record.acquireTime - releasedAt <= MAX_STAGGER);
+    assert.equal(reads(c.store, 'm1'), readsBefore);
+    await c.stopAll();
+  });
+
+  it('20 candidates and a release: one winner, one term, at most one write per candidate', async () => {
+    const c = await cluster(20);
+    c.store.resetCalls();
+    const before = c.store.writes.length;
+    await c.release(0);
+    await c.clock.advance(MAX_STAGGER + 1);
+    const winners = c.members.filter((m) => m.started.length > 0 && m.elector.isLeader());
+    assert.equal(winners.length, 1);
+    const holders = new Set(c.store.writes.slice(before).map((w) => w.record.holderIdentity).filter((h) => h !== ''));
+    assert.deepEqual([...holders], [winners[0]!.elector.identity], 'one holder after the release');
+    // The winner writes its takeover and its first renewal round; a loser at most its one failed attempt.
+    for (let i = 1; i < 20; i++) {
+      const limit = c.members[i] === winners[0] ? 2 : 1;
+      assert.ok(writesBy(c.store, `m${i}`) <= limit, `m${i} wrote ${writesBy(c.store, `m${i}`)} times`);
+    }
+    await c.stopAll();
+  });
+
+  it('a lost release notification only makes the takeover slower: it happens at the expiry of the last renewal seen', async () => {
+    const c = await cluster(2);
+    const [, follower] = c.members as [Harness, Harness];
+    c.store.dropChanges = true;
+    const releasedAt = c.clock.now();
+    await c.release(0);
+    await c.clock.advance(RETRY * 2);
+    assert.equal(follower.started.length, 0, 'it did not hear of the release');
+    await c.clock.advance(LEASE);
+    assert.equal(follower.started.length, 1);
+    assert.ok(c.clock.now() - releasedAt <= LEASE + RETRY * 2 + 10);
+    await c.stopAll();
+  });
+
+  it('lost renewal notifications never let a follower steal a live lease: its write is refused and it reads', async () => {
+    const c = await cluster(2);
+    const [leader, follower] = c.members as [Harness, Harness];
+    c.store.dropChanges = true;
+    await c.clock.advance(LEASE * 3);
+    assert.equal(follower.started.length, 0);
+    assert.equal(leader.leaderSignals[0]!.aborted, false, 'the leader kept its lease');
+    assert.ok(reads(c.store, 'm1') > 0, 'the follower fell back to reading after its write was refused');
+    await c.stopAll();
+  });
+
+  it('with the feed down, followers poll every jittered RetryPeriod, as client-go does', async () => {
+    const c = await cluster(2);
+    c.store.setFeedsLive(false);
+    await settle();
+    const readsBefore = reads(c.store, 'm1');
+    await c.clock.advance(RETRY * 10);
+    const polls = reads(c.store, 'm1') - readsBefore;
+    assert.ok(polls >= 9 && polls <= 10, `${polls} reads in 10 RetryPeriods`);
+    await c.stopAll();
   });
 });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { abortReason, type Clock } from '../../src/util/clock.js';
 import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion } from '../../src/election/record.js';
-import { LockConflictError, LockNotFoundError, type ResourceLock } from '../../src/election/resource-lock.js';
+import { LockConflictError, LockNotFoundError, type LockFeedListener, type ResourceLock } from '../../src/election/resource-lock.js';
 
 export type Verb = 'get' | 'create' | 'update';
 
@@ -36,6 +36,9 @@ export class MemoryLeaseStore {
   private hangs: Array<{ verb: Verb; identity: string | undefined; remaining: number }> = [];
   private holds: Hold[] = [];
   private latency: { ms: number; clock: Clock } | undefined;
+  private readonly feeds = new Set<LockFeedListener>();
+  /** While true, changes are not delivered to feeds: lost notifications. */
+  dropChanges = false;
 
   /** Writes the record as a third party would (bumping the version); `undefined` deletes it. */
   put(record: LeaderElectionRecord | undefined, identity = 'third-party', verb: MemoryWrite['verb'] = 'put'): void {
@@ -43,6 +46,30 @@ export class MemoryLeaseStore {
     this.record = record ? { ...record } : undefined;
     this.version++;
     if (record) this.writes.push({ identity, verb, record: { ...record }, generation: this.generation, version: this.version });
+    if (!this.dropChanges) for (const feed of this.feeds) this.deliver(feed);
+  }
+
+  /** Subscribes a feed: it hears the record as it is now, then every change (in a later microtask, as off a wire). */
+  subscribe(listener: LockFeedListener, signal: AbortSignal): void {
+    this.feeds.add(listener);
+    signal.addEventListener('abort', () => this.feeds.delete(listener), { once: true });
+    this.deliver(listener);
+    queueMicrotask(() => listener.live(true));
+  }
+
+  /** Reports every feed down (`false`) or back up (`true`, with the record as it is now). */
+  setFeedsLive(live: boolean): void {
+    for (const feed of this.feeds) {
+      if (live) this.deliver(feed);
+      queueMicrotask(() => feed.live(live));
+    }
+  }
+
+  private deliver(feed: LockFeedListener): void {
+    const record = this.record;
+    if (!record) return;
+    const observation = { record: { ...record }, raw: serializeRecord(record), version: new MemoryVersion(this.generation, this.version) };
+    queueMicrotask(() => feed.change(observation));
   }
 
   failNext(verb: Verb, error: Error): void {
@@ -118,12 +145,20 @@ class MemoryVersion implements LockVersion {
   ) {}
 }
 
-/** A `ResourceLock` over a `MemoryLeaseStore`, with the same compare-and-swap rules as the real locks. */
+/**
+ * A `ResourceLock` over a `MemoryLeaseStore`, with the same compare-and-swap rules as the real locks, and
+ * (with `feed`) a change feed like the Kubernetes watch or the Redis notifications.
+ */
 export class MemoryLock implements ResourceLock {
+  readonly watch?: (signal: AbortSignal, listener: LockFeedListener) => void;
+
   constructor(
     readonly store: MemoryLeaseStore,
     private readonly holder: string,
-  ) {}
+    options: { feed?: boolean } = {},
+  ) {
+    if (options.feed) this.watch = (signal, listener) => this.store.subscribe(listener, signal);
+  }
 
   async get(signal: AbortSignal): Promise<LockObservation> {
     await this.store.enter('get', this.holder, signal);
