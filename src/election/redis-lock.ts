@@ -4,7 +4,7 @@ import { raceAbort } from '../util/abort.js';
 import { LuaScript } from '../util/lua.js';
 import { defaultIdentity } from './identity.js';
 import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion } from './record.js';
-import { LockConflictError, LockNotFoundError, type ResourceLock } from './resource-lock.js';
+import { LockConflictError, LockNotFoundError, type LockFeedListener, type ResourceLock } from './resource-lock.js';
 
 const readLease = new LuaScript(new URL('./lua/readLease.lua', import.meta.url));
 const createLease = new LuaScript(new URL('./lua/createLease.lua', import.meta.url));
@@ -59,6 +59,8 @@ const REQUIRED_FIELDS = ['holderIdentity', 'leaseDurationSeconds', 'acquireTime'
 export class RedisLeaseLock implements ResourceLock {
   readonly key: string;
   readonly historyKey: string;
+  /** Pub/sub channel on which every write publishes the new record (the change feed). */
+  readonly channel: string;
   private readonly redis: Redis;
   private readonly name: string;
   private readonly holder: string;
@@ -69,6 +71,7 @@ export class RedisLeaseLock implements ResourceLock {
     this.holder = options.identity ?? defaultIdentity();
     this.key = `${options.prefix ?? 'leasebeat'}:{${options.name}}:lease`;
     this.historyKey = `${this.key}:history`;
+    this.channel = `${this.key}:changes`;
   }
 
   async get(signal: AbortSignal): Promise<LockObservation> {
@@ -95,7 +98,7 @@ export class RedisLeaseLock implements ResourceLock {
   async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<LockVersion> {
     const generation = randomUUID();
     const result = await raceAbort(
-      createLease.run<number>(this.redis, [this.key, this.historyKey], [...recordArgs(record), generation, LEASE_HISTORY_LENGTH]),
+      createLease.run<number>(this.redis, [this.key, this.historyKey], [...recordArgs(record), generation, LEASE_HISTORY_LENGTH, this.channel]),
       signal,
     );
     if (result === -1) throw new LockConflictError(`lease ${this.describe()} already exists`);
@@ -109,13 +112,44 @@ export class RedisLeaseLock implements ResourceLock {
       updateLease.run<number>(
         this.redis,
         [this.key, this.historyKey],
-        [base.token, base.generation, ...recordArgs(record), generation, LEASE_HISTORY_LENGTH],
+        [base.token, base.generation, ...recordArgs(record), generation, LEASE_HISTORY_LENGTH, this.channel],
       ),
       signal,
     );
     if (result === -2) throw new LockNotFoundError(`lease ${this.describe()} not found`);
     if (result === -1) throw new LockConflictError(`lease ${this.describe()} was modified concurrently`);
     return new RedisLeaseVersion(generation, String(result));
+  }
+
+  /**
+   * The change feed: a subscriber connection of its own on the lease's channel. Pub/sub delivers at most
+   * once, so whenever the subscriber (re)connects the feed reports itself down, reads the record afresh
+   * and only then reports itself live again.
+   */
+  watch(signal: AbortSignal, listener: LockFeedListener): void {
+    if (signal.aborted) return;
+    const subscriber = this.redis.duplicate({ maxRetriesPerRequest: null, lazyConnect: true });
+    // Connection errors surface as `close` and a reconnect; the feed just reports itself down meanwhile.
+    subscriber.on('error', () => undefined);
+    subscriber.on('close', () => listener.live(false));
+    subscriber.on('message', (channel: string, message: string) => {
+      if (channel !== this.channel) return;
+      const observation = this.fromChange(message);
+      if (observation) listener.change(observation);
+    });
+    const catchUp = async (): Promise<void> => {
+      try {
+        await subscriber.subscribe(this.channel);
+        listener.change(await this.get(AbortSignal.timeout(5_000)));
+        listener.live(true);
+      } catch (error) {
+        // No record yet is a fine start: the first write will be published.
+        if (error instanceof LockNotFoundError) listener.live(true);
+      }
+    };
+    subscriber.on('ready', () => void catchUp());
+    subscriber.connect().catch(() => undefined);
+    signal.addEventListener('abort', () => subscriber.disconnect(), { once: true });
   }
 
   /** The lease's write history, oldest first (at most the last `count` writes). */
@@ -140,6 +174,23 @@ export class RedisLeaseLock implements ResourceLock {
     });
   }
 
+  private fromChange(message: string): LockObservation | undefined {
+    let change: PublishedChange;
+    try {
+      change = JSON.parse(message) as PublishedChange;
+    } catch {
+      return undefined;
+    }
+    const record: LeaderElectionRecord = {
+      holderIdentity: change.holder,
+      leaseDurationSeconds: Number(change.duration),
+      acquireTime: Number(change.acquire),
+      renewTime: Number(change.renew),
+      leaderTransitions: Number(change.transitions),
+    };
+    return { record, raw: serializeRecord(record), version: new RedisLeaseVersion(change.generation, change.version) };
+  }
+
   /** Redis keeps no event history; leadership changes are visible in the logs and the history stream. */
   recordEvent(): void {}
 
@@ -150,6 +201,17 @@ export class RedisLeaseLock implements ResourceLock {
   describe(): string {
     return `redis/${this.name}`;
   }
+}
+
+/** A published change: the record as written, with its version. */
+interface PublishedChange {
+  holder: string;
+  duration: string;
+  acquire: string;
+  renew: string;
+  transitions: string;
+  generation: string;
+  version: string;
 }
 
 /** Why a stored record cannot be trusted, or undefined when every field is present and well-formed. */

@@ -3,6 +3,7 @@
   KEYS[1] lease hash  KEYS[2] history stream
   ARGV[1] holderIdentity  ARGV[2] leaseDurationSeconds  ARGV[3] acquireTime (ms)  ARGV[4] renewTime (ms)
   ARGV[5] leaderTransitions  ARGV[6] generation id, fresh for every creation  ARGV[7] history length to keep
+  ARGV[8] change channel, published the new record
   Returns 1 (the new version), or -1 when the record already exists.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -16,4 +17,8 @@ redis.call('HSET', KEYS[1],
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*',
   'op', 'create', 'holder', ARGV[1], 'transitions', ARGV[5], 'generation', ARGV[6], 'version', 1,
   'duration', ARGV[2], 'acquire', ARGV[3], 'renew', ARGV[4])
+-- Followers wake on this instead of polling; a lost message only delays them (they poll as a fallback).
+redis.call('PUBLISH', ARGV[8], cjson.encode({
+  holder = ARGV[1], duration = ARGV[2], acquire = ARGV[3], renew = ARGV[4], transitions = ARGV[5],
+  generation = ARGV[6], version = '1' }))
 return 1

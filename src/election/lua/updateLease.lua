@@ -6,6 +6,7 @@
   ARGV[2] expected generation
   ARGV[3] holderIdentity  ARGV[4] leaseDurationSeconds  ARGV[5] acquireTime (ms)  ARGV[6] renewTime (ms)
   ARGV[7] leaderTransitions  ARGV[8] generation id for a replaced damaged record  ARGV[9] history length
+  ARGV[10] change channel, published the new record
   Returns the new version, -1 on a version, generation or fingerprint mismatch, -2 when the record does
   not exist.
 ]]
@@ -35,4 +36,8 @@ redis.call('HSET', KEYS[1],
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[9], '*',
   'op', 'update', 'holder', ARGV[3], 'transitions', ARGV[7], 'generation', generation,
   'version', nextVersion, 'duration', ARGV[4], 'acquire', ARGV[5], 'renew', ARGV[6])
+-- Followers wake on this instead of polling; a lost message only delays them (they poll as a fallback).
+redis.call('PUBLISH', ARGV[10], cjson.encode({
+  holder = ARGV[3], duration = ARGV[4], acquire = ARGV[5], renew = ARGV[6], transitions = ARGV[7],
+  generation = generation, version = tostring(nextVersion) }))
 return nextVersion
