@@ -1,12 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TickLedger } from '../../src/queueing/tick-ledger.js';
 
+type Truthy<T> = Exclude<T, false | 0 | '' | null | undefined>;
+
 /** Polls `condition` until it holds; fails with `what` after `timeoutMs`. Returns the truthy value. */
-export async function waitFor<T>(what: string, condition: () => Promise<T> | T, timeoutMs = 10_000, intervalMs = 25): Promise<NonNullable<T>> {
+export async function waitFor<T>(what: string, condition: () => Promise<T> | T, timeoutMs = 10_000, intervalMs = 25): Promise<Truthy<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await condition();
-    if (value) return value as NonNullable<T>;
+    if (value) return value as Truthy<T>;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(intervalMs);
   }
