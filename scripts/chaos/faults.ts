@@ -194,6 +194,11 @@ async function freezeInApiRenewal(cluster: ChaosCluster, fault: Extract<PlannedF
         renewal = write;
         unwatchRequests();
         startedAt = Date.now();
+        if (fault.at === 'reply' || fault.at === 'reply-next-turn') {
+          // Answer at once; freeze the process as the answer lands in its socket.
+          stopOnReply(cluster, victim, write, fault.at, fault.stoppedMs, resolve);
+          return;
+        }
         if (!victim.stopped) cluster.stop(victim);
         await sleep(fault.stoppedMs);
         if (fault.reply === 'after-resume') {
@@ -235,8 +240,32 @@ async function freezeInApiRenewal(cluster: ChaosCluster, fault: Extract<PlannedF
   return {
     ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(),
     detail: `renewal rv ${renewal.resourceVersion} (transitions ${renewal.spec.leaseTransitions}) applied, leader SIGSTOPped at its ${fault.at} for ` +
-      `${fault.stoppedMs} ms, reply delivered ${fault.reply}; holder now ${after ?? 'none'}`,
+      `${fault.stoppedMs} ms${fault.at.startsWith('reply') ? '' : `, reply delivered ${fault.reply}`}; holder now ${after ?? 'none'}`,
   };
+}
+
+/**
+ * SIGSTOPs the victim as soon as the renewal's reply has been handed to its socket (or one turn of this
+ * event loop later), keeps it stopped for `stoppedMs`, then SIGCONTs it and calls `done`.
+ */
+function stopOnReply(cluster: ChaosCluster, victim: Incarnation, write: LeaseWrite, at: 'reply' | 'reply-next-turn', stoppedMs: number, done: () => void): void {
+  const marker = `"resourceVersion":"${write.resourceVersion}"`;
+  const freeze = (): void => {
+    clearTimeout(fallback);
+    unwatch();
+    if (!victim.stopped && victim.exitedAt === undefined) cluster.stop(victim);
+    setTimeout(() => {
+      if (victim.stopped) cluster.resume(victim);
+      done();
+    }, stoppedMs);
+  };
+  const unwatch = cluster.watch(victim, 'api-reply', (chunk) => {
+    if (!chunk.toString('utf8').includes(marker)) return;
+    if (at === 'reply') freeze();
+    else setImmediate(freeze);
+  });
+  // A reply split so that the marker spans two chunks: freeze a little later rather than never.
+  const fallback = setTimeout(freeze, REPLY_WAIT_MS);
 }
 
 /**

@@ -25,11 +25,15 @@ export type PlannedFault = { index: number; gapMs: number } & (
   /**
    * Freeze the leader with its renewal applied but unanswered: Kubernetes, from inside the API server's
    * write handler (the reply is held, then delivered late, just before or just after SIGCONT), the
-   * SIGSTOP sent there (`write`) or already when its proxy sees the PUT go out (`request`: the process
-   * is likely still in the event-loop pass that sent it); Redis, during a `CLIENT PAUSE WRITE` that
-   * holds the renewal's EVALSHA until the leader is stopped.
+   * SIGSTOP sent there (`write`) or already when its proxy sees the PUT go out (`request`); or the reply
+   * is sent at once and the SIGSTOP follows the moment it reaches the process's socket (`reply`), or one
+   * event-loop turn of the suite later (`reply-next-turn`): the process has been woken by the reply but
+   * not yet handled it, and handles it on SIGCONT before its expired timers. (A process stopped while it
+   * sleeps in epoll_wait wakes with EINTR and runs its expired timers first: its request timeout then
+   * drops a reply held until after the stop.) Redis: during a `CLIENT PAUSE WRITE` that holds the
+   * renewal's EVALSHA until the leader is stopped.
    */
-  | { kind: 'freeze-in-renewal'; stoppedMs: number; reply: 'before-resume' | 'after-resume'; at: 'request' | 'write' }
+  | { kind: 'freeze-in-renewal'; stoppedMs: number; reply: 'before-resume' | 'after-resume'; at: 'request' | 'write' | 'reply' | 'reply-next-turn' }
   /**
    * Cut the leader from its lock (its API proxy, or its Redis proxy for the Redis lock), then freeze it
    * `marginMs` before its renew deadline (judged from its last write in the lock's history), heal, and
@@ -69,7 +73,7 @@ const BAG: Array<{ name: string; locks: readonly LockKind[]; draw: Draw }> = [
       kind: 'freeze-in-renewal',
       stoppedMs: t.leaseDurationMs + between(500, 3000),
       reply: pick(['before-resume', 'before-resume', 'after-resume'] as const),
-      at: pick(['request', 'request', 'write'] as const),
+      at: pick(['reply', 'reply', 'reply-next-turn', 'reply-next-turn', 'request', 'write'] as const),
     }),
   },
   {
@@ -240,7 +244,7 @@ export function describeFault(fault: PlannedFault): string {
     case 'api-hang':
       return `${head} next ${fault.count} requests held ${fault.holdMs}ms`;
     case 'freeze-in-renewal':
-      return `${head} leader stopped (at its ${fault.at}) ${fault.stoppedMs}ms with its renewal applied, reply delivered ${fault.reply}`;
+      return `${head} leader stopped at its renewal's ${fault.at} for ${fault.stoppedMs}ms` + (fault.at.startsWith('reply') ? '' : `, reply delivered ${fault.reply}`);
     case 'freeze-near-deadline':
       return `${head} leader cut from its lock, stopped ${fault.marginMs}ms before its renew deadline for ${fault.stoppedMs}ms`;
     case 'redis-restart-kill-leader':

@@ -78,7 +78,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     instances: options.instances,
     jobsDir: JOBS_DIR,
     timings,
-    env: { CHAOS_MINUTE_SECOND: process.env.CHAOS_MINUTE_SECOND },
+    // CHAOS_LOG_LEVEL=debug: the instances log their elector's every attempt (for reading a repro).
+    env: { CHAOS_MINUTE_SECOND: process.env.CHAOS_MINUTE_SECOND, ...(process.env.CHAOS_LOG_LEVEL ? { LEASEBEAT_LOG_LEVEL: process.env.CHAOS_LOG_LEVEL } : {}) },
   });
   const tailClient = cluster.redis.client();
   tailClient.on('error', () => undefined);
