@@ -67,6 +67,7 @@ export async function scrapeMetrics(
   options: { timeoutMs?: number; onQueueError?: (queue: string, error: unknown) => void } = {},
 ): Promise<string> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_QUEUE_METRICS_TIMEOUT_MS;
+  metrics.declare({ queues: queues.map((queue) => queue.name) });
   const queueTexts = await Promise.all(
     queues.map(async (queue) => {
       try {

@@ -107,6 +107,8 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   });
 
   app.get('/metrics', noStore, async (_req, res) => {
+    // Jobs come and go with hot reloads: declare the current ones at each scrape (cheap, idempotent).
+    if (source.metricLabels) metrics.declare(source.metricLabels());
     const body = await scrapeMetrics(metrics, source.queues(), {
       ...(options.queueMetricsTimeoutMs !== undefined ? { timeoutMs: options.queueMetricsTimeoutMs } : {}),
       onQueueError: (queue, err) => log.warn({ queue, err }, 'left a queue out of the metrics scrape'),

@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { LeaderElectionMetrics } from '../election/config.js';
 import { CONDITIONS, type DisruptionState } from '../members/health.js';
 import type { MemberMetrics } from '../members/monitor.js';
+import type { SkipReason } from '../scheduling/plan.js';
 
 /**
  * The producer's metric hooks. Structurally the same as the queueing producer's `ProducerMetrics`, so
@@ -34,10 +35,30 @@ export interface LeasebeatInstruments {
   disruptionState: Gauge;
 }
 
+/** Every reason a tick is skipped for; `satisfies` makes adding a reason to `SkipReason` fail here until listed. */
+const SKIP_REASON_SET = { 'missed-window': true, 'catchup-limit': true, paused: true, overlap: true } satisfies Record<SkipReason, true>;
+export const SKIP_REASONS = Object.keys(SKIP_REASON_SET) as SkipReason[];
+
+/** Label values known ahead of their first event, so their series exist (at 0) from the first scrape. */
+export interface KnownLabels {
+  /** The election's name (`leader_election_*{name}`). */
+  election?: string;
+  /** Loaded job names (`leasebeat_ticks_*{job}`, with every skip reason). */
+  jobs?: Iterable<string>;
+  /** Queue names (`leasebeat_queue_metrics_errors_total{queue}`). */
+  queues?: Iterable<string>;
+}
+
 /** A private Prometheus registry with leasebeat's instruments and the adapters that feed them. */
 export interface LeasebeatMetrics {
   registry: Registry;
   instruments: LeasebeatInstruments;
+  /**
+   * Creates the series of these label values at 0 (idempotent; existing counts are kept). A counter that
+   * only appears at its first increment breaks `rate()` and `increase()` over that increment and hides
+   * "never happened" from alerts, so every labelled counter is declared as soon as its labels are known.
+   */
+  declare: (labels: KnownLabels) => void;
   /** Pass to `LeaderElectionConfig.metrics`. */
   electionMetrics: LeaderElectionMetrics;
   /** Pass to the producer. */
@@ -128,6 +149,21 @@ export function createMetrics(): LeasebeatMetrics {
   // Only the leader judges members: the others export no sample rather than a misleading 0 (Normal).
   instruments.disruptionState.remove();
 
+  const declare = (labels: KnownLabels): void => {
+    if (labels.election !== undefined) {
+      const name = labels.election;
+      // A gauge has a value from the start (not leading), the counters start at 0; inc(0) keeps any count.
+      instruments.masterStatus.inc({ name }, 0);
+      instruments.slowpath.inc({ name }, 0);
+      instruments.renewFailures.inc({ name }, 0);
+    }
+    for (const job of labels.jobs ?? []) {
+      instruments.ticksEnqueued.inc({ job }, 0);
+      for (const reason of SKIP_REASONS) instruments.ticksSkipped.inc({ job, reason }, 0);
+    }
+    for (const queue of labels.queues ?? []) instruments.queueMetricsErrors.inc({ queue }, 0);
+  };
+
   const electionMetrics: LeaderElectionMetrics = {
     leaderOn: (name) => {
       instruments.masterStatus.set({ name }, 1);
@@ -163,5 +199,5 @@ export function createMetrics(): LeasebeatMetrics {
     },
   };
 
-  return { registry, instruments, electionMetrics, producerMetrics, memberMetrics };
+  return { registry, instruments, declare, electionMetrics, producerMetrics, memberMetrics };
 }

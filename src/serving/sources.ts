@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { DisruptionState } from '../members/health.js';
 import type { MemberStatus } from '../members/status.js';
+import type { KnownLabels } from './metrics.js';
 
 /** One readiness check, as `/readyz` lists it. */
 export interface ReadinessCheck {
@@ -25,6 +26,11 @@ export interface InstanceSource {
   status(): Promise<StatusSnapshot>;
   /** Every BullMQ Queue leasebeat uses (for Bull Board and queue metrics). */
   queues(): Queue[];
+  /**
+   * The label values this instance knows (election name, loaded job names), declared at 0 before each
+   * scrape so every labelled counter exists before its first event. Optional for older sources.
+   */
+  metricLabels?(): KnownLabels;
 }
 
 /** The leadership term as the status API shows it; times are RFC 3339. */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import { mergeExpositions, scrapeMetrics } from '../../src/serving/exposition.js';
-import { createMetrics } from '../../src/serving/metrics.js';
+import { createMetrics, SKIP_REASONS } from '../../src/serving/metrics.js';
 import { startRedis } from '../support/redis-server.js';
 import { startQueueWorld, type QueueWorld } from './fixture.js';
 
@@ -62,6 +62,29 @@ describe('createMetrics', () => {
     assert.ok(buckets.includes('leasebeat_schedule_lag_seconds_bucket{le="2.5"} 3'));
     assert.ok(buckets.includes('leasebeat_schedule_lag_seconds_bucket{le="60"} 3'));
     assert.deepEqual(samples(text, 'leasebeat_schedule_lag_seconds_count'), ['leasebeat_schedule_lag_seconds_count 3']);
+  });
+
+  it('declares every labelled counter at 0 once its labels are known, and keeps counts on a later declare', async () => {
+    const { registry, declare, producerMetrics } = createMetrics();
+    declare({ election: 'leasebeat', jobs: ['hourly'], queues: ['reports'] });
+    let text = await registry.metrics();
+    assert.deepEqual(samples(text, 'leader_election_master_status'), ['leader_election_master_status{name="leasebeat"} 0']);
+    assert.deepEqual(samples(text, 'leader_election_slowpath_total'), ['leader_election_slowpath_total{name="leasebeat"} 0']);
+    assert.deepEqual(samples(text, 'leasebeat_lease_renew_failures_total'), ['leasebeat_lease_renew_failures_total{name="leasebeat"} 0']);
+    assert.deepEqual(samples(text, 'leasebeat_ticks_enqueued_total'), ['leasebeat_ticks_enqueued_total{job="hourly"} 0']);
+    assert.deepEqual(
+      samples(text, 'leasebeat_ticks_skipped_total').sort(),
+      SKIP_REASONS.map((reason) => `leasebeat_ticks_skipped_total{job="hourly",reason="${reason}"} 0`).sort(),
+    );
+    assert.deepEqual(samples(text, 'leasebeat_queue_metrics_errors_total'), ['leasebeat_queue_metrics_errors_total{queue="reports"} 0']);
+    assert.deepEqual(SKIP_REASONS.slice().sort(), ['catchup-limit', 'missed-window', 'overlap', 'paused']);
+
+    producerMetrics.enqueued('hourly', 0.01);
+    producerMetrics.skipped('hourly', 'overlap', 2);
+    declare({ jobs: ['hourly'] });
+    text = await registry.metrics();
+    assert.deepEqual(samples(text, 'leasebeat_ticks_enqueued_total'), ['leasebeat_ticks_enqueued_total{job="hourly"} 1']);
+    assert.ok(samples(text, 'leasebeat_ticks_skipped_total').includes('leasebeat_ticks_skipped_total{job="hourly",reason="overlap"} 2'));
   });
 
   it('uses its own registry, with the default process metrics, so two instances never clash', async () => {
@@ -127,6 +150,7 @@ describe('scrapeMetrics with real BullMQ queues', () => {
     assert.match(text, /^bullmq_job_count\{queue="cleanup", state="delayed"\} 1$/m);
     assert.match(text, /^bullmq_job_completed_total\{queue="reports"\} 0$/m);
     assert.match(text, /^bullmq_job_failed_total\{queue="cleanup"\} 0$/m);
+    assert.match(text, /^leasebeat_queue_metrics_errors_total\{queue="reports"\} 0$/m, 'declared at 0 by the scrape');
     assert.equal(text.match(/^# TYPE bullmq_job_count gauge$/gm)?.length, 1);
     assert.ok(text.endsWith('\n'));
   });
