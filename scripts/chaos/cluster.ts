@@ -34,14 +34,16 @@ interface Slot {
   incarnations: number;
   current: Incarnation | undefined;
   /** Fault watchers of this slot's traffic, by stream. */
-  watchers: Record<TrafficStream, Set<(chunk: Buffer) => void>>;
+  watchers: Record<TrafficStream, Set<TrafficWatcher>>;
 }
 
 /**
  * A slot's traffic a fault can watch: what its process sends to Redis, what it sends to the API server,
  * and the API server's replies once they have reached the process's socket.
  */
-export type TrafficStream = 'redis-request' | 'api-request' | 'api-reply';
+export type TrafficStream = 'redis-request' | 'redis-reply' | 'api-request' | 'api-reply';
+/** Sees one chunk of a slot's traffic and the number of the proxied connection it belongs to. */
+export type TrafficWatcher = (chunk: Buffer, connection: number) => void;
 
 export interface ClusterOptions {
   lock: LockKind;
@@ -115,7 +117,7 @@ export class ChaosCluster {
   }
 
   /** Calls `watcher` with every chunk of one stream of the incarnation's slot, until the returned function is called. */
-  watch(incarnation: Incarnation, stream: TrafficStream, watcher: (chunk: Buffer) => void): () => void {
+  watch(incarnation: Incarnation, stream: TrafficStream, watcher: TrafficWatcher): () => void {
     const watchers = this.slots[incarnation.slot]!.watchers[stream];
     watchers.add(watcher);
     return () => watchers.delete(watcher);
@@ -200,23 +202,24 @@ export class ChaosCluster {
 
   private async createSlot(index: number): Promise<Slot> {
     const { onRedisData, onApiData } = this.options;
-    const watchers: Slot['watchers'] = { 'redis-request': new Set(), 'api-request': new Set(), 'api-reply': new Set() };
-    const notify = (stream: TrafficStream, chunk: Buffer): void => {
-      for (const watcher of watchers[stream]) watcher(chunk);
+    const watchers: Slot['watchers'] = { 'redis-request': new Set(), 'redis-reply': new Set(), 'api-request': new Set(), 'api-reply': new Set() };
+    const notify = (stream: TrafficStream, chunk: Buffer, connection: number): void => {
+      for (const watcher of watchers[stream]) watcher(chunk, connection);
     };
     const redisProxy = await TcpProxy.start({ port: this.redis.port }, {
-      onClientData: (chunk) => {
+      onClientData: (chunk, connection) => {
         onRedisData?.(index, chunk);
-        notify('redis-request', chunk);
+        notify('redis-request', chunk, connection);
       },
+      onDelivered: (chunk, connection) => notify('redis-reply', chunk, connection),
     });
     if (!this.api) return { index, redisProxy, apiProxy: undefined, kubeconfig: undefined, incarnations: 0, current: undefined, watchers };
     const apiProxy = await TcpProxy.start({ port: Number(new URL(this.api.url).port) }, {
-      onClientData: (chunk) => {
+      onClientData: (chunk, connection) => {
         onApiData?.(index, chunk);
-        notify('api-request', chunk);
+        notify('api-request', chunk, connection);
       },
-      onDelivered: (chunk) => notify('api-reply', chunk),
+      onDelivered: (chunk, connection) => notify('api-reply', chunk, connection),
     });
     const kubeconfig = join(this.configDir, `kubeconfig-${index}.json`);
     await writeFile(kubeconfig, JSON.stringify(kubeconfigFor(`http://127.0.0.1:${apiProxy.port}`)));

@@ -269,43 +269,69 @@ function stopOnReply(cluster: ChaosCluster, victim: Incarnation, write: LeaseWri
 }
 
 /**
- * Redis lock: `CLIENT PAUSE WRITE`, wait until the leader's renewal (EVALSHA of updateLease) has been sent
- * and is held by the pause, SIGSTOP the leader, `CLIENT UNPAUSE` (the renewal now executes and its reply
- * waits for the frozen process), keep it frozen past the lease, SIGCONT.
+ * Redis lock: `CLIENT PAUSE WRITE` until the leader's renewal (EVALSHA of updateLease) has been sent and
+ * is held by the pause. `request` / `write`: SIGSTOP the leader at once / once the command has reached
+ * Redis, `CLIENT UNPAUSE` (the renewal executes, its reply waits for the frozen process). `reply` /
+ * `reply-next-turn`: `CLIENT UNPAUSE` with the leader running, and SIGSTOP it as the renewal's reply
+ * lands in its socket (or a turn later). Then keep it frozen past the lease and SIGCONT.
  */
 async function freezeInRedisRenewal(cluster: ChaosCluster, fault: Extract<PlannedFault, { kind: 'freeze-in-renewal' }>, base: Base): Promise<ExecutedFault> {
   const { victim } = await aim(cluster, 'leader');
   if (!victim || !(await isHolder(cluster, victim))) return skippedFault(base, 'no leader');
-  let sent = false;
+  const onReply = fault.at === 'reply' || fault.at === 'reply-next-turn';
+  let connection: number | undefined;
   let notify = (): void => undefined;
   const renewalSent = new Promise<void>((resolve) => (notify = resolve));
-  const unwatch = cluster.watch(victim, 'redis-request', (chunk) => {
+  const unwatch = cluster.watch(victim, 'redis-request', (chunk, link) => {
     const text = chunk.toString('latin1');
-    if (sent || !(text.includes(UPDATE_LEASE_SHA) || text.includes(UPDATE_LEASE_MARKER))) return;
-    sent = true;
-    // At once, most likely still in the event-loop pass that sent it (see freezeInApiRenewal).
-    cluster.stop(victim);
+    if (connection !== undefined || !(text.includes(UPDATE_LEASE_SHA) || text.includes(UPDATE_LEASE_MARKER))) return;
+    connection = link;
+    // At once, most likely still in the event-loop pass that sent it.
+    if (fault.at === 'request') cluster.stop(victim);
     notify();
+  });
+  // The first chunk delivered on the renewal's connection after the UNPAUSE is its reply: the
+  // connection's commands are answered in order, and the ones behind it were held by the pause too.
+  let unpaused = false;
+  let replied = false;
+  let frozenOnReply = (): void => undefined;
+  const stoppedOnReply = new Promise<void>((resolve) => (frozenOnReply = resolve));
+  const unwatchReplies = cluster.watch(victim, 'redis-reply', (_chunk, link) => {
+    if (!onReply || !unpaused || replied || link !== connection) return;
+    replied = true;
+    const freeze = (): void => {
+      if (!victim.stopped && victim.exitedAt === undefined) cluster.stop(victim);
+      frozenOnReply();
+    };
+    if (fault.at === 'reply') freeze();
+    else setImmediate(freeze);
   });
   const startedAt = Date.now();
   await cluster.client.call('CLIENT', 'PAUSE', String(PAUSE_GUARD_MS), 'WRITE');
   try {
     await Promise.race([renewalSent, sleep(RENEWAL_WAIT_MS)]);
     // The proxy forwards it: give it a moment to reach Redis and block there before the UNPAUSE.
-    if (sent) await sleep(20);
+    if (connection !== undefined) await sleep(20);
+    if (connection !== undefined && fault.at === 'write') cluster.stop(victim);
   } finally {
     unwatch();
+    unpaused = true;
     await cluster.client.call('CLIENT', 'UNPAUSE');
   }
   const pausedMs = Date.now() - startedAt;
-  if (!sent) return { ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(), detail: `skipped: no renewal within ${RENEWAL_WAIT_MS} ms of CLIENT PAUSE` };
+  if (connection !== undefined && onReply) await Promise.race([stoppedOnReply, sleep(REPLY_WAIT_MS)]);
+  unwatchReplies();
+  if (connection === undefined || !victim.stopped) {
+    if (victim.stopped) cluster.resume(victim);
+    return { ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(), detail: `skipped: no renewal held by CLIENT PAUSE, or no reply seen (${fault.at})` };
+  }
   await sleep(fault.stoppedMs);
   cluster.resume(victim);
   await sleep(50);
   const after = await cluster.holder();
   return {
     ...base, target: victim.identity, wasLeader: true, startedAt, endedAt: Date.now(),
-    detail: `CLIENT PAUSE WRITE ${pausedMs} ms held the leader's renewal; SIGSTOP, UNPAUSE, frozen ${fault.stoppedMs} ms, SIGCONT; holder now ${after ?? 'none'}`,
+    detail: `CLIENT PAUSE WRITE ${pausedMs} ms held the leader's renewal; SIGSTOP at its ${fault.at}, frozen ${fault.stoppedMs} ms, SIGCONT; holder now ${after ?? 'none'}`,
   };
 }
 

@@ -15,17 +15,22 @@ export type PartitionMode = 'blackhole' | 'reject';
 export type HealMode = 'deliver' | 'reset';
 
 export interface TcpProxyOptions {
-  /** Sees every chunk a client sends, before it is forwarded or held (for request counting). */
-  onClientData?: (chunk: Buffer) => void;
+  /**
+   * Sees every chunk a client sends, before it is forwarded or held (for request counting), with the
+   * number of its connection (1, 2, 3... in the order accepted).
+   */
+  onClientData?: (chunk: Buffer, connection: number) => void;
   /**
    * Sees every chunk the upstream sends, once it has been handed to the client's socket (not while it is
-   * held by a partition): a test can act right after a reply reached the process.
+   * held by a partition), with the number of its connection: a test can act right after a reply reached
+   * the process.
    */
-  onDelivered?: (chunk: Buffer) => void;
+  onDelivered?: (chunk: Buffer, connection: number) => void;
 }
 
 /** One client connection and its upstream twin. */
 interface Link {
+  id: number;
   client: Socket;
   upstream: Socket | undefined;
   toUpstream: Buffer[];
@@ -41,6 +46,7 @@ interface Link {
 export class TcpProxy {
   private readonly links = new Set<Link>();
   private mode: 'open' | PartitionMode = 'open';
+  private accepted = 0;
 
   private constructor(
     private readonly server: Server,
@@ -99,11 +105,11 @@ export class TcpProxy {
       client.resetAndDestroy();
       return;
     }
-    const link: Link = { client, upstream: undefined, toUpstream: [], toClient: [], clientGone: false, upstreamGone: false };
+    const link: Link = { id: ++this.accepted, client, upstream: undefined, toUpstream: [], toClient: [], clientGone: false, upstreamGone: false };
     this.links.add(link);
     client.setNoDelay(true);
     client.on('data', (chunk: Buffer) => {
-      this.options.onClientData?.(chunk);
+      this.options.onClientData?.(chunk, link.id);
       if (this.mode === 'open' && link.upstream && link.upstream.readyState === 'open') link.upstream.write(chunk);
       else link.toUpstream.push(chunk);
     });
@@ -155,7 +161,7 @@ export class TcpProxy {
   }
 
   private deliver(link: Link, chunk: Buffer): void {
-    link.client.write(chunk, () => this.options.onDelivered?.(chunk));
+    link.client.write(chunk, () => this.options.onDelivered?.(chunk, link.id));
   }
 
   private drop(link: Link): void {
