@@ -14,6 +14,11 @@ export const CONDITIONS: readonly MemberCondition[] = ['Ready', 'NotReady', 'Unk
 export interface ObservedRecord {
   raw: string;
   record: MemberRecord;
+  /**
+   * How long before the read the member last wrote, on Redis's clock; absent for records without a stamp.
+   * Shown to people; health is still judged from changes this leader saw itself.
+   */
+  ageMs?: number;
 }
 
 /** A transition worth an event in the log. Times are the leader's clock (epoch ms). */

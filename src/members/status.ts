@@ -8,6 +8,10 @@ import type { WorkerState } from './record.js';
  */
 export interface MemberStatus {
   identity: string;
+  /**
+   * `leader` only for the current lease holder (or, without one known, the leader judging health). A
+   * record that still says `leader` after its writer lost the lease (it died, say) shows `follower`.
+   */
   role: string;
   /** When the leader last saw this member's record change (leader's clock, RFC 3339); `""` when not yet judged. */
   lastSeen: string;
@@ -15,7 +19,10 @@ export interface MemberStatus {
   condition?: MemberCondition | null;
   /** Why the member reports it cannot work. */
   reason?: string | null;
-  /** Time since the leader last saw the record change, as of the leader's latest pass. */
+  /**
+   * Time since the member last wrote its record, on Redis's clock at the time of the report; for records
+   * without a Redis stamp, since the judging leader last saw it change (as of its latest pass).
+   */
   heartbeatAgeMs?: number | null;
   version?: string;
   /** On the member's own clock. */
@@ -40,22 +47,30 @@ export interface MembersReport {
   judgedBy: string | null;
 }
 
-/** Joins the records, cordons and the leader's view into rows: the leader first, then by identity. */
+/**
+ * Joins the records, cordons and the leader's view into rows: the leader first, then by identity.
+ * `leader` is the current lease holder (`""` when nobody holds it); pass it whenever it is known, since a
+ * dead leader's last record still says `leader`. Without it the leader judging health stands in for it,
+ * and without either the records are believed.
+ */
 export function membersReport(
   records: ReadonlyMap<string, ObservedRecord>,
   cordons: ReadonlyMap<string, CordonRequest>,
   view: HealthView | undefined,
+  leader?: string,
 ): MembersReport {
   const judged = new Map(view?.members.map((m) => [m.identity, m]));
-  const members = [...records.values()].map(({ record }): MemberStatus => {
+  const holder = leader ?? view?.leader;
+  const members = [...records.values()].map(({ record, ageMs }): MemberStatus => {
     const judgement = judged.get(record.identity);
     return {
       identity: record.identity,
-      role: record.role,
+      role: holder === undefined ? record.role : record.identity === holder ? 'leader' : 'follower',
       lastSeen: judgement ? new Date(judgement.probeTimestamp).toISOString() : '',
       condition: judgement?.condition ?? null,
       reason: record.reason ?? null,
-      heartbeatAgeMs: judgement?.heartbeatAgeMs ?? null,
+      // A new leader's own probe time starts at its takeover: "0 ms ago" for a member dead for minutes.
+      heartbeatAgeMs: ageMs ?? judgement?.heartbeatAgeMs ?? null,
       version: record.version,
       startedAt: new Date(record.startedAt).toISOString(),
       workers: record.workers,

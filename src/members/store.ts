@@ -5,6 +5,7 @@ import type { HealthView, ObservedRecord } from './health.js';
 import { parseMemberRecord, type MemberRecord } from './record.js';
 
 const removeMemberScript = new LuaScript(new URL('./lua/removeMember.lua', import.meta.url));
+const beatScript = new LuaScript(new URL('./lua/beat.lua', import.meta.url));
 
 /** An operator's request that a member stop campaigning and stop taking jobs. */
 export interface CordonRequest {
@@ -24,27 +25,45 @@ export interface CordonRequest {
  * Lua script can compare and delete it atomically.
  */
 export class MemberStore {
+  /** Hash: member identity → Redis time (ms) of its last heartbeat write. Shares the members' hash tag. */
+  readonly beatsKey: string;
+
   constructor(
     private readonly redis: Redis,
     readonly keys: KeySpace,
-  ) {}
-
-  /** Writes a member's heartbeat and, in the same round trip, reads any cordon on it. */
-  async beat(record: MemberRecord): Promise<CordonRequest | undefined> {
-    const results = await this.redis
-      .multi()
-      .hset(this.keys.members, record.identity, JSON.stringify(record))
-      .hget(this.keys.cordons, record.identity)
-      .exec();
-    const failure = results?.find(([error]) => error)?.[0];
-    if (!results || failure) throw failure ?? new Error('heartbeat transaction was aborted');
-    return parseCordon(results[1]?.[1] as string | null);
+  ) {
+    this.beatsKey = `${keys.members}:beats`;
   }
 
-  /** Every member record, by identity. */
+  /** Writes a member's heartbeat (stamped with Redis time) and, in the same round trip, reads any cordon on it. */
+  async beat(record: MemberRecord): Promise<CordonRequest | undefined> {
+    const cordon = await beatScript.run<string | null>(
+      this.redis,
+      [this.keys.members, this.beatsKey, this.keys.cordons],
+      [record.identity, JSON.stringify(record)],
+    );
+    return parseCordon(cordon ?? null);
+  }
+
+  /**
+   * Every member record, by identity, with how long ago (Redis clock, at this read) each was last written.
+   * That age survives a change of leader, unlike the leader's own `probeTimestamp`.
+   */
   async list(): Promise<Map<string, ObservedRecord>> {
-    const stored = await this.redis.hgetall(this.keys.members);
-    return new Map(Object.entries(stored).map(([identity, raw]) => [identity, { raw, record: parseMemberRecord(identity, raw) }]));
+    const results = await this.redis.multi().hgetall(this.keys.members).hgetall(this.beatsKey).time().exec();
+    const failure = results?.find(([error]) => error)?.[0];
+    if (!results || failure) throw failure ?? new Error('member list transaction was aborted');
+    const stored = results[0]![1] as Record<string, string>;
+    const beats = results[1]![1] as Record<string, string>;
+    const [seconds, micros] = results[2]![1] as [string, string];
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    return new Map(
+      Object.entries(stored).map(([identity, raw]) => {
+        const beatAt = beats[identity] === undefined ? Number.NaN : Number(beats[identity]);
+        // A record written by an older version has no stamp: its age is unknown, not zero.
+        return [identity, { raw, record: parseMemberRecord(identity, raw), ...(Number.isFinite(beatAt) ? { ageMs: Math.max(0, now - beatAt) } : {}) }];
+      }),
+    );
   }
 
   /** One member's record, if it is registered. */
@@ -55,12 +74,12 @@ export class MemberStore {
 
   /** Deletes a record only if it still reads `raw`; false when the member wrote since. */
   async remove(identity: string, raw: string): Promise<boolean> {
-    return (await removeMemberScript.run<number>(this.redis, [this.keys.members, this.keys.cordons], [identity, raw])) === 1;
+    return (await removeMemberScript.run<number>(this.redis, [this.keys.members, this.keys.cordons, this.beatsKey], [identity, raw])) === 1;
   }
 
   /** A member leaving cleanly takes its record and its cordon with it. */
   async leave(identity: string): Promise<void> {
-    await this.redis.multi().hdel(this.keys.members, identity).hdel(this.keys.cordons, identity).exec();
+    await this.redis.multi().hdel(this.keys.members, identity).hdel(this.keys.cordons, identity).hdel(this.beatsKey, identity).exec();
   }
 
   async cordon(identity: string, request: CordonRequest): Promise<void> {
