@@ -2,7 +2,36 @@
  * leasebeat: a leader-gated cron scheduler for BullMQ. The library entry point; the CLI is a thin layer
  * over it.
  */
-export { createScheduler, type Scheduler, type SchedulerOptions } from './scheduler.js';
+export { createScheduler, type Scheduler, type SchedulerOptions, type LeadershipView } from './scheduler.js';
+export {
+  createAdmin,
+  AdminError,
+  type Admin,
+  type AdminErrorCode,
+  type AdminOptions,
+  type AdminJobStatus,
+  type ClusterStatus,
+  type RecentRun,
+  type TriggerResult,
+  type DrainOptions,
+} from './admin/admin.js';
+export {
+  SETTINGS,
+  SETTING_NAMES,
+  ConfigError,
+  loadServiceConfig,
+  inCluster,
+  redactUrl,
+  type SettingSpec,
+  type SettingName,
+  type SettingScope,
+  type RawSettings,
+  type ServiceConfig,
+} from './config/settings.js';
+export { loadJobs, type LoadError, type LoadResult } from './scheduling/loader.js';
+export { nextTicks } from './scheduling/plan.js';
+export { parseDuration, formatDuration, type Duration } from './scheduling/duration.js';
+export { createLogger } from './util/logger.js';
 export {
   defineJob,
   type JobDefinition,
@@ -33,5 +62,5 @@ export { MemberStore, type CordonRequest } from './members/store.js';
 export type { MemberRecord } from './members/record.js';
 export type { MemberCondition, DisruptionState } from './members/health.js';
 export type { MemberSettings } from './members/settings.js';
-export type { MemberStatus, MembersReport } from './members/status.js';
+export { formatMembersTable, type MemberStatus, type MembersReport } from './members/status.js';
 export { waitForDrain, type DrainOutcome } from './members/drain.js';

@@ -58,14 +58,22 @@ export interface SchedulerOptions {
   metrics?: { election?: LeaderElectionMetrics; producer?: ProducerMetrics; members?: MemberMetrics };
 }
 
+/** What a scheduler tells about its leadership; the elector's write operations are not exposed. */
+export interface LeadershipView {
+  isLeader(): boolean;
+  /** The current term while leading. */
+  term(): Term | undefined;
+  /** The last observed holder; `""` when none. */
+  getLeader(): string;
+}
+
 /**
  * A running leasebeat instance: elector, producer and member health monitor (while leading), workers, and
  * a heartbeat that registers it as a member and obeys cordons.
  */
 export interface Scheduler extends InstanceSource {
-  readonly elector: LeaderElector;
-  readonly registry: JobRegistry;
-  readonly ledger: TickLedger;
+  /** This instance's view of the election, read-only: campaigning and releasing stay inside. */
+  readonly elector: LeadershipView;
   /** The member registry: records, cordons and the leader's judgement. */
   readonly members: MemberStore;
   /** Loads the jobs, registers as a member, starts the workers and (unless cordoned) campaigns. */
@@ -84,8 +92,8 @@ export function createScheduler(options: SchedulerOptions): Scheduler {
 
 class LeasebeatScheduler implements Scheduler {
   readonly elector: LeaderElector;
-  readonly registry: JobRegistry;
-  readonly ledger: TickLedger;
+  private readonly registry: JobRegistry;
+  private readonly ledger: TickLedger;
   readonly members: MemberStore;
   readonly identity: string;
   private readonly redis: Redis;

@@ -1,88 +1,135 @@
-import { randomUUID } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
-import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
-import type { Logger } from 'pino';
-import { RedisLeaseLock } from '../election/redis-lock.js';
-import type { ResourceLock } from '../election/resource-lock.js';
-import { waitForDrain } from '../members/drain.js';
-import { formatMembersTable, membersReport } from '../members/status.js';
-import { MemberStore } from '../members/store.js';
-import { KeySpace } from '../queueing/keys.js';
-import type { TickJobData } from '../queueing/job-data.js';
-import { TickLedger } from '../queueing/tick-ledger.js';
-import { createScheduler } from '../scheduler.js';
-import { formatDuration, parseDuration } from '../scheduling/duration.js';
-import { loadJobs } from '../scheduling/loader.js';
-import { nextTicks } from '../scheduling/plan.js';
-import { startHttpServer } from '../serving/http-server.js';
-import { createMetrics } from '../serving/metrics.js';
-import { systemClock } from '../util/clock.js';
-import { createLogger } from '../util/logger.js';
-import { ConfigError, loadConfig, redactUrl, type RawSettings, type ServiceConfig } from './config.js';
+import {
+  AdminError,
+  ConfigError,
+  createAdmin,
+  createLogger,
+  createMetrics,
+  createScheduler,
+  formatDuration,
+  formatMembersTable,
+  KubernetesLeaseLock,
+  loadJobs,
+  loadServiceConfig,
+  nextTicks,
+  parseDuration,
+  redactUrl,
+  SETTING_NAMES,
+  SETTINGS,
+  startHttpServer,
+  type Admin,
+  type RawSettings,
+  type ResourceLock,
+  type ServiceConfig,
+  type SettingName,
+  type SettingSpec,
+} from '../index.js';
 import { redisAnswers, startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
 
-/** Flags shared by every command that talks to Redis, mirroring `LEASEBEAT_*` variables. */
-function withConnectionFlags(command: Command): Command {
-  return command
-    .option('--redis-url <url>', 'Redis URL (LEASEBEAT_REDIS_URL)')
-    .option('--prefix <prefix>', 'Redis key prefix (LEASEBEAT_PREFIX)')
-    .option('--lease-name <name>', 'lease and cluster name (LEASEBEAT_LEASE_NAME)')
-    .option('--jobs-dir <dir>', 'folder of job files (LEASEBEAT_JOBS_DIR)');
+/**
+ * The `leasebeat` command: a thin layer over the library's public API (an eslint rule keeps it there).
+ * Exit codes: 0 success; 1 the command ran and reports a failure (bad job files, a drain that timed out);
+ * 2 a bad setting or argument, a refused name, or Redis unreachable; 3 a command that hit its time bound.
+ */
+
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+/** The Commander option of a setting; its help shows the variable, the default and the unit. */
+function settingOption(name: SettingName): Option {
+  const spec: SettingSpec = SETTINGS[name];
+  const details = [spec.env, spec.default === undefined ? undefined : `default: ${spec.default}`, spec.unit === 'duration' ? 'a duration like 15s; a bare number is ms' : undefined];
+  return new Option(spec.valueName ? `${spec.flag} ${spec.valueName}` : spec.flag, `${spec.description} (${details.filter(Boolean).join('; ')})`);
 }
 
-interface CommonFlags {
-  [flag: string]: unknown;
-  redisUrl?: string;
-  prefix?: string;
-  leaseName?: string;
-  jobsDir?: string;
+/** Adds the setting flags a command takes: every setting for `start`, connection settings for the others. */
+function withSettings(command: Command, scope: 'start' | 'connection'): Command {
+  for (const name of SETTING_NAMES) {
+    const spec: SettingSpec = SETTINGS[name];
+    if (scope === 'start' || spec.scope === 'connection') command.addOption(settingOption(name));
+  }
+  return command;
 }
 
-function settingsFrom(flags: CommonFlags & { [flag: string]: unknown }): RawSettings {
-  const pick = (value: unknown): string | undefined => (typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined);
-  return {
-    REDIS_URL: pick(flags.redisUrl),
-    PREFIX: pick(flags.prefix),
-    LEASE_NAME: pick(flags.leaseName),
-    JOBS_DIR: pick(flags.jobsDir),
-    LOCK: pick(flags.lock),
-    IDENTITY: pick(flags.identity),
-    HTTP_HOST: pick(flags.httpHost),
-    HTTP_PORT: pick(flags.httpPort),
-  };
+/** Flag values by setting name; a switch (`--insecure-board`) given counts as `true`. */
+function settingsFrom(command: Command): RawSettings {
+  const flags = command.opts<Record<string, unknown>>();
+  const raw: RawSettings = {};
+  for (const name of SETTING_NAMES) {
+    const key = new Option(SETTINGS[name].flag).attributeName();
+    const value = flags[key];
+    if (typeof value === 'string') raw[name] = value;
+    else if (value === true) raw[name] = 'true';
+  }
+  return raw;
 }
 
-async function kubernetesLock(config: ServiceConfig, logger: Logger): Promise<ResourceLock> {
-  const { KubernetesLeaseLock } = await import('../election/kubernetes-lock.js');
-  return new KubernetesLeaseLock({ namespace: config.leaseNamespace, name: config.leaseName, identity: config.identity, logger });
+/** Fails with a configuration error naming `setting` unless `dir` is a folder. */
+function requireDirectory(dir: string, setting: string, fix: string): void {
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(dir).isDirectory();
+  } catch {
+    throw new ConfigError(`${setting}: the jobs folder ${dir} does not exist: ${fix}`);
+  }
+  if (!isDirectory) throw new ConfigError(`${setting}: ${dir} is not a folder: ${fix}`);
+}
+
+/** Fails with a configuration error when the HTTP address cannot be bound, before anything connects. */
+async function checkListen(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  await new Promise<void>((done, fail) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => {
+      const what =
+        error.code === 'EADDRINUSE'
+          ? `LEASEBEAT_HTTP_PORT="${port}" (--http-port): port ${port} on ${host} is already in use: stop what uses it, or pick another port`
+          : error.code === 'EACCES'
+            ? `LEASEBEAT_HTTP_PORT="${port}" (--http-port): not allowed to listen on port ${port}: use a port above 1023`
+            : `LEASEBEAT_HTTP_HOST="${host}" (--http-host): cannot listen on ${host}:${port} (${error.code ?? error.message})`;
+      fail(new ConfigError(what));
+    });
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => done()));
+  });
 }
 
 /** Finds the Redis to use: the configured one, or for a default local run a private embedded server. */
-async function connectRedis(config: ServiceConfig, logger: Logger): Promise<{ url: string; embedded?: EmbeddedRedis }> {
-  if (await redisAnswers(config.redisUrl)) return { url: config.redisUrl };
+async function connectRedis(config: ServiceConfig, log: ReturnType<typeof createLogger>): Promise<{ url: string; embedded?: EmbeddedRedis }> {
+  if (await redisAnswers(config.redisUrl, config.commandTimeoutMs)) return { url: config.redisUrl };
   if (config.redisUrlExplicit) {
-    throw new ConfigError(`no Redis answers at ${redactUrl(config.redisUrl)} (LEASEBEAT_REDIS_URL): start it, or fix the URL`);
+    throw new ConfigError(`LEASEBEAT_REDIS_URL: no Redis answers at ${redactUrl(config.redisUrl)} within ${formatDuration(config.commandTimeoutMs)}: start it, or fix the URL`);
   }
   const port = Number(new URL(config.redisUrl).port || 6379);
   const embedded = await startEmbeddedRedis(port);
   if (!embedded) {
     throw new ConfigError(
-      `no Redis answers at ${config.redisUrl} and no redis-server is on PATH: install one (apt-get install redis-server, ` +
+      `LEASEBEAT_REDIS_URL: no Redis answers at ${config.redisUrl} and no redis-server is on PATH: install one (apt-get install redis-server, ` +
         'brew install redis) or point LEASEBEAT_REDIS_URL at a running Redis',
     );
   }
-  logger.warn({ url: embedded.url, data: '.leasebeat/redis' }, 'no Redis configured or running: started an embedded redis-server for this instance');
+  log.warn({ url: embedded.url, data: '.leasebeat/redis' }, 'no Redis configured or running: started an embedded redis-server for this instance');
   return { url: embedded.url, embedded };
 }
 
-async function start(flags: CommonFlags & { insecureBoard?: boolean } & Record<string, unknown>): Promise<void> {
-  const config = loadConfig({ ...settingsFrom(flags), insecureBoard: flags.insecureBoard });
+function kubernetesLock(config: ServiceConfig, identity: string, log?: ReturnType<typeof createLogger>): ResourceLock {
+  return new KubernetesLeaseLock({ namespace: config.leaseNamespace, name: config.leaseName, identity, logger: log });
+}
+
+/** Set by `start`, which keeps running; every other command exits once its work is done. */
+let serving = false;
+
+async function start(_options: unknown, command: Command): Promise<void> {
+  serving = true;
+  // Everything is checked before anything connects or listens: a bad value never leaves a half-started instance.
+  const config = loadServiceConfig(settingsFrom(command), process.env, 'start');
+  requireDirectory(resolve(config.jobsDir), 'LEASEBEAT_JOBS_DIR (--jobs-dir)', 'create it, or point LEASEBEAT_JOBS_DIR at the folder of job files');
+  await checkListen(config.httpHost, config.httpPort);
   const logger = createLogger({ level: config.logLevel });
   const { url, embedded } = await connectRedis(config, logger);
   const metrics = createMetrics();
-  const lock = config.lock === 'kubernetes' ? await kubernetesLock(config, logger) : undefined;
+  const lock = config.lock === 'kubernetes' ? kubernetesLock(config, config.identity, logger) : undefined;
   const scheduler = createScheduler({
     connection: url,
     jobsDir: resolve(config.jobsDir),
@@ -129,167 +176,135 @@ async function start(flags: CommonFlags & { insecureBoard?: boolean } & Record<s
 }
 
 async function validate(dir: string, options: { count: string }): Promise<void> {
-  const { jobs, errors } = await loadJobs(resolve(dir));
   const count = Number(options.count);
+  if (!Number.isInteger(count) || count < 0) throw new ConfigError(`--count "${options.count}" must be a whole number`);
+  const folder = resolve(dir);
+  requireDirectory(folder, 'validate', 'pass the folder of job files (default LEASEBEAT_JOBS_DIR, else ./jobs)');
+  const { jobs, errors, warnings } = await loadJobs(folder);
   const now = Date.now();
   for (const job of [...jobs.values()].sort((a, b) => a.name.localeCompare(b.name))) {
     const schedule = job.trigger.kind === 'cron' ? job.trigger.expression : `every ${job.trigger.everyMs} ms`;
     console.log(`${job.name}  (${schedule}, ${job.timezone}, queue ${job.queue})`);
     const format = new Intl.DateTimeFormat('sv-SE', { timeZone: job.timezone, dateStyle: 'short', timeStyle: 'medium' });
-    for (const tick of nextTicks(job, now, count)) console.log(`  ${format.format(new Date(tick))} ${job.timezone}`);
+    const ticks = nextTicks(job, now, count);
+    for (const tick of ticks) console.log(`  ${format.format(new Date(tick))} ${job.timezone}`);
+    if (ticks.length === 0 && count > 0) console.log('  (no further runs)');
   }
+  for (const warning of warnings) console.error(`warning: ${warning.message}`);
   for (const error of errors) console.error(`error: ${error.message}`);
-  console.log(`${jobs.size} job(s) valid, ${errors.length} error(s)`);
+  console.log(`${jobs.size} job(s) valid, ${errors.length} error(s)${warnings.length > 0 ? `, ${warnings.length} warning(s)` : ''}`);
   if (errors.length > 0) process.exitCode = 1;
 }
 
-interface RedisContext {
-  config: ServiceConfig;
-  redis: Redis;
-  ledger: TickLedger;
-  members: MemberStore;
-}
-
-async function withRedis<T>(flags: CommonFlags, run: (context: RedisContext) => Promise<T>): Promise<T> {
-  const config = loadConfig(settingsFrom(flags));
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
-  redis.on('error', () => undefined);
+/** Runs an admin command against the configured cluster, within the configured bound. */
+async function withAdmin(command: Command, run: (admin: Admin, config: ServiceConfig) => Promise<void>): Promise<void> {
+  const config = loadServiceConfig(settingsFrom(command), process.env, 'connection');
+  const lock = config.lock === 'kubernetes' ? kubernetesLock(config, 'leasebeat-cli') : undefined;
+  const admin = createAdmin({
+    connection: config.redisUrl,
+    prefix: config.prefix,
+    leaseName: config.leaseName,
+    lock,
+    jobsDir: resolve(config.jobsDir),
+    timeoutMs: config.commandTimeoutMs,
+  });
   try {
-    await redis.connect();
-  } catch {
-    throw new ConfigError(`no Redis answers at ${redactUrl(config.redisUrl)} (LEASEBEAT_REDIS_URL or --redis-url)`);
-  }
-  try {
-    const keys = new KeySpace(config.prefix, config.leaseName);
-    return await run({ config, redis, ledger: new TickLedger(redis, keys), members: new MemberStore(redis, keys) });
+    await run(admin, config);
   } finally {
-    redis.disconnect();
+    await admin.close();
   }
 }
 
-async function status(flags: CommonFlags & { json?: boolean }): Promise<void> {
-  await withRedis(flags, async ({ config, redis, ledger, members }) => {
-    const lease = await new RedisLeaseLock({ connection: redis, name: config.leaseName, prefix: config.prefix, identity: 'cli' })
-      .get(AbortSignal.timeout(5000))
-      .catch(() => undefined);
-    const fence = await ledger.fence();
-    const paused = await ledger.pausedJobs();
-    const { jobs, errors } = await loadJobs(resolve(config.jobsDir));
-    const [records, cordons, health] = await Promise.all([members.list(), members.cordons(), members.health()]);
-    const membership = membersReport(records, cordons, health);
-    const rows = await Promise.all(
-      [...jobs.values()].map(async (job) => ({ job, state: await ledger.jobState(job.name), next: nextTicks(job, Date.now(), 1)[0] })),
-    );
-    const report = {
-      leader: lease?.record.holderIdentity ?? null,
-      leaderTransitions: lease?.record.leaderTransitions ?? null,
-      fence,
-      disruption: membership.disruption,
-      members: membership.members,
-      jobs: rows.map(({ job, state, next }) => ({
-        name: job.name,
-        paused: job.paused || paused.has(job.name),
-        pauseNote: paused.get(job.name)?.note ?? null,
-        next: next === undefined ? null : new Date(next).toISOString(),
-        lastTick: state.lastScheduledTick === undefined ? null : new Date(state.lastScheduledTick).toISOString(),
-        lastJobId: state.lastJobId ?? null,
-        enqueued: state.enqueued,
-        skipped: state.skipped,
-        fenced: state.fenced,
-      })),
-      loadErrors: errors.map((e) => e.message),
-    };
-    if (flags.json) {
+async function status(options: { json?: boolean }, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    const report = await admin.status();
+    if (options.json) {
       console.log(JSON.stringify(report, null, 2));
       return;
     }
-    console.log(`leader: ${report.leader || '(none)'}  transitions: ${report.leaderTransitions ?? '-'}  fence: ${fence.generation || '-'}#${fence.leaderTransitions} (rejected ${fence.fenced})`);
-    console.log('(with the Kubernetes lock, the leader is in the Lease: kubectl get lease)');
-    for (const line of formatMembersTable(membership)) console.log(line);
+    const { fence } = report;
+    console.log(
+      `leader: ${report.leader ?? '(none)'}  lock: ${report.lock}  transitions: ${report.leaderTransitions ?? '-'}  ` +
+        `fence: ${fence.generation || '-'}#${fence.leaderTransitions} (rejected ${fence.fenced})`,
+    );
+    if (report.leaseError) console.log(`lease: ${report.leaseError}`);
+    for (const line of formatMembersTable(report.members)) console.log(line);
     for (const row of report.jobs) {
       console.log(
         `${row.name}${row.paused ? ' [paused]' : ''}  next ${row.next ?? '-'}  last ${row.lastTick ?? '-'} ${row.lastJobId ?? ''}  ` +
           `enqueued ${row.enqueued} skipped ${JSON.stringify(row.skipped)} fenced ${row.fenced}`,
       );
     }
-    for (const error of report.loadErrors) console.log(`error: ${error}`);
+    if (report.jobsDir === null) console.log('(no jobs folder here: next run times need LEASEBEAT_JOBS_DIR)');
+    for (const error of report.jobsDir?.errors ?? []) console.log(`error: ${error}`);
   });
 }
 
-async function trigger(name: string, flags: CommonFlags): Promise<void> {
-  await withRedis(flags, async ({ config, redis }) => {
-    const { jobs } = await loadJobs(resolve(config.jobsDir));
-    const job = jobs.get(name);
-    if (!job) throw new ConfigError(`no job named "${name}" in ${config.jobsDir}: run \`leasebeat validate\` to list the jobs`);
-    const queue = new Queue(job.queue, { connection: redis });
-    const now = Date.now();
-    const data: TickJobData = { tick: now, token: { generation: '', leaderTransitions: -1 }, data: job.data, manual: true };
-    const added = await queue.add(job.name, data, { ...job.jobOptions, jobId: `${job.name}@manual-${now}-${randomUUID().slice(0, 8)}` });
-    await queue.close();
-    console.log(`triggered ${name}: job ${added.id} on queue ${job.queue}`);
+async function trigger(name: string, _options: unknown, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    const result = await admin.trigger(name);
+    console.log(`triggered ${name}: job ${result.jobId} on queue ${result.queue}${result.flow ? ' (a flow: its children were added with it)' : ''}`);
   });
 }
 
-async function pause(name: string, flags: CommonFlags & { note?: string }): Promise<void> {
-  await withRedis(flags, async ({ ledger }) => {
-    await ledger.pause(name, flags.note ?? '');
+async function pause(name: string, options: { note?: string; force?: boolean }, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    await admin.pause(name, options);
     console.log(`paused ${name}: the leader records its ticks as skipped (paused) until \`leasebeat resume ${name}\``);
   });
 }
 
-async function resume(name: string, flags: CommonFlags): Promise<void> {
-  await withRedis(flags, async ({ ledger }) => {
-    console.log((await ledger.resume(name)) ? `resumed ${name}` : `${name} was not paused`);
+async function resume(name: string, options: { force?: boolean }, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    console.log((await admin.resume(name, options)) ? `resumed ${name}` : `${name} was not paused`);
   });
 }
 
-/** The identity of a registered (or cordoned) member: the exact identity, or a prefix matching only one. */
-async function resolveMember(members: MemberStore, given: string): Promise<string> {
-  const known = new Set([...(await members.list()).keys(), ...(await members.cordons()).keys()]);
-  if (known.has(given)) return given;
-  const matches = [...known].filter((identity) => identity.startsWith(given)).sort();
-  if (matches.length === 1) return matches[0]!;
-  if (matches.length > 1) throw new ConfigError(`"${given}" matches ${matches.length} members (${matches.join(', ')}): give more of the identity`);
-  throw new ConfigError(`no member "${given}" is registered: \`leasebeat status\` lists the members`);
+async function runs(name: string, options: { limit: string; json?: boolean }, command: Command): Promise<void> {
+  const limit = Number(options.limit);
+  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError(`--limit "${options.limit}" must be a whole number above 0`);
+  await withAdmin(command, async (admin) => {
+    const list = await admin.runs(name, { limit });
+    if (options.json) {
+      console.log(JSON.stringify(list, null, 2));
+      return;
+    }
+    if (list.length === 0) console.log(`${name}: no ticks recorded yet`);
+    for (const run of list) console.log(`${run.tick}  ${run.fate}${run.reason ? ` (${run.reason})` : ''}  ${run.jobId ?? ''}  ${run.state ?? ''}`.trimEnd());
+  });
 }
 
-async function cordon(member: string, flags: CommonFlags & { note?: string }): Promise<void> {
-  await withRedis(flags, async ({ members }) => {
-    const identity = await resolveMember(members, member);
-    await members.cordon(identity, { at: Date.now(), note: flags.note ?? '' });
+async function cordon(member: string, options: { note?: string }, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    const identity = await admin.cordon(member, options);
     console.log(`cordoned ${identity}: within one heartbeat it leaves the election (releasing the lease if it leads) and takes no new jobs`);
   });
 }
 
-async function uncordon(member: string, flags: CommonFlags): Promise<void> {
-  await withRedis(flags, async ({ members }) => {
-    const identity = await resolveMember(members, member);
-    console.log((await members.uncordon(identity)) ? `uncordoned ${identity}` : `${identity} was not cordoned`);
+async function uncordon(member: string, _options: unknown, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    const { identity, changed } = await admin.uncordon(member);
+    console.log(changed ? `uncordoned ${identity}` : `${identity} was not cordoned`);
   });
 }
 
-async function drain(member: string, flags: CommonFlags & { note?: string; wait?: boolean; timeout: string }): Promise<void> {
-  const timeoutMs = parseDuration(flags.timeout);
-  if (timeoutMs === undefined) throw new ConfigError(`--timeout "${flags.timeout}" is not a duration: write it like 90s or 10m`);
-  await withRedis(flags, async ({ members }) => {
-    const identity = await resolveMember(members, member);
-    await members.cordon(identity, { at: Date.now(), note: flags.note ?? 'drain' });
-    if (!flags.wait) {
-      console.log(`cordoned ${identity}; it finishes its active jobs and takes no new ones (--wait waits for that)`);
-      return;
-    }
-    console.log(`cordoned ${identity}; waiting up to ${formatDuration(timeoutMs)} for its active jobs to finish`);
+async function drain(member: string, options: { note?: string; wait?: boolean; timeout: string }, command: Command): Promise<void> {
+  const timeoutMs = parseDuration(/^\d+$/.test(options.timeout) ? Number(options.timeout) : options.timeout);
+  if (timeoutMs === undefined) throw new ConfigError(`--timeout "${options.timeout}" is not a duration: write it like 90s or 10m (a bare number is ms)`);
+  await withAdmin(command, async (admin) => {
     let shown = '';
-    const outcome = await waitForDrain(members, identity, {
+    if (options.wait) console.log(`cordoning ${member}; waiting up to ${formatDuration(timeoutMs)} for its active jobs to finish`);
+    const { identity, outcome } = await admin.drain(member, {
+      note: options.note,
+      wait: options.wait,
       timeoutMs,
-      pollMs: 250,
-      clock: systemClock,
       onProgress: (record) => {
         const line = `  ${record.cordoned ? 'cordoned' : 'cordon not yet obeyed'}, ${record.activeJobs} active job(s)`;
         if (line !== shown) console.log((shown = line));
       },
     });
-    if (outcome.kind === 'drained') console.log(`drained ${identity}: cordoned, no active jobs`);
+    if (!outcome) console.log(`cordoned ${identity}; it finishes its active jobs and takes no new ones (--wait waits for that)`);
+    else if (outcome.kind === 'drained') console.log(`drained ${identity}: cordoned, no active jobs`);
     else if (outcome.kind === 'left') console.log(`${identity} left the member registry (it shut down or was removed)`);
     else {
       const active = outcome.record ? `${outcome.record.activeJobs} active job(s)` : 'no record';
@@ -301,62 +316,73 @@ async function drain(member: string, flags: CommonFlags & { note?: string; wait?
 
 const program = new Command('leasebeat')
   .description('Leader-gated cron scheduler for BullMQ: one leader enqueues every tick exactly once, every instance works')
+  .version(VERSION, '-V, --version', 'print the version')
   .showHelpAfterError();
 
-withConnectionFlags(program.command('start').description('run one instance: elector, producer (while leading), workers and HTTP'))
-  .addOption(new Option('--lock <kind>', 'lock to campaign on (LEASEBEAT_LOCK)').choices(['auto', 'redis', 'kubernetes']))
-  .option('--identity <id>', 'candidate identity (LEASEBEAT_IDENTITY)')
-  .option('--http-host <host>', 'HTTP listen address (LEASEBEAT_HTTP_HOST)')
-  .option('--http-port <port>', 'HTTP port (LEASEBEAT_HTTP_PORT)')
-  .option('--insecure-board', 'allow an unauthenticated Bull Board on a non-loopback address')
-  .action(start);
+withSettings(program.command('start').description('run one instance: elector, producer (while leading), workers and HTTP'), 'start').action(start);
 
 program
   .command('validate')
   .description('lint the job files and print the next run times of each, in its timezone')
-  .argument('[dir]', 'folder of job files', process.env.LEASEBEAT_JOBS_DIR ?? './jobs')
+  .argument('[dir]', 'folder of job files (LEASEBEAT_JOBS_DIR; default: ./jobs)', process.env.LEASEBEAT_JOBS_DIR || './jobs')
   .option('-n, --count <n>', 'run times to print per job', '5')
   .action(validate);
 
-withConnectionFlags(program.command('status').description('leader, fence and per-job schedule state from Redis'))
+withSettings(program.command('status').description('leader (from the configured lock), fence, members and per-job state, from Redis'), 'connection')
   .option('--json', 'print JSON')
   .action(status);
 
-withConnectionFlags(program.command('trigger').description('run a job now, outside its schedule (recorded as manual)'))
+withSettings(program.command('trigger').description("run a job now, outside its schedule, as a tick runs it (flows included; recorded as manual); needs the job's definition"), 'connection')
   .argument('<job>', 'job name')
   .action(trigger);
 
-withConnectionFlags(program.command('pause').description('pause a job at run time; the leader skips its ticks as paused'))
+withSettings(program.command('pause').description('pause a job at run time; the leader skips its ticks as paused'), 'connection')
   .argument('<job>', 'job name')
   .option('--note <text>', 'why it is paused')
+  .option('--force', 'pause a name no leader has scheduled and no job file here defines (a job not deployed yet)')
   .action(pause);
 
-withConnectionFlags(program.command('resume').description('resume a paused job'))
+withSettings(program.command('resume').description('resume a paused job'), 'connection')
   .argument('<job>', 'job name')
+  .option('--force', 'accept a name the cluster does not know')
   .action(resume);
 
-withConnectionFlags(program.command('cordon').description('take a member out of rotation: it leaves the election and takes no new jobs'))
+withSettings(program.command('runs').description("a job's recent ticks from the fenced ledger: enqueued (with the run's BullMQ state), skipped (why)"), 'connection')
+  .argument('<job>', 'job name')
+  .option('-n, --limit <n>', 'how many, newest first', '20')
+  .option('--json', 'print JSON')
+  .action(runs);
+
+withSettings(program.command('cordon').description('take a member out of rotation: it leaves the election and takes no new jobs'), 'connection')
   .argument('<member>', 'member identity, or a prefix of it that matches one member')
   .option('--note <text>', 'why it is cordoned')
   .action(cordon);
 
-withConnectionFlags(program.command('uncordon').description('put a cordoned member back: it takes jobs and campaigns again'))
+withSettings(program.command('uncordon').description('put a cordoned member back: it takes jobs and campaigns again'), 'connection')
   .argument('<member>', 'member identity, or a prefix of it that matches one member')
   .action(uncordon);
 
-withConnectionFlags(program.command('drain').description('cordon a member; with --wait, return once it has no active jobs'))
+withSettings(program.command('drain').description('cordon a member; with --wait, return once it has no active jobs'), 'connection')
   .argument('<member>', 'member identity, or a prefix of it that matches one member')
   .option('--wait', 'wait until the member reports no active jobs')
   .option('--timeout <duration>', 'give up waiting after this long (exit code 1)', '5m')
   .option('--note <text>', 'why it is drained')
   .action(drain);
 
+/** Exit codes by failure: see the top of this file. */
+function exitCodeOf(error: unknown): number | undefined {
+  if (error instanceof ConfigError) return 2;
+  if (error instanceof AdminError) return error.code === 'timeout' ? 3 : 2;
+  return undefined;
+}
+
 try {
   await program.parseAsync(process.argv);
+  // Admin commands hold no handle past their work; exit now so a socket to a hung Redis cannot keep us.
+  if (!serving) process.exit();
 } catch (error) {
-  if (error instanceof ConfigError) {
-    console.error(`leasebeat: ${error.message}`);
-    process.exit(2);
-  }
-  throw error;
+  const code = exitCodeOf(error);
+  if (code === undefined) throw error;
+  console.error(`leasebeat: ${(error as Error).message}`);
+  process.exit(code);
 }

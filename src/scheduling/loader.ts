@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { spawnSync } from 'node:child_process';
+import { createRequire, register } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from 'pino';
@@ -20,6 +21,8 @@ export interface LoadError {
 export interface LoadResult {
   jobs: Map<string, ScheduledJob>;
   errors: LoadError[];
+  /** What loads but is likely a mistake (an `endAt` in the past, `?` read as `*`). */
+  warnings: LoadError[];
 }
 
 /** How long a job file may take to import (top-level await included) before it counts as broken. */
@@ -58,27 +61,48 @@ let importVersion = 0;
  * their cache entry goes first. A module once imported stays in memory: each reload costs a little.
  * Only the job file is re-imported; modules it imports are cached until restart.
  */
-async function loadJobFile(file: string): Promise<{ job: ScheduledJob } | { errors: string[] }> {
+async function loadJobFile(file: string): Promise<{ job: ScheduledJob; warnings: string[] } | { errors: string[] }> {
   const shown = shownPath(file);
   let exports: Record<string, unknown>;
   try {
     delete requireForCache.cache[file];
-    exports = await withTimeout(import(`${pathToFileURL(file).href}?v=${++importVersion}`) as Promise<Record<string, unknown>>);
+    exports = await withTimeout(import(jobFileUrl(file)) as Promise<Record<string, unknown>>);
   } catch (error) {
-    return { errors: [`${shown}: ${describeImportError(error)}`] };
+    return { errors: [`${shown}: ${describeImportError(error, file)}`] };
   }
   if (exports.default === undefined) {
     return { errors: [`${shown}: has no default export; add \`export default defineJob({ ... })\``] };
   }
   const result = validateJobDefinition(exports.default, file, shown);
-  return result.ok ? { job: result.job } : { errors: result.errors };
+  return result.ok ? { job: result.job, warnings: result.warnings } : { errors: result.errors };
+}
+
+let esmHooks = false;
+
+/**
+ * The URL a job file is imported by. A `.ts` job file is an ES module whatever package it sits in: tsx
+ * would compile it as CommonJS outside a `"type": "module"` package (no top-level await, and with no
+ * package.json at all not even TypeScript syntax), so a loader hook marks it as a module.
+ */
+function jobFileUrl(file: string): string {
+  const url = `${pathToFileURL(file).href}?v=${++importVersion}`;
+  if (!file.endsWith('.ts')) return url;
+  if (!esmHooks) {
+    register(new URL('./esm-job-hooks.mjs', import.meta.url));
+    esmHooks = true;
+  }
+  return `${url}&leasebeat-esm=1`;
 }
 
 async function withTimeout<T>(work: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`did not finish importing within ${IMPORT_TIMEOUT_MS / 1000}s`)), IMPORT_TIMEOUT_MS);
-    timer.unref();
+    // Not unref'd: a top-level await that never settles leaves nothing else keeping the process alive,
+    // and `leasebeat validate` must report it rather than exit 13 silently.
+    timer = setTimeout(
+      () => reject(new Error(`did not finish importing within ${IMPORT_TIMEOUT_MS / 1000}s (a top-level await that never settles?)`)),
+      IMPORT_TIMEOUT_MS,
+    );
   });
   try {
     return await Promise.race([work, timeout]);
@@ -87,7 +111,7 @@ async function withTimeout<T>(work: Promise<T>): Promise<T> {
   }
 }
 
-function describeImportError(error: unknown): string {
+function describeImportError(error: unknown, file: string): string {
   const oneLine = (text: string): string =>
     text
       .split('\n')
@@ -101,9 +125,21 @@ function describeImportError(error: unknown): string {
     const first = /:(\d+):\d+: ERROR: (.*)/.exec(error.message);
     if (first) return `has a syntax error on line ${first[1]}: ${oneLine(first[2]!)}`;
   }
-  // Node keeps the location of a JavaScript syntax error out of the error object; the message is all there is.
-  if (error instanceof SyntaxError) return `has a syntax error: ${oneLine(error.message)}`;
+  // Node keeps the location of a JavaScript syntax error out of the error object; `node --check` prints it.
+  if (error instanceof SyntaxError) {
+    const line = syntaxErrorLine(file);
+    return `has a syntax error${line === undefined ? '' : ` on line ${line}`}: ${oneLine(error.message)}`;
+  }
   return `threw while being imported: ${error.name}: ${oneLine(error.message)}`;
+}
+
+/** The line of a JavaScript file's syntax error, from `node --check` (only run for a file that failed to parse). */
+function syntaxErrorLine(file: string): number | undefined {
+  if (file.endsWith('.ts')) return undefined;
+  const check = spawnSync(process.execPath, ['--check', file], { encoding: 'utf8', timeout: 5_000 });
+  const escaped = file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const match = new RegExp(`^(?:file://)?${escaped}:(\\d+)$`, 'm').exec(check.stderr ?? '');
+  return match ? Number(match[1]) : undefined;
 }
 
 interface FileState {
@@ -111,6 +147,7 @@ interface FileState {
   /** The job the file defines, or the last good version while the file is broken. */
   job: ScheduledJob | undefined;
   errors: string[];
+  warnings: string[];
 }
 
 /**
@@ -125,8 +162,10 @@ function assemble(states: FileState[], previousOwners: ReadonlyMap<string, strin
 
   const jobs = new Map<string, ScheduledJob>();
   const errors: LoadError[] = [];
-  for (const { file, job, errors: messages } of states) {
+  const warnings: LoadError[] = [];
+  for (const { file, job, errors: messages, warnings: notes } of states) {
     errors.push(...messages.map((message) => ({ file, message })));
+    warnings.push(...notes.map((message) => ({ file, message })));
     if (!job) continue;
     const owner = owners.get(job.name)!;
     if (owner === file) {
@@ -140,7 +179,7 @@ function assemble(states: FileState[], previousOwners: ReadonlyMap<string, strin
       });
     }
   }
-  return { jobs, errors };
+  return { jobs, errors, warnings };
 }
 
 /**
@@ -152,7 +191,9 @@ export async function loadJobs(dir: string): Promise<LoadResult> {
   const outcomes = await Promise.all(files.map((file) => loadJobFile(file)));
   const states = files.map((file, i): FileState => {
     const outcome = outcomes[i]!;
-    return 'job' in outcome ? { file, job: outcome.job, errors: [] } : { file, job: undefined, errors: outcome.errors };
+    return 'job' in outcome
+      ? { file, job: outcome.job, errors: [], warnings: outcome.warnings }
+      : { file, job: undefined, errors: outcome.errors, warnings: [] };
   });
   return assemble(states, new Map());
 }
@@ -183,7 +224,7 @@ export interface JobRegistryOptions {
  */
 export class JobRegistry extends EventEmitter<{ change: [RegistryChange] }> {
   private readonly files = new Map<string, FileState & { hash: string }>();
-  private current: LoadResult = { jobs: new Map(), errors: [] };
+  private current: LoadResult = { jobs: new Map(), errors: [], warnings: [] };
   private readonly log: Logger;
   private readonly debounceMs: number;
   private watcher: FSWatcher | undefined;
@@ -289,13 +330,14 @@ export class JobRegistry extends EventEmitter<{ change: [RegistryChange] }> {
     if (previous?.hash === hash) return;
     const outcome = await loadJobFile(file);
     if ('job' in outcome) {
-      this.files.set(file, { file, hash, job: outcome.job, errors: [] });
+      for (const warning of outcome.warnings) this.log.warn({ file }, warning);
+      this.files.set(file, { file, hash, job: outcome.job, errors: [], warnings: outcome.warnings });
       return;
     }
     const kept = previous?.job;
     const errors = kept
       ? outcome.errors.map((message) => `${message} (the previous version of job "${kept.name}" keeps running)`)
       : outcome.errors;
-    this.files.set(file, { file, hash, job: kept, errors });
+    this.files.set(file, { file, hash, job: kept, errors, warnings: previous?.warnings ?? [] });
   }
 }

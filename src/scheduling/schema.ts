@@ -109,7 +109,11 @@ const definitionSchema = z.strictObject({
   }),
   schedule: z
     .string()
-    .superRefine((expression, ctx) => cronProblems(expression).forEach((problem) => custom(ctx, problem)))
+    .superRefine((expression, ctx) => {
+      const unsupported = unsupportedCronForm(expression);
+      if (unsupported) return custom(ctx, unsupported);
+      cronProblems(expression).forEach((problem) => custom(ctx, problem));
+    })
     .optional(),
   every: durationField(MIN_EVERY_MS).optional(),
   timezone: z
@@ -163,20 +167,67 @@ const definitionSchema = z.strictObject({
 
 type ParsedDefinition = z.output<typeof definitionSchema>;
 
-export type ValidationResult = { ok: true; job: ScheduledJob } | { ok: false; errors: string[] };
+/** A valid definition, with `warnings` for what is legal but likely not meant (each prefixed like errors). */
+export type ValidationResult = { ok: true; job: ScheduledJob; warnings: string[] } | { ok: false; errors: string[] };
 
 /**
  * Validates what a job file default-exported. Every problem in the file is reported, each as
  * `<displayFile>: <field> <value>: <what is wrong and how to fix it>`.
  */
-export function validateJobDefinition(value: unknown, file: string, displayFile = file): ValidationResult {
+export function validateJobDefinition(value: unknown, file: string, displayFile = file, now = Date.now()): ValidationResult {
   const result = definitionSchema.safeParse(value);
   const errors = [
     ...(result.success ? [] : result.error.issues.flatMap((issue) => describeIssue(issue, value))),
     ...crossFieldProblems(value),
   ];
   if (!result.success || errors.length > 0) return { ok: false, errors: errors.map((e) => `${displayFile}: ${e}`) };
-  return { ok: true, job: normalize(result.data, file) };
+  const job = normalize(result.data, file);
+  return { ok: true, job, warnings: definitionWarnings(job, now).map((w) => `${displayFile}: ${w}`) };
+}
+
+/** The fields of a cron expression that are day of month and day of week, by field count. */
+function dayFields(fields: string[]): { dom: number; dow: number } | undefined {
+  if (fields.length === 5) return { dom: 2, dow: 4 };
+  if (fields.length === 6) return { dom: 3, dow: 5 };
+  return undefined;
+}
+
+/**
+ * Cron forms other schedulers accept that this one does not, named as such: cron-parser's own message
+ * for `15W` only says "not valid".
+ */
+function unsupportedCronForm(expression: string): string | undefined {
+  const fields = expression.trim().split(/\s+/);
+  const days = dayFields(fields);
+  if (!days) return undefined;
+  const dom = fields[days.dom]!;
+  if (/W/i.test(dom)) {
+    return (
+      `day of month "${dom}": W (nearest weekday) is not supported; use numbers, ranges (1-5), lists (1,15), steps (*/2) ` +
+      'or L (the last day of the month); day of week also takes 5L (the last Friday) and 1#2 (the second Monday)'
+    );
+  }
+  return undefined;
+}
+
+/** What is legal in a definition but almost certainly not what its author meant. */
+function definitionWarnings(job: ScheduledJob, now: number): string[] {
+  const warnings: string[] = [];
+  if (job.endAt !== undefined && job.endAt <= now) {
+    warnings.push(`endAt ${new Date(job.endAt).toISOString()}: is in the past, so the job never runs again; remove endAt or move it forward`);
+  }
+  if (job.trigger.kind === 'cron') {
+    const fields = job.trigger.expression.split(/\s+/);
+    const days = dayFields(fields);
+    const names = fields.length === 6 ? ['second', 'minute', 'hour', 'day of month', 'month', 'day of week'] : ['minute', 'hour', 'day of month', 'month', 'day of week'];
+    fields.forEach((field, index) => {
+      // `?` means "no specific value" only in the day fields; elsewhere the parser reads it as `*`.
+      if (field.includes('?') && index !== days?.dom && index !== days?.dow) {
+        warnings.push(`schedule "${job.trigger.kind === 'cron' ? job.trigger.expression : ''}": "?" in the ${names[index]} field is read as * (every ${names[index]}); write * if that is meant`);
+      }
+    });
+  }
+  return warnings;
 }
 
 /** Rules that involve several fields, checked on the raw input so that they are reported alongside field errors. */
@@ -250,7 +301,8 @@ function describeIssue(issue: z.core.$ZodIssue, input: unknown): string[] {
         : `${field}: unknown field; known fields are ${known.join(', ')}`;
     });
   }
-  if (issue.code === 'custom') return [`${label(key, valueAt(input, path))}: ${issue.message}`];
+  // `data` is shown by its problem alone: its JSON text is what misleads (NaN prints as null, a BigInt cannot print).
+  if (issue.code === 'custom') return [`${key === 'data' ? 'data' : label(key, valueAt(input, path))}: ${issue.message}`];
   // Describe the innermost field that has an expectation: for `removeOnComplete.age`, that is `removeOnComplete`.
   let depth = path.length;
   while (depth > 0 && EXPECTED[path.slice(0, depth).join('.')] === undefined) depth--;
@@ -280,7 +332,9 @@ function show(value: unknown): string {
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? 'Invalid Date' : value.toISOString();
   if (typeof value === 'symbol' || typeof value === 'bigint') return value.toString();
   try {
-    return JSON.stringify(value) ?? typeof value;
+    // A BigInt anywhere inside would make JSON.stringify throw: show it as written, `5n`.
+    const text = JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'bigint' ? `\u0000${inner}n\u0000` : inner));
+    return text === undefined ? typeof value : text.replace(/"\\u0000(-?\d+n)\\u0000"/g, '$1');
   } catch {
     return 'an object that refers back to itself';
   }
@@ -302,7 +356,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 /** Why `value` would not survive JSON.stringify/parse unchanged, or undefined if it would. */
 function jsonProblem(value: unknown, path: string, ancestors: Set<object>): string | undefined {
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
-  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${path} is ${value}`;
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${path} is ${value}, which JSON turns into null`;
+  if (typeof value === 'bigint') return `${path} is a BigInt (${value}n), which JSON cannot encode; use a number or a string`;
   if (typeof value !== 'object') return `${path} is ${typeof value === 'undefined' ? 'undefined' : `a ${typeof value}`}`;
   if (ancestors.has(value)) return `${path} refers back to itself`;
   const proto = Object.getPrototypeOf(value) as unknown;

@@ -76,7 +76,7 @@ describe('loadJobs: syntax errors', () => {
     dir = await mkdtemp(path.join(tmpdir(), 'leasebeat-syntax-'));
     await writeFile(path.join(dir, 'package.json'), '{ "type": "module" }\n');
     await writeFile(path.join(dir, 'broken.ts'), "export default {\n  name: 'broken',\n");
-    await writeFile(path.join(dir, 'broken-js.mjs'), "export default { name: 'broken-js', ;\n");
+    await writeFile(path.join(dir, 'broken-js.mjs'), "export default {\n  name: 'broken-js', ;\n};\n");
     await writeFile(path.join(dir, 'fine.mjs'), "export default { name: 'fine', every: '1m', handler: () => 1 };\n");
   });
 
@@ -84,15 +84,43 @@ describe('loadJobs: syntax errors', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('reports the file, and the line where TypeScript tells it', async () => {
+  it('reports the file and the line, for JavaScript as for TypeScript', async () => {
     const { jobs, errors } = await loadJobs(dir);
     assert.deepEqual([...jobs.keys()], ['fine']);
     assert.deepEqual(errors, [
-      { file: path.join(dir, 'broken-js.mjs'), message: `${path.join(dir, 'broken-js.mjs')}: has a syntax error: Unexpected token ';'` },
+      { file: path.join(dir, 'broken-js.mjs'), message: `${path.join(dir, 'broken-js.mjs')}: has a syntax error on line 2: Unexpected token ';'` },
       {
         file: path.join(dir, 'broken.ts'),
         message: `${path.join(dir, 'broken.ts')}: has a syntax error on line 3: Expected identifier but found end of file`,
       },
     ]);
   });
+});
+
+describe('loadJobs: TypeScript job files outside an ES-module package', () => {
+  const job = [
+    "const every: string = '5s';",
+    'const settings = await Promise.resolve({ queue: "reports" });',
+    "export default { name: 'typed', every, queue: settings.queue, handler: (): number => 1 };",
+    '',
+  ].join('\n');
+
+  for (const [scope, packageJson] of [
+    ['no package.json', undefined],
+    ['a package.json without "type"', '{ "name": "ops-jobs" }\n'],
+    ['"type": "commonjs"', '{ "type": "commonjs" }\n'],
+  ] as const) {
+    it(`loads a .ts job with types and top-level await under ${scope}`, async () => {
+      const dir = await mkdtemp(path.join(tmpdir(), 'leasebeat-scope-'));
+      try {
+        if (packageJson) await writeFile(path.join(dir, 'package.json'), packageJson);
+        await writeFile(path.join(dir, 'typed.ts'), job);
+        const { jobs, errors } = await loadJobs(dir);
+        assert.deepEqual(errors, []);
+        assert.equal(jobs.get('typed')?.queue, 'reports');
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+  }
 });

@@ -220,18 +220,47 @@ describe('validateJobDefinition: errors name the file, the field and the fix', (
     );
   });
 
-  it('requires JSON data and says where it is not', () => {
+  it('requires JSON data and names the problem, not a JSON rendering of the value', () => {
     assert.deepEqual(errorsOf({ ...valid, data: { at: new Date(0) } }), [
-      'jobs/x.ts: data {"at":"1970-01-01T00:00:00.000Z"}: must be JSON-serialisable: data.at is a Date; use plain objects, arrays, strings, numbers, booleans and null',
+      'jobs/x.ts: data: must be JSON-serialisable: data.at is a Date; use plain objects, arrays, strings, numbers, booleans and null',
     ]);
     const cyclic: Record<string, unknown> = { list: [1, 2] };
     cyclic.self = cyclic;
-    assert.deepEqual(errorsOf({ ...valid, data: cyclic }), [
-      'jobs/x.ts: data an object that refers back to itself: must be JSON-serialisable: data.self refers back to itself',
+    assert.deepEqual(errorsOf({ ...valid, data: cyclic }), ['jobs/x.ts: data: must be JSON-serialisable: data.self refers back to itself']);
+    // JSON shows NaN as null, and cannot show a BigInt at all: neither may appear as the value.
+    assert.deepEqual(errorsOf({ ...valid, data: { x: NaN } }), ['jobs/x.ts: data: must be JSON-serialisable: data.x is NaN, which JSON turns into null']);
+    assert.deepEqual(errorsOf({ ...valid, data: { n: 10n } }), [
+      'jobs/x.ts: data: must be JSON-serialisable: data.n is a BigInt (10n), which JSON cannot encode; use a number or a string',
     ]);
-    assert.match(errorsOf({ ...valid, data: { n: NaN } })[0]!, /data\.n is NaN$/);
     assert.match(errorsOf({ ...valid, data: [1, () => 2] })[0]!, /data\[1\] is a function$/);
     assert.match(errorsOf({ ...valid, data: { a: undefined } })[0]!, /data\.a is undefined$/);
+  });
+
+  it('a BigInt elsewhere is shown as written, not as "an object that refers back to itself"', () => {
+    assert.deepEqual(errorsOf({ ...valid, removeOnComplete: { age: 5n } }), [
+      'jobs/x.ts: removeOnComplete {"age":5n}: must be true, false, a number of jobs to keep, or { age: seconds, count }',
+    ]);
+  });
+
+  it('names W as unsupported in a day of month, and lists the L and # forms that work', () => {
+    assert.deepEqual(errorsOf({ ...valid, schedule: '0 0 15W * *' }), [
+      'jobs/x.ts: schedule "0 0 15W * *": day of month "15W": W (nearest weekday) is not supported; use numbers, ranges (1-5), lists (1,15), ' +
+        'steps (*/2) or L (the last day of the month); day of week also takes 5L (the last Friday) and 1#2 (the second Monday)',
+    ]);
+    assert.deepEqual(errorsOf({ ...valid, schedule: '0 0 * * WED' }), []);
+  });
+
+  it('warns about an endAt in the past and a "?" outside the day fields, and keeps the job', () => {
+    const now = Date.parse('2026-06-01T00:00:00Z');
+    const result = validateJobDefinition({ ...valid, schedule: '? * * * *', endAt: '2026-01-01' }, '/abs/jobs/x.ts', 'jobs/x.ts', now);
+    assert.ok(result.ok);
+    assert.deepEqual(result.warnings, [
+      'jobs/x.ts: endAt 2026-01-01T00:00:00.000Z: is in the past, so the job never runs again; remove endAt or move it forward',
+      'jobs/x.ts: schedule "? * * * *": "?" in the minute field is read as * (every minute); write * if that is meant',
+    ]);
+    const quiet = validateJobDefinition({ ...valid, schedule: '0 0 ? * MON', endAt: '2027-01-01' }, '/abs/jobs/x.ts', 'jobs/x.ts', now);
+    assert.ok(quiet.ok);
+    assert.deepEqual(quiet.warnings, []);
   });
 
   it('requires dates with an explicit zone, and endAt after startAt', () => {

@@ -1,0 +1,445 @@
+import { randomUUID } from 'node:crypto';
+import { existsSync, statSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import { RedisLeaseLock } from '../election/redis-lock.js';
+import { LockNotFoundError, type ResourceLock } from '../election/resource-lock.js';
+import { waitForDrain, type DrainOutcome } from '../members/drain.js';
+import type { MemberRecord } from '../members/record.js';
+import { membersReport, type MembersReport } from '../members/status.js';
+import { MemberStore } from '../members/store.js';
+import { addRun } from '../queueing/enqueue.js';
+import type { TickJobData } from '../queueing/job-data.js';
+import { KeySpace } from '../queueing/keys.js';
+import { QueueSet } from '../queueing/queue-set.js';
+import { TickLedger, type FenceState } from '../queueing/tick-ledger.js';
+import type { ScheduledJob } from '../scheduling/define-job.js';
+import { formatDuration } from '../scheduling/duration.js';
+import { loadJobs, type LoadError } from '../scheduling/loader.js';
+import { nextTicks } from '../scheduling/plan.js';
+import { systemClock } from '../util/clock.js';
+
+/** Why an admin operation was refused or failed; `code` is stable for scripts, `message` is for people. */
+export type AdminErrorCode = 'unknown-job' | 'unknown-member' | 'ambiguous-member' | 'no-definitions' | 'timeout' | 'unreachable';
+
+export class AdminError extends Error {
+  override readonly name = 'AdminError';
+  constructor(
+    readonly code: AdminErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface AdminOptions {
+  /** An ioredis client (not closed by `close()`), or a Redis URL (a connection of its own, closed by `close()`). */
+  connection: Redis | string;
+  /** Redis key prefix and cluster (lease) name, as the instances use them. Defaults `leasebeat`. */
+  prefix?: string;
+  leaseName?: string;
+  bullPrefix?: string;
+  /**
+   * The lock the instances campaign on, read for the leader: the Kubernetes Lease under the Kubernetes
+   * lock. Default: the Redis lease record named `leaseName`.
+   */
+  lock?: ResourceLock;
+  /**
+   * The folder of job files. Only `trigger` needs it (it runs the job's own definition, flows included);
+   * `status` uses it, when it loads, for next run times and for jobs no leader has scheduled yet.
+   */
+  jobsDir?: string;
+  /** Bound on every operation, Redis and the lease included. Default 10 s. */
+  timeoutMs?: number;
+}
+
+/** One job as the admin API sees it: from Redis, completed from its definition when one is loaded. */
+export interface AdminJobStatus {
+  name: string;
+  /** From the loaded definition; null when no definition is loaded here. */
+  queue: string | null;
+  schedule: string | null;
+  timezone: string | null;
+  next: string | null;
+  paused: boolean;
+  pauseNote: string | null;
+  lastTick: string | null;
+  lastJobId: string | null;
+  enqueued: number;
+  skipped: Record<string, number>;
+  fenced: number;
+}
+
+export interface ClusterStatus {
+  /** The lock read for the leader, e.g. `redis/leasebeat` or `default/leasebeat`. */
+  lock: string;
+  /** The lease holder; null when nobody holds it or the lease does not exist. */
+  leader: string | null;
+  leaderTransitions: number | null;
+  /** When the holder last renewed (RFC 3339), and the lease's duration. */
+  renewTime: string | null;
+  leaseDurationSeconds: number | null;
+  /** Why the lease could not be read, if it could not. */
+  leaseError: string | null;
+  fence: FenceState;
+  members: MembersReport;
+  jobs: AdminJobStatus[];
+  /** The jobs folder as seen here: null when no folder was given or it does not exist. */
+  jobsDir: { path: string; loaded: number; errors: string[] } | null;
+}
+
+/** One recent tick of a job, newest first, from the fenced ledger (and BullMQ when the queue is known). */
+export interface RecentRun {
+  tick: string;
+  /** `enqueued`, `claimed`, `buffered` or `skipped`. */
+  fate: string;
+  jobId: string | null;
+  /** The skip reason, for skipped ticks. */
+  reason: string | null;
+  /** BullMQ's state of the run (`completed`, `failed`, `active`, ... or `unknown` once removed); null when the queue is not known here. */
+  state: string | null;
+}
+
+export interface TriggerResult {
+  jobId: string;
+  queue: string;
+  /** True when the job starts a flow (its children are added with it). */
+  flow: boolean;
+}
+
+export interface DrainOptions {
+  note?: string;
+  /** Wait until the member reports no active jobs; bounded by `timeoutMs`. */
+  wait?: boolean;
+  timeoutMs?: number;
+  onProgress?: (record: MemberRecord) => void;
+}
+
+/**
+ * The operations surface of a leasebeat cluster, for the CLI, the HTTP API and applications. Every
+ * answer comes from Redis and the lease, so it works from any machine that reaches them.
+ */
+export interface Admin {
+  status(): Promise<ClusterStatus>;
+  members(): Promise<MembersReport>;
+  /** Runs a job now, outside its schedule, through the same enqueue as a tick (flows included); `manual` is true. */
+  trigger(job: string): Promise<TriggerResult>;
+  /**
+   * Pauses a job at run time. Refuses a name neither known to the cluster (scheduled by a leader) nor
+   * defined in the jobs folder, unless `force` (to pause a job before it is deployed).
+   */
+  pause(job: string, options?: { note?: string; force?: boolean }): Promise<void>;
+  /** Resumes a paused job; false when it was not paused. Unknown names are refused unless `force`. */
+  resume(job: string, options?: { force?: boolean }): Promise<boolean>;
+  /** Cordons a member (identity or a unique prefix); returns the full identity. */
+  cordon(member: string, options?: { note?: string }): Promise<string>;
+  uncordon(member: string): Promise<{ identity: string; changed: boolean }>;
+  /** Cordons a member and, with `wait`, waits until it has no active jobs (bounded by `timeoutMs`). */
+  drain(member: string, options?: DrainOptions): Promise<{ identity: string; outcome: DrainOutcome | undefined }>;
+  /** The newest `limit` ticks of a job (default 20). */
+  runs(job: string, options?: { limit?: number }): Promise<RecentRun[]>;
+  close(): Promise<void>;
+}
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** Creates the admin API over a cluster's Redis (and, for the leader, its lock). */
+export function createAdmin(options: AdminOptions): Admin {
+  return new ClusterAdmin(options);
+}
+
+class ClusterAdmin implements Admin {
+  private readonly redis: Redis;
+  private readonly ownsRedis: boolean;
+  private readonly keys: KeySpace;
+  private readonly ledger: TickLedger;
+  private readonly store: MemberStore;
+  private readonly lock: ResourceLock;
+  private readonly queues: QueueSet;
+  private readonly timeoutMs: number;
+  private readonly where: string;
+
+  constructor(private readonly options: AdminOptions) {
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.ownsRedis = typeof options.connection === 'string';
+    this.redis =
+      typeof options.connection === 'string'
+        ? // Fail fast instead of queueing commands for a Redis that is down or hung: every call has a bound.
+          new Redis(options.connection, {
+            lazyConnect: true,
+            connectTimeout: this.timeoutMs,
+            commandTimeout: this.timeoutMs,
+            maxRetriesPerRequest: 1,
+            enableOfflineQueue: true,
+          })
+        : options.connection;
+    if (this.ownsRedis) this.redis.on('error', () => undefined);
+    this.where = typeof options.connection === 'string' ? redact(options.connection) : 'the given Redis connection';
+    const leaseName = options.leaseName ?? 'leasebeat';
+    this.keys = new KeySpace(options.prefix, leaseName);
+    this.ledger = new TickLedger(this.redis, this.keys);
+    this.store = new MemberStore(this.redis, this.keys);
+    this.lock = options.lock ?? new RedisLeaseLock({ connection: this.redis, name: leaseName, prefix: options.prefix, identity: 'leasebeat-admin' });
+    this.queues = new QueueSet({ connection: this.redis, prefix: options.bullPrefix, onError: () => undefined });
+  }
+
+  status(): Promise<ClusterStatus> {
+    return this.bounded('status', async (signal) => {
+      const [lease, fence, paused, members, known, definitions] = await Promise.all([
+        this.readLease(signal),
+        this.ledger.fence(),
+        this.ledger.pausedJobs(),
+        this.membersNow(),
+        this.knownJobs(),
+        this.definitions(false),
+      ]);
+      const names = new Set([...known, ...paused.keys(), ...(definitions?.jobs.keys() ?? [])]);
+      const now = Date.now();
+      const jobs = await Promise.all(
+        [...names].sort().map(async (name): Promise<AdminJobStatus> => {
+          const state = await this.ledger.jobState(name);
+          const job = definitions?.jobs.get(name);
+          const next = job ? nextTicks(job, now, 1)[0] : undefined;
+          return {
+            name,
+            queue: job?.queue ?? null,
+            schedule: job ? describeTrigger(job) : null,
+            timezone: job?.timezone ?? null,
+            next: next === undefined ? null : new Date(next).toISOString(),
+            paused: (job?.paused ?? false) || paused.has(name),
+            pauseNote: paused.get(name)?.note ?? null,
+            lastTick: state.lastScheduledTick === undefined ? null : new Date(state.lastScheduledTick).toISOString(),
+            lastJobId: state.lastJobId ?? null,
+            enqueued: state.enqueued,
+            skipped: state.skipped,
+            fenced: state.fenced,
+          };
+        }),
+      );
+      return {
+        lock: this.lock.describe(),
+        leader: lease.record?.holderIdentity || null,
+        leaderTransitions: lease.record?.leaderTransitions ?? null,
+        renewTime: lease.record && Number.isFinite(lease.record.renewTime) ? new Date(lease.record.renewTime).toISOString() : null,
+        leaseDurationSeconds: lease.record?.leaseDurationSeconds ?? null,
+        leaseError: lease.error ?? null,
+        fence,
+        members,
+        jobs,
+        jobsDir: definitions ? { path: this.options.jobsDir!, loaded: definitions.jobs.size, errors: definitions.errors.map((e) => e.message) } : null,
+      };
+    });
+  }
+
+  members(): Promise<MembersReport> {
+    return this.bounded('members', () => this.membersNow());
+  }
+
+  trigger(name: string): Promise<TriggerResult> {
+    return this.bounded(`trigger ${name}`, async () => {
+      const definitions = await this.definitions(true);
+      const job = definitions!.jobs.get(name);
+      if (!job) {
+        const broken = definitions!.errors.map((e) => e.message).join('; ');
+        throw new AdminError(
+          'unknown-job',
+          `no job named "${name}" is defined in ${this.options.jobsDir}${broken ? ` (load errors: ${broken})` : ''}: \`leasebeat validate\` lists the jobs`,
+        );
+      }
+      const now = Date.now();
+      const jobId = `${job.name}@manual-${now}-${randomUUID().slice(0, 8)}`;
+      // Manual runs carry no term's token (generation ''): no leader enqueued them.
+      const data: TickJobData = { tick: now, token: { generation: '', leaderTransitions: -1 }, data: job.data, manual: true };
+      const id = await addRun(this.queues, job, data, { ...job.jobOptions, jobId });
+      return { jobId: id ?? jobId, queue: job.queue, flow: job.flow !== undefined };
+    });
+  }
+
+  pause(name: string, options: { note?: string; force?: boolean } = {}): Promise<void> {
+    return this.bounded(`pause ${name}`, async () => {
+      if (!options.force) await this.requireKnownJob(name);
+      await this.ledger.pause(name, options.note ?? '');
+    });
+  }
+
+  resume(name: string, options: { force?: boolean } = {}): Promise<boolean> {
+    return this.bounded(`resume ${name}`, async () => {
+      const resumed = await this.ledger.resume(name);
+      if (!resumed && !options.force) await this.requireKnownJob(name);
+      return resumed;
+    });
+  }
+
+  cordon(member: string, options: { note?: string } = {}): Promise<string> {
+    return this.bounded(`cordon ${member}`, async () => {
+      const identity = await this.resolveMember(member);
+      await this.store.cordon(identity, { at: Date.now(), note: options.note ?? '' });
+      return identity;
+    });
+  }
+
+  uncordon(member: string): Promise<{ identity: string; changed: boolean }> {
+    return this.bounded(`uncordon ${member}`, async () => {
+      const identity = await this.resolveMember(member);
+      return { identity, changed: await this.store.uncordon(identity) };
+    });
+  }
+
+  async drain(member: string, options: DrainOptions = {}): Promise<{ identity: string; outcome: DrainOutcome | undefined }> {
+    const identity = await this.cordon(member, { note: options.note ?? 'drain' });
+    if (!options.wait) return { identity, outcome: undefined };
+    const timeoutMs = options.timeoutMs ?? 5 * 60_000;
+    // The wait has its own bound; each poll is a single bounded read.
+    const outcome = await this.bounded(
+      `drain ${identity}`,
+      () => waitForDrain(this.store, identity, { timeoutMs, pollMs: 250, clock: systemClock, onProgress: options.onProgress }),
+      timeoutMs + this.timeoutMs,
+    );
+    return { identity, outcome };
+  }
+
+  runs(name: string, options: { limit?: number } = {}): Promise<RecentRun[]> {
+    return this.bounded(`runs ${name}`, async () => {
+      const limit = Math.max(1, Math.min(options.limit ?? 20, 1000));
+      const ticks = await this.redis.zrevrange(this.keys.ledgerIndex(name), 0, limit - 1);
+      if (ticks.length === 0) {
+        await this.requireKnownJob(name);
+        return [];
+      }
+      const fates = await this.redis.hmget(this.keys.ledger(name), ...ticks);
+      const definitions = await this.definitions(false);
+      const queue = definitions?.jobs.get(name)?.queue;
+      return Promise.all(
+        ticks.map(async (tick, i): Promise<RecentRun> => {
+          const [fate = 'unknown', ...rest] = (fates[i] ?? 'pruned').split('|');
+          const jobId = fate === 'enqueued' ? (rest[0] ?? null) : fate === 'claimed' || fate === 'buffered' ? (rest[2] ?? null) : null;
+          const state = jobId && queue ? await this.queues.get(queue).getJobState(jobId) : null;
+          return { tick: new Date(Number(tick)).toISOString(), fate, jobId, reason: fate === 'skipped' ? (rest[0] ?? null) : null, state };
+        }),
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.race([this.queues.close().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
+    if (this.ownsRedis) this.redis.disconnect();
+  }
+
+  /** Runs `work` with the admin's bound; past it, fails with a timeout error that says what did not answer. */
+  private async bounded<T>(what: string, work: (signal: AbortSignal) => Promise<T>, timeoutMs = this.timeoutMs): Promise<T> {
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new AdminError(
+          'timeout',
+          `${what} did not finish within ${formatDuration(timeoutMs)}: Redis at ${this.where} (or the ${this.lock.describe()} lease) does not answer`,
+        );
+        controller.abort(error);
+        reject(error);
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([this.connected().then(() => work(controller.signal)), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async connected(): Promise<void> {
+    if (!this.ownsRedis || this.redis.status === 'ready') return;
+    if (this.redis.status === 'wait') {
+      try {
+        await this.redis.connect();
+      } catch (error) {
+        throw new AdminError('unreachable', `no Redis answers at ${this.where}: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  private async readLease(signal: AbortSignal): Promise<{ record?: { holderIdentity: string; leaderTransitions: number; renewTime: number; leaseDurationSeconds: number }; error?: string }> {
+    try {
+      return { record: (await this.lock.get(signal)).record };
+    } catch (error) {
+      if (error instanceof LockNotFoundError) return {};
+      return { error: `could not read the lease ${this.lock.describe()}: ${(error as Error).message}` };
+    }
+  }
+
+  private async membersNow(): Promise<MembersReport> {
+    const [records, cordons, health] = await Promise.all([this.store.list(), this.store.cordons(), this.store.health()]);
+    return membersReport(records, cordons, health);
+  }
+
+  /** Job names the cluster knows: every job a leader has scheduled has a state hash. */
+  private async knownJobs(): Promise<Set<string>> {
+    const prefix = this.keys.jobState('');
+    const names = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${globEscape(prefix)}*`, 'COUNT', 500);
+      cursor = next;
+      for (const key of keys) names.add(key.slice(prefix.length));
+    } while (cursor !== '0');
+    return names;
+  }
+
+  /** The loaded job folder; undefined when none is configured or it does not exist, unless `required`. */
+  private async definitions(required: boolean): Promise<{ jobs: Map<string, ScheduledJob>; errors: LoadError[] } | undefined> {
+    const dir = this.options.jobsDir;
+    if (dir === undefined || !existsSync(dir) || !statSync(dir).isDirectory()) {
+      if (!required) return undefined;
+      throw new AdminError(
+        'no-definitions',
+        dir === undefined
+          ? 'no jobs folder is configured: trigger runs the job from its definition (LEASEBEAT_JOBS_DIR or --jobs-dir)'
+          : `the jobs folder ${dir} does not exist: trigger runs the job from its definition; point LEASEBEAT_JOBS_DIR (or --jobs-dir) at the folder the instances load`,
+      );
+    }
+    return loadJobs(dir);
+  }
+
+  private async requireKnownJob(name: string): Promise<void> {
+    const known = await this.knownJobs();
+    if (known.has(name)) return;
+    const definitions = await this.definitions(false);
+    if (definitions?.jobs.has(name)) return;
+    const names = [...new Set([...known, ...(definitions?.jobs.keys() ?? [])])].sort();
+    throw new AdminError(
+      'unknown-job',
+      `no job named "${name}" is known to the cluster${definitions ? ` or defined in ${this.options.jobsDir}` : ''}` +
+        (names.length > 0 ? ` (known: ${names.slice(0, 20).join(', ')}${names.length > 20 ? ', ...' : ''})` : '') +
+        '; pass --force to use the name anyway (a job not deployed yet)',
+    );
+  }
+
+  /** The identity of a registered (or cordoned) member: the exact identity, or a prefix matching only one. */
+  private async resolveMember(given: string): Promise<string> {
+    const known = new Set([...(await this.store.list()).keys(), ...(await this.store.cordons()).keys()]);
+    if (known.has(given)) return given;
+    const matches = [...known].filter((identity) => identity.startsWith(given)).sort();
+    if (matches.length === 1) return matches[0]!;
+    if (matches.length > 1) {
+      throw new AdminError('ambiguous-member', `"${given}" matches ${matches.length} members (${matches.join(', ')}): give more of the identity`);
+    }
+    throw new AdminError('unknown-member', `no member "${given}" is registered: \`leasebeat status\` lists the members`);
+  }
+}
+
+function describeTrigger(job: ScheduledJob): string {
+  return job.trigger.kind === 'cron' ? job.trigger.expression : `every ${formatDuration(job.trigger.everyMs)}`;
+}
+
+/** Escapes Redis glob characters, so a prefix or lease name is matched literally. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString().replace(/\/$/, '');
+  } catch {
+    return '<unparseable url>';
+  }
+}
