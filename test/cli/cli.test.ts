@@ -1,34 +1,17 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { runCli, type CliResult } from '../support/cli.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 
-const run = promisify(execFile);
-const binary = new URL('../../bin/leasebeat.js', import.meta.url).pathname;
 const goodJobs = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
 const badJobs = new URL('../fixtures/jobs-bad/', import.meta.url).pathname;
 
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function leasebeat(args: string[], env: Record<string, string> = {}): Promise<Result> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [binary, ...args], { env: { ...process.env, ...env }, timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
+const leasebeat = (args: string[], env: Record<string, string> = {}): Promise<CliResult> => runCli(args, { env });
 
 describe('the leasebeat CLI, run as a real process', () => {
   let server: TestRedis;
@@ -71,9 +54,9 @@ describe('the leasebeat CLI, run as a real process', () => {
   });
 
   it('a bad configuration stops with the setting named and exit code 2', async () => {
-    const result = await leasebeat(['status'], { ...env, LEASEBEAT_LEASE_DURATION: '5s', LEASEBEAT_RENEW_DEADLINE: '5s' });
+    const result = await leasebeat(['start'], { ...env, LEASEBEAT_LEASE_DURATION: '5s', LEASEBEAT_RENEW_DEADLINE: '5s' });
     assert.equal(result.code, 2);
-    assert.match(result.stderr, /LEASEBEAT_LEASE_DURATION \(5000\) must be greater than LEASEBEAT_RENEW_DEADLINE \(5000\)/);
+    assert.match(result.stderr, /LEASEBEAT_LEASE_DURATION \(5s\) must be greater than LEASEBEAT_RENEW_DEADLINE \(5s\)/);
     const noRedis = await leasebeat(['status'], { ...env, LEASEBEAT_REDIS_URL: 'redis://127.0.0.1:1' });
     assert.equal(noRedis.code, 2);
     assert.match(noRedis.stderr, /no Redis answers at redis:\/\/127\.0\.0\.1:1/);
