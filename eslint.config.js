@@ -21,6 +21,24 @@ export default tseslint.config(
     },
   },
   {
+    // The CLI is a client of the library: it may use only what src/index.ts exports (and its own folder),
+    // so everything it can do, an application can do too.
+    files: ['src/cli/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../*', '!../index.js', '../../*'],
+              message: 'src/cli uses only the public API: import from ../index.js (export what is missing there).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.js'],
     ...tseslint.configs.disableTypeChecked,
   },

@@ -5,7 +5,8 @@ import { Redis } from 'ioredis';
 
 /** Whether a Redis server answers PING at `url` within `timeoutMs`. */
 export async function redisAnswers(url: string, timeoutMs = 1500): Promise<boolean> {
-  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: timeoutMs });
+  // Both bounds: a hung server (SIGSTOP) accepts the connection and then never answers the PING.
+  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: timeoutMs, commandTimeout: timeoutMs });
   probe.on('error', () => undefined);
   try {
     await probe.connect();

@@ -142,6 +142,10 @@ describe('admin commands of the CLI, on a real Redis', () => {
         assert.equal(result.code, 3, `${command}: exit ${result.code}\n${result.stderr}`);
         assert.match(oneLine(result), /did not finish within 1s: Redis at redis:\/\/127\.0\.0\.1:\d+ .*does not answer/, command);
       });
+      // `start` gives up on it too, before it listens or registers anywhere.
+      const start = await runCli(['start'], { env: { ...hungEnv, LEASEBEAT_HTTP_PORT: '0' }, timeoutMs: 30_000 });
+      assert.equal(start.code, 2, start.stderr);
+      assert.match(oneLine(start), /LEASEBEAT_REDIS_URL: no Redis answers at redis:\/\/127\.0\.0\.1:\d+ within 1s/);
     } finally {
       await hung.close();
     }
