@@ -14,13 +14,14 @@ import {
   type ResponseContext,
   type V1Lease,
   type V1LeaseSpec,
+  Watch,
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { raceAbort } from '../util/abort.js';
 import { abortReason } from '../util/clock.js';
 import { silentLogger } from '../util/logger.js';
 import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion } from './record.js';
-import { LockConflictError, LockNotFoundError, type ResourceLock } from './resource-lock.js';
+import { LockConflictError, LockNotFoundError, type LockFeedListener, type ResourceLock } from './resource-lock.js';
 
 /** Options of a `KubernetesLeaseLock`. */
 export interface KubernetesLeaseLockOptions {
@@ -36,6 +37,8 @@ export interface KubernetesLeaseLockOptions {
   eventComponent?: string;
   /** How long one Event may take before it is given up; defaults to 5000 ms. */
   eventTimeoutMs?: number;
+  /** How long the change feed waits before it lists and watches again after a failure; defaults to 1000 ms. */
+  watchRetryMs?: number;
 }
 
 /** A Kubernetes API answer other than 404/409, with the HTTP status and the `Status` reason. */
@@ -73,6 +76,9 @@ export function abortableRequest(signal: AbortSignal): ConfigurationOptions<Obse
 }
 
 const DEFAULT_EVENT_TIMEOUT_MS = 5000;
+const DEFAULT_WATCH_RETRY_MS = 1000;
+/** The apiserver ends a watch after a while anyway; asking for a bound keeps a half-dead connection from lingering. */
+const WATCH_TIMEOUT_SECONDS = 300;
 
 /** A version of the Lease: the whole object as read or written, whose `resourceVersion` and `uid` guard the next replace. */
 class LeaseVersion implements LockVersion {
@@ -103,6 +109,8 @@ export class KubernetesLeaseLock implements ResourceLock {
   private readonly eventComponent: string;
   private readonly eventTimeoutMs: number;
   private readonly pendingEvents = new Set<Promise<void>>();
+  private readonly kubeConfig: KubeConfig;
+  private readonly watchRetryMs: number;
   /** The newest Lease metadata seen, only to point Events at the Lease; never the base of a write. */
   private lastSeen: V1Lease | undefined;
 
@@ -114,6 +122,8 @@ export class KubernetesLeaseLock implements ResourceLock {
     this.leaseName = options.name;
     this.holder = options.identity;
     const kubeConfig = options.kubeConfig ?? defaultKubeConfig();
+    this.kubeConfig = kubeConfig;
+    this.watchRetryMs = options.watchRetryMs ?? DEFAULT_WATCH_RETRY_MS;
     this.leases = kubeConfig.makeApiClient(CoordinationV1Api);
     this.coreApi = kubeConfig.makeApiClient(CoreV1Api);
     this.log = options.logger ?? silentLogger;
@@ -124,9 +134,7 @@ export class KubernetesLeaseLock implements ResourceLock {
   async get(signal: AbortSignal): Promise<LockObservation> {
     const lease = await this.call('get', signal, (options) =>
       this.leases.readNamespacedLease({ name: this.leaseName, namespace: this.namespace }, options));
-    const record = recordFromSpec(lease.spec);
-    this.lastSeen = lease;
-    return { record, raw: serializeRecord(record), version: new LeaseVersion(lease) };
+    return this.observation(lease);
   }
 
   async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<LockVersion> {
@@ -149,6 +157,88 @@ export class KubernetesLeaseLock implements ResourceLock {
       this.leases.replaceNamespacedLease({ name: this.leaseName, namespace: this.namespace, body }, options));
     this.lastSeen = updated;
     return new LeaseVersion(updated);
+  }
+
+  /**
+   * The change feed: list the Lease (by field selector), then watch from the list's resourceVersion with
+   * bookmarks, resuming from the newest resourceVersion seen whenever the stream ends, and listing again
+   * when the apiserver answers 410 (the version was compacted away). The feed is reported down from the
+   * moment a stream ends until the next one is open, since changes in between reach us only on resume.
+   */
+  watch(signal: AbortSignal, listener: LockFeedListener): void {
+    void this.follow(signal, listener).catch((error: unknown) => this.log.warn({ err: error, lock: this.describe() }, 'lease watch stopped'));
+  }
+
+  private async follow(signal: AbortSignal, listener: LockFeedListener): Promise<void> {
+    let resourceVersion: string | undefined;
+    while (!signal.aborted) {
+      try {
+        resourceVersion ??= await this.list(signal, listener);
+        resourceVersion = await this.watchFrom(resourceVersion, signal, listener);
+      } catch (error) {
+        if (signal.aborted) return;
+        if (error instanceof WatchExpiredError) {
+          resourceVersion = undefined;
+          continue;
+        }
+        this.log.debug({ err: error, lock: this.describe() }, 'lease watch failed; retrying');
+      }
+      listener.live(false);
+      await sleepUnlessAborted(this.watchRetryMs, signal);
+    }
+  }
+
+  /** Lists the Lease and reports it; returns the list's resourceVersion to watch from. */
+  private async list(signal: AbortSignal, listener: LockFeedListener): Promise<string> {
+    const list = await this.call('list', signal, (options) =>
+      this.leases.listNamespacedLease({ namespace: this.namespace, fieldSelector: `metadata.name=${this.leaseName}` }, options));
+    const lease = list.items[0];
+    if (lease) listener.change(this.observation(lease));
+    return list.metadata?.resourceVersion ?? '';
+  }
+
+  /** Follows one watch stream; returns the newest resourceVersion seen when it ends normally. */
+  private watchFrom(from: string, signal: AbortSignal, listener: LockFeedListener): Promise<string> {
+    let resourceVersion = from;
+    return new Promise((resolve, reject) => {
+      let expired = false;
+      let ended = false;
+      let stop = (): void => undefined;
+      const onEvent = (type: string, object: V1Lease & { code?: number }): void => {
+        if (type === 'ERROR') {
+          expired = object.code === 410;
+          return;
+        }
+        resourceVersion = object.metadata?.resourceVersion ?? resourceVersion;
+        if (type === 'ADDED' || type === 'MODIFIED') listener.change(this.observation(object));
+        // A deleted Lease cannot be reported as a record: the feed goes down and the candidates read.
+        if (type === 'DELETED') listener.live(false);
+      };
+      const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.namespace)}/leases`;
+      const query = { fieldSelector: `metadata.name=${this.leaseName}`, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS };
+      new Watch(this.kubeConfig)
+        .watch(path, query, onEvent, (error: unknown) => {
+          ended = true;
+          signal.removeEventListener('abort', stop);
+          if (expired) reject(new WatchExpiredError(`lease ${this.describe()}: watch from ${resourceVersion} expired (410)`));
+          else if (error) reject(error instanceof Error ? error : new Error(`lease ${this.describe()}: watch failed: ${JSON.stringify(error)}`));
+          else resolve(resourceVersion);
+        })
+        .then((controller) => {
+          if (ended) return;
+          stop = () => controller.abort();
+          if (signal.aborted) stop();
+          else signal.addEventListener('abort', stop, { once: true });
+          // The stream is open: from here on every change reaches us, in order.
+          listener.live(true);
+        }, reject);
+    });
+  }
+
+  private observation(lease: V1Lease): LockObservation {
+    const record = recordFromSpec(lease.spec);
+    this.lastSeen = lease;
+    return { record, raw: serializeRecord(record), version: new LeaseVersion(lease) };
   }
 
   /**
@@ -236,6 +326,23 @@ export class KubernetesLeaseLock implements ResourceLock {
     if (error.code === 404) return new LockNotFoundError(message, { cause: error });
     return new KubernetesApiError(message, error.code, status.reason, { cause: error });
   }
+}
+
+/** The apiserver no longer has the resourceVersion a watch asked to resume from. */
+class WatchExpiredError extends Error {
+  override readonly name = 'WatchExpiredError';
+}
+
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 function defaultKubeConfig(): KubeConfig {

@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
+import { LeaseWatchHub, type WatchedLease } from './fake-lease-watch.js';
 
-/** The Lease operations the fake serves; `list` is the collection GET. */
-export type LeaseVerb = 'get' | 'list' | 'create' | 'update' | 'delete';
+/** The Lease operations the fake serves; `list` is the collection GET, `watch` the same with `watch=true`. */
+export type LeaseVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'delete';
 /** What a fault can target: a Lease verb, event creation, or every request. */
 export type FaultTarget = LeaseVerb | 'event' | 'all';
 
@@ -283,6 +284,7 @@ export class FakeLeaseServer {
   private held: HeldRequest[] = [];
   private waiters: Array<() => void> = [];
   private readonly closing = new AbortController();
+  private readonly watches = new LeaseWatchHub();
 
   private constructor(private readonly server: Server, readonly url: string) {}
 
@@ -435,9 +437,30 @@ export class FakeLeaseServer {
     this.hangs = [];
   }
 
+  /** Open watch streams right now. */
+  openWatches(): number {
+    return this.watches.open;
+  }
+
+  /** Ends every open watch stream (clients see the stream close and must resume). */
+  dropWatches(): void {
+    this.watches.dropAll();
+  }
+
+  /** Compacts the watch cache: a watch resuming from any resourceVersion seen so far gets 410 Expired. */
+  compactWatchCache(): void {
+    this.watches.compact(this.revision + 1);
+  }
+
+  /** How often watchers that allow bookmarks get one (applies to watches opened afterwards). */
+  setBookmarkInterval(ms: number): void {
+    this.watches.bookmarkIntervalMs = ms;
+  }
+
   /** Stops the server and ends every connection, held ones included. */
   async close(): Promise<void> {
     this.closing.abort();
+    this.watches.dropAll();
     for (const h of this.held) h.release(false);
     this.held = [];
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -470,16 +493,24 @@ export class FakeLeaseServer {
   private async answer(req: IncomingMessage, res: ServerResponse, at: number, processed: Promise<void>): Promise<Reply | undefined> {
     const bodyText = await readBody(req);
     const route = parseRoute(req.method ?? 'GET', req.url ?? '/');
-    const verb = route ? verbOf(route) : undefined;
+    const query = new URL(req.url ?? '/', 'http://fake').searchParams;
+    const watching = route?.kind === 'lease' && route.name === undefined && route.method === 'GET' && query.get('watch') === 'true';
+    const verb = watching ? 'watch' : route ? verbOf(route) : undefined;
     const name = route?.name ?? (verb === 'create' ? nameInBody(bodyText) : '');
     let reply: Reply;
     try {
       if (!route || !verb) throw failure(404, 'NotFound', 'the server could not find the requested resource');
       if (!(await this.applyFaults(verb, name, res, processed))) return undefined;
+      if (watching) {
+        this.log.push({ verb: 'watch', name, status: 200, at });
+        const current = [...this.leases.values()].map((lease) => watched(lease, lease.metadata.resourceVersion));
+        this.watches.serve(res, route.namespace, query, current, this.revision);
+        return undefined;
+      }
       const written = this.history.length;
       this.viaApi = true;
       try {
-        reply = this.dispatch(route, bodyText);
+        reply = this.dispatch(route, bodyText, query);
       } finally {
         this.viaApi = false;
       }
@@ -519,11 +550,11 @@ export class FakeLeaseServer {
     return !this.closing.signal.aborted;
   }
 
-  private dispatch(route: ApiRequest, bodyText: string): Reply {
+  private dispatch(route: ApiRequest, bodyText: string, query: URLSearchParams): Reply {
     if (route.kind === 'event') return this.createEvent(route, parseJson(bodyText));
     const { method, namespace, name } = route;
     if (name === undefined) {
-      return method === 'GET' ? this.list(namespace) : this.create(namespace, parseJson(bodyText));
+      return method === 'GET' ? this.list(namespace, query.get('fieldSelector') ?? '') : this.create(namespace, parseJson(bodyText));
     }
     switch (method) {
       case 'GET':
@@ -535,8 +566,10 @@ export class FakeLeaseServer {
     }
   }
 
-  private list(namespace: string): Reply {
-    const items = [...this.leases.values()].filter((l) => l.metadata.namespace === namespace);
+  /** The namespace's Leases; of field selectors only `metadata.name=<name>` is understood (as by the lock). */
+  private list(namespace: string, fieldSelector: string): Reply {
+    const name = /^metadata\.name=(.+)$/.exec(fieldSelector)?.[1];
+    const items = [...this.leases.values()].filter((l) => l.metadata.namespace === namespace && (name === undefined || l.metadata.name === name));
     return {
       status: 200,
       body: { kind: 'LeaseList', apiVersion: `${LEASE_GROUP}/v1`, metadata: { resourceVersion: String(this.revision) }, items },
@@ -640,6 +673,9 @@ export class FakeLeaseServer {
   }
 
   private record(op: LeaseWrite['op'], lease: StoredLease, previous: LeaseSpecWire | undefined): void {
+    // A deletion is a change of its own: it carries the revision it made, not the removed object's.
+    const resourceVersion = op === 'delete' ? String(this.revision) : lease.metadata.resourceVersion;
+    this.watches.publish({ type: op === 'create' ? 'ADDED' : op === 'update' ? 'MODIFIED' : 'DELETED', object: watched(lease, resourceVersion) });
     this.history.push({
       seq: this.history.length + 1,
       at: Date.now(),
@@ -720,6 +756,11 @@ export class FakeLeaseServer {
   private notify(): void {
     for (const waiter of [...this.waiters]) waiter();
   }
+}
+
+function watched(lease: StoredLease, resourceVersion: string): WatchedLease {
+  const { name, namespace, uid } = lease.metadata;
+  return { apiVersion: lease.apiVersion, kind: lease.kind, metadata: { name, namespace, uid, resourceVersion }, spec: structuredClone(lease.spec) as Record<string, unknown> };
 }
 
 function key(namespace: string, name: string): string {
