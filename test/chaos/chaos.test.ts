@@ -25,10 +25,10 @@ for (const lock of ['redis', 'kubernetes'] as const) {
     t.diagnostic(`faults: ${JSON.stringify(report.faultCounts)}; ${report.terms.length} terms over ${report.processes} processes`);
     t.diagnostic(`failover (fault → first enqueue of a newer term) min/median/p99/max: ${formatSpread(report.failover.all)}`);
     t.diagnostic(`ticks: ${JSON.stringify(report.ticks)}; runs per job ${JSON.stringify(report.runsPerJob)}`);
-    for (const invariant of report.invariants) {
-      assert.ok(invariant.ok, `${invariant.name}: ${invariant.violationCount} violation(s): ${invariant.violations.join(' | ')}`);
-      assert.ok(invariant.checked > 0, `${invariant.name}: checked nothing`);
-    }
+    // Every broken invariant at once, not only the first.
+    const broken = report.invariants.filter((i) => !i.ok).map((i) => `${i.name}: ${i.violationCount} violation(s): ${i.violations.join(' | ')}`);
+    assert.deepEqual(broken, [], `report: ${outDir}/report.md`);
+    for (const invariant of report.invariants) assert.ok(invariant.checked > 0, `${invariant.name}: checked nothing`);
     assert.ok(report.faults.length >= 5, `expected at least 5 faults, got ${report.faults.length}`);
     for (const kind of LEAD) {
       const injected = report.faults.filter((f) => f.kind === kind && !f.detail.startsWith('skipped'));
