@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -31,6 +31,12 @@ describe('the leasebeat CLI, run as a real process', () => {
     const help = await leasebeat(['--help']);
     assert.equal(help.code, 0);
     for (const command of ['start', 'validate', 'status', 'trigger', 'pause', 'resume']) assert.match(help.stdout, new RegExp(`\\b${command}\\b`));
+    // The README's CLI table lists every command the CLI has.
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const cliSection = readme.slice(readme.indexOf('### CLI'), readme.indexOf('## Deployment'));
+    const commands = [...help.stdout.slice(help.stdout.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
+    assert.ok(commands.length >= 10, help.stdout);
+    for (const command of commands) assert.match(cliSection, new RegExp(`\`leasebeat ${command}\\b`), `${command} missing from README's CLI table`);
     const startHelp = await leasebeat(['start', '--help']);
     assert.match(startHelp.stdout, /--insecure-board/);
     assert.match(startHelp.stdout, /LEASEBEAT_REDIS_URL/);

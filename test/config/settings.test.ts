@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { ConfigError, loadServiceConfig, SETTINGS, type SettingName } from '../../src/config/settings.js';
+import { DEFAULT_MEMBER_SETTINGS } from '../../src/members/settings.js';
+import { DEFAULT_WORKER_TUNING } from '../../src/queueing/worker-pool.js';
+import { README, withSettingsTable } from '../../scripts/readme-config.js';
+
+/** The environment of a run with only `values` set (no LEASEBEAT_* from the test runner's own). */
+const only = (values: Partial<Record<SettingName, string>>): NodeJS.ProcessEnv =>
+  Object.fromEntries(Object.entries(values).map(([name, value]) => [`LEASEBEAT_${name}`, value]));
+
+describe('the settings schema', () => {
+  it('every setting has its variable, flag and description, and no two share a name', () => {
+    const envs = new Set<string>();
+    const flags = new Set<string>();
+    for (const [name, spec] of Object.entries(SETTINGS)) {
+      assert.equal(spec.env, `LEASEBEAT_${name}`);
+      assert.equal(spec.flag, `--${name.toLowerCase().replaceAll('_', '-')}`);
+      assert.ok(spec.description.length > 10, name);
+      envs.add(spec.env);
+      flags.add(spec.flag);
+    }
+    assert.equal(envs.size, Object.keys(SETTINGS).length);
+    assert.equal(flags.size, Object.keys(SETTINGS).length);
+  });
+
+  it('the documented defaults are the values used', () => {
+    const config = loadServiceConfig({}, only({}));
+    assert.equal(config.redisUrl, 'redis://127.0.0.1:6379');
+    assert.equal(config.redisUrlExplicit, false);
+    assert.equal(config.lock, 'redis');
+    assert.deepEqual([config.leaseDurationMs, config.renewDeadlineMs, config.retryPeriodMs], [15_000, 10_000, 2_000]);
+    assert.equal(config.httpPort, 8080);
+    assert.equal(config.shutdownTimeoutMs, 25_000);
+    assert.equal(config.commandTimeoutMs, 10_000);
+    assert.equal(config.members.heartbeatIntervalMs, DEFAULT_MEMBER_SETTINGS.heartbeatIntervalMs);
+    assert.equal(config.members.graceMs, DEFAULT_MEMBER_SETTINGS.graceMs);
+    assert.equal(config.members.removalTimeoutMs, DEFAULT_MEMBER_SETTINGS.removalTimeoutMs);
+    assert.equal(config.workerTuning.lockDurationMs, DEFAULT_WORKER_TUNING.lockDurationMs);
+    assert.equal(config.workerTuning.stalledIntervalMs, DEFAULT_WORKER_TUNING.stalledIntervalMs);
+  });
+
+  it('flags win over the environment, and empty variables count as unset', () => {
+    const config = loadServiceConfig({ PREFIX: 'from-flag' }, only({ PREFIX: 'from-env', LOG_LEVEL: '' }));
+    assert.equal(config.prefix, 'from-flag');
+    assert.equal(config.logLevel, 'info');
+  });
+
+  it('a bad value names the setting and its flag, in one line; a secret is never echoed', () => {
+    const fails = (values: Partial<Record<SettingName, string>>, message: RegExp): void => {
+      assert.throws(() => loadServiceConfig({}, only(values)), (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        assert.doesNotMatch(error.message, /\n/);
+        assert.match(error.message, message);
+        return true;
+      });
+    };
+    fails({ BOARD_READONLY: 'maybe' }, /^LEASEBEAT_BOARD_READONLY="maybe" \(--board-readonly\) must be true or false$/);
+    fails({ LEASE_NAME: 'Not_DNS' }, /^LEASEBEAT_LEASE_NAME="Not_DNS" \(--lease-name\) must be a DNS subdomain name/);
+    fails({ REDIS_URL: 'http://localhost:6379' }, /must start with redis:\/\/ or rediss:\/\//);
+    fails({ MEMBER_GRACE: '5s', HEARTBEAT_INTERVAL: '5s' }, /^LEASEBEAT_MEMBER_GRACE \(5s\) must be more than twice LEASEBEAT_HEARTBEAT_INTERVAL \(5s\)/);
+    fails({ RENEW_DEADLINE: '2s', RETRY_PERIOD: '2s' }, /^LEASEBEAT_RENEW_DEADLINE \(2s\) must be greater than 1\.2 × LEASEBEAT_RETRY_PERIOD \(2s\)/);
+    fails({ BOARD_USER: 'ops' }, /BOARD_USER and LEASEBEAT_BOARD_PASSWORD must be set together/);
+    assert.throws(() => loadServiceConfig({ BOARD_USER: 'a:b', BOARD_PASSWORD: 'hunter2' }, {}), (error: unknown) => {
+      assert.match((error as Error).message, /LEASEBEAT_BOARD_USER="a:b" \(--board-user\) must not contain ":"/);
+      assert.doesNotMatch((error as Error).message, /hunter2/);
+      return true;
+    });
+  });
+
+  it('admin commands check only the settings they take', () => {
+    const config = loadServiceConfig({}, only({ LOG_LEVEL: 'verbose', HTTP_HOST: '0.0.0.0', REDIS_URL: 'redis://r:6380' }), 'connection');
+    assert.equal(config.redisUrl, 'redis://r:6380');
+    assert.throws(() => loadServiceConfig({}, only({ COMMAND_TIMEOUT: 'later' }), 'connection'), /LEASEBEAT_COMMAND_TIMEOUT="later"/);
+  });
+
+  it("README's configuration table is the one generated from the schema", () => {
+    const readme = readFileSync(README, 'utf8');
+    assert.equal(readme, withSettingsTable(readme), 'README.md is out of date: run npm run readme:config');
+  });
+});
