@@ -18,19 +18,26 @@ const BEFORE_TICK_MS = 50;
 const FOLLOWER_READY_MS = 3000;
 const GIVE_UP_MS = 15_000;
 
-export type FailoverKind = 'crash' | 'release';
+/** SIGKILL (a crash), SIGTERM (a graceful release), or SIGSTOP (alive but silent: it stops renewing). */
+export type FailoverKind = 'crash' | 'release' | 'stop';
+const KINDS: FailoverKind[] = ['crash', 'release', 'stop'];
+/** After a takeover, how long the old term is watched for a stale enqueue (a stopped leader is resumed first). */
+const FENCE_WATCH_MS = 1500;
 
 export interface FailoverResult {
   lock: LockKind;
   kind: FailoverKind;
   /** Fault to the first enqueue (Redis write time) by the next leader, per trial; NaN when none came. */
   samplesMs: number[];
+  /** Jobs written under an older term after the newer term's first enqueue, over all trials: must be 0. */
+  staleEnqueues: number;
 }
 
 /**
  * Failover trials on one lock: three real instances ticking every second; each trial kills the leader
- * (SIGKILL: a crash) or stops it (SIGTERM: it releases the lease), alternating, `trials` times each, and
- * measures from the signal to the first job the next leader writes. The victim is restarted each time.
+ * (SIGKILL), stops it gracefully (SIGTERM: it releases the lease) or freezes it (SIGSTOP, resumed once
+ * the next leader enqueued), in rotation, `trials` times each, and measures from the signal to the first
+ * job the next leader writes. Every trial also checks the fence: no job of the old term after that.
  */
 export async function measureFailover(lock: LockKind, trials: number, timings: ElectionTimings, log: (line: string) => void): Promise<FailoverResult[]> {
   const cluster = await ChaosCluster.start({ lock, instances: 3, jobsDir: TICK_JOBS, timings });
@@ -38,22 +45,29 @@ export async function measureFailover(lock: LockKind, trials: number, timings: E
   tailClient.on('error', () => undefined);
   const tail = new EventTail(tailClient, [`bull:${QUEUE}:events`]);
   const queue = new Queue(QUEUE, { connection: cluster.client });
-  const results: Record<FailoverKind, number[]> = { crash: [], release: [] };
+  const results: Record<FailoverKind, number[]> = { crash: [], release: [], stop: [] };
+  const stale: Record<FailoverKind, number> = { crash: 0, release: 0, stop: 0 };
   try {
     tail.start();
     cluster.startAll();
-    for (let trial = 0; trial < 2 * trials; trial++) {
-      const kind: FailoverKind = trial % 2 === 0 ? 'crash' : 'release';
+    for (let trial = 0; trial < KINDS.length * trials; trial++) {
+      const kind = KINDS[trial % KINDS.length]!;
       const leader = await steadyLeader(cluster, tail);
       const fence = Number(await cluster.client.hget('leasebeat:{leasebeat}:fence', 'transitions'));
       const tick = Math.ceil((Date.now() + 200) / 1000) * 1000;
       await sleep(tick - BEFORE_TICK_MS - Date.now());
       const faultAt = Date.now();
-      const exited = kind === 'crash' ? cluster.kill(leader) : cluster.terminate(leader, 15_000);
+      const exited = kind === 'crash' ? cluster.kill(leader) : kind === 'release' ? cluster.terminate(leader, 15_000) : undefined;
+      if (kind === 'stop') cluster.stop(leader);
       const gap = await firstEnqueueAfter(tail, queue, faultAt, fence);
-      await exited;
-      // The next trial waits for the replacement to be up: its start-up CPU would slow the trial down.
-      await cluster.restart(leader).instance.waitForLog((line) => line.msg === 'attempting to acquire the leader lease', 60_000);
+      if (kind === 'stop') cluster.resume(leader);
+      await sleep(FENCE_WATCH_MS);
+      stale[kind] += await staleEnqueues(tail, queue, faultAt + gap, fence);
+      if (exited) {
+        await exited;
+        // The next trial waits for the replacement to be up: its start-up CPU would slow the trial down.
+        await cluster.restart(leader).instance.waitForLog((line) => line.msg === 'attempting to acquire the leader lease', 60_000);
+      }
       results[kind].push(gap);
       const load = loadavg()[0]!.toFixed(2);
       log(`  ${lock} ${kind} #${results[kind].length}: ${Number.isNaN(gap) ? `no enqueue within ${GIVE_UP_MS} ms` : `${gap} ms`} (fault at ${new Date(faultAt).toISOString()}, load ${load})`);
@@ -66,7 +80,20 @@ export async function measureFailover(lock: LockKind, trials: number, timings: E
     tailClient.disconnect();
     await cluster.close();
   }
-  return (['crash', 'release'] as const).map((kind) => ({ lock, kind, samplesMs: results[kind] }));
+  return KINDS.map((kind) => ({ lock, kind, samplesMs: results[kind], staleEnqueues: stale[kind] }));
+}
+
+/** Jobs written at or after `since` under a term no newer than `transitions`: enqueues the fence should have stopped. */
+async function staleEnqueues(tail: EventTail, queue: Queue, since: number, transitions: number): Promise<number> {
+  if (Number.isNaN(since)) return 0;
+  let stale = 0;
+  for (const [id, write] of tail.writes) {
+    if (write.addedAt <= since) continue;
+    const job = await queue.getJob(id);
+    const term = (job?.data as TickJobData | undefined)?.token.leaderTransitions ?? Infinity;
+    if (term <= transitions) stale++;
+  }
+  return stale;
 }
 
 /** Waits for a leader that is producing, with a follower up long enough to take over. */

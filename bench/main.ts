@@ -1,13 +1,17 @@
 /**
- * `npm run bench`: every comparison of the benchmark issue in one run, on this machine, printed as one
- * Markdown table and written to docs/benchmarks.md (between its bench markers; the prose around them is
- * kept). Progress goes to stderr.
+ * `npm run bench`: every comparison of the benchmark issues, on this machine, printed as one Markdown
+ * table and written to docs/benchmarks.md (between its bench markers; the prose around them is kept).
+ * `npm run bench -- --only failover,candidates` measures some sections again; the others are rendered from
+ * their last stored results (test-results/bench/results/), each with the time it was measured. Progress
+ * goes to stderr.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { Redis } from 'ioredis';
 import { fileURLToPath } from 'node:url';
 import { spread, type Spread } from '../scripts/chaos/report.js';
 import type { ElectionTimings } from '../scripts/chaos/plan.js';
-import { startRedis } from '../test/support/redis-server.js';
+import { startRedis, type TestRedis } from '../test/support/redis-server.js';
+import { measureCandidates, type CandidatesResult } from './candidates.js';
 import { measureCoordination, type CoordinationResult } from './coordination.js';
 import { measureFailover, type FailoverResult } from './failover.js';
 import { measureLeaderCost } from './leader-cost.js';
@@ -25,6 +29,8 @@ const FAILOVER_TIMINGS: ElectionTimings = { leaseDurationMs: 2000, renewDeadline
 /** The defaults users run with (15 s / 10 s / 2 s), for the coordination load. */
 const DEFAULT_TIMINGS: ElectionTimings = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2000 };
 const FAILOVER_TRIALS = 20;
+/** How many electors contend for a released lease in the candidates section. */
+const CANDIDATES = 20;
 const PRECISION_SIZES = [1000, 10_000];
 const LEADER_SCHEDULES = 10_000;
 const LEADER_WINDOW_MS = 20_000;
@@ -33,60 +39,124 @@ const COORDINATION_WINDOW_MS = 45_000;
 
 const progress = (line: string): void => void process.stderr.write(`${line}\n`);
 
+/** Each section's last results are kept here, so that one section can be measured again on its own. */
+const RESULTS_DIR = fileURLToPath(new URL('../test-results/bench/results/', import.meta.url));
+
+/** What each section measured, as stored; a section missing from a run is rendered from its last results. */
 interface Results {
-  machine: MachineFacts;
   failover: FailoverResult[];
+  candidates: CandidatesResult[];
   precision: PrecisionResult[];
   throughput: ThroughputResult;
-  leader: LeaderCost;
-  idle: LeaderCost;
+  leader: { leader: LeaderCost; idle: LeaderCost };
   coordination: CoordinationResult[];
+}
+type Section = keyof Results;
+const SECTIONS: Section[] = ['failover', 'candidates', 'precision', 'throughput', 'leader', 'coordination'];
+
+interface Stored<T> {
+  measuredAt: string;
+  machine: MachineFacts;
   seconds: number;
+  data: T;
 }
 
-async function run(): Promise<Results> {
-  const started = Date.now();
-  const machine = machineFacts();
-  progress(`bench: ${machine.cpu}, ${machine.cores} cores, node ${machine.node}, redis ${machine.redis}`);
-
-  progress(`1/5 failover: ${FAILOVER_TRIALS} crashes and ${FAILOVER_TRIALS} releases per lock`);
-  const failover = [
-    ...(await measureFailover('redis', FAILOVER_TRIALS, FAILOVER_TIMINGS, progress)),
-    ...(await measureFailover('kubernetes', FAILOVER_TRIALS, FAILOVER_TIMINGS, progress)),
-  ];
-
-  const server = await startRedis();
-  const redis = server.client();
-  try {
-    progress('2/5 tick precision: leasebeat vs BullMQ Job Schedulers');
-    const precision: PrecisionResult[] = [];
-    for (const size of PRECISION_SIZES) {
-      for (const measure of [leasebeatPrecision, bullmqPrecision]) {
-        const result = await measure(redis, server.url, size);
-        progress(`  ${result.system} ${size}: enqueue lag ${show(result.enqueueLagMs)}, start lag ${show(result.startLagMs)}, ${result.delivered}/${result.expected} runs`);
-        precision.push(result);
-      }
+/** Measures one section. Sections that need a plain Redis share one, started here. */
+async function measure<S extends Section>(section: S, redisUrl: () => Promise<{ redis: Redis; url: string }>): Promise<Results[S]> {
+  switch (section) {
+    case 'failover': {
+      progress(`failover: ${FAILOVER_TRIALS} trials per kind and lock`);
+      const results = [];
+      for (const lock of ['redis', 'kubernetes'] as const) results.push(...(await measureFailover(lock, FAILOVER_TRIALS, FAILOVER_TIMINGS, progress)));
+      return results as Results[S];
     }
-
-    progress('3/5 enqueue throughput');
-    await redis.flushall();
-    const throughput = await measureThroughput(redis);
-    progress(`  ${JSON.stringify(throughput)}`);
-
-    progress(`4/5 leader cost at ${LEADER_SCHEDULES} schedules`);
-    const leader = await measureLeaderCost(redis, server.url, LEADER_SCHEDULES, LEADER_WINDOW_MS);
-    const idle = await measureLeaderCost(redis, server.url, 0, LEADER_WINDOW_MS / 3);
-    progress(`  ${JSON.stringify(leader)}; idle ${JSON.stringify(idle)}`);
-
-    progress(`5/5 coordination load: 3 idle instances per lock, default timings, ${COORDINATION_WINDOW_MS / 1000} s`);
-    const coordination = await Promise.all(
-      (['redis', 'kubernetes'] as const).map((lock) => measureCoordination(lock, 3, DEFAULT_TIMINGS, COORDINATION_WARMUP_MS, COORDINATION_WINDOW_MS)),
-    );
-    return { machine, failover, precision, throughput, leader, idle, coordination, seconds: Math.round((Date.now() - started) / 1000) };
-  } finally {
-    redis.disconnect();
-    await server.close();
+    case 'candidates': {
+      progress(`candidates: ${CANDIDATES} electors per lock, ${FAILOVER_TRIALS} releases`);
+      const results = [];
+      for (const lock of ['redis', 'kubernetes'] as const) results.push(await measureCandidates(lock, CANDIDATES, FAILOVER_TRIALS, FAILOVER_TIMINGS, progress));
+      return results as Results[S];
+    }
+    case 'precision': {
+      progress('tick precision: leasebeat vs BullMQ Job Schedulers');
+      const { redis, url } = await redisUrl();
+      const precision: PrecisionResult[] = [];
+      for (const size of PRECISION_SIZES) {
+        for (const run of [leasebeatPrecision, bullmqPrecision]) {
+          const result = await run(redis, url, size);
+          progress(`  ${result.system} ${size}: enqueue lag ${show(result.enqueueLagMs)}, start lag ${show(result.startLagMs)}, ${result.delivered}/${result.expected} runs`);
+          precision.push(result);
+        }
+      }
+      return precision as Results[S];
+    }
+    case 'throughput': {
+      progress('enqueue throughput');
+      const { redis } = await redisUrl();
+      await redis.flushall();
+      const throughput = await measureThroughput(redis);
+      progress(`  ${JSON.stringify(throughput)}`);
+      return throughput as Results[S];
+    }
+    case 'leader': {
+      progress(`leader cost at ${LEADER_SCHEDULES} schedules`);
+      const { redis, url } = await redisUrl();
+      const leader = await measureLeaderCost(redis, url, LEADER_SCHEDULES, LEADER_WINDOW_MS);
+      const idle = await measureLeaderCost(redis, url, 0, LEADER_WINDOW_MS / 3);
+      progress(`  ${JSON.stringify(leader)}; idle ${JSON.stringify(idle)}`);
+      return { leader, idle } as Results[S];
+    }
+    case 'coordination': {
+      progress(`coordination load: 3 idle instances per lock, default timings, ${COORDINATION_WINDOW_MS / 1000} s`);
+      const results = await Promise.all(
+        (['redis', 'kubernetes'] as const).map((lock) => measureCoordination(lock, 3, DEFAULT_TIMINGS, COORDINATION_WARMUP_MS, COORDINATION_WINDOW_MS)),
+      );
+      return results as Results[S];
+    }
   }
+  throw new Error(`unknown section ${String(section)}`);
+}
+
+/** Runs the sections asked for (`--only a,b`; default all), storing each one's results as it finishes. */
+async function run(sections: Section[]): Promise<void> {
+  const machine = machineFacts();
+  progress(`bench: ${machine.cpu}, ${machine.cores} cores, node ${machine.node}, redis ${machine.redis}; sections ${sections.join(', ')}`);
+  let shared: { server: TestRedis; redis: Redis } | undefined;
+  const redisUrl = async (): Promise<{ redis: Redis; url: string }> => {
+    if (!shared) {
+      const server = await startRedis();
+      shared = { server, redis: server.client() };
+    }
+    return { redis: shared.redis, url: shared.server.url };
+  };
+  try {
+    for (const section of sections) {
+      const started = Date.now();
+      const data = await measure(section, redisUrl);
+      const stored: Stored<unknown> = { measuredAt: new Date().toISOString(), machine, seconds: Math.round((Date.now() - started) / 1000), data };
+      mkdirSync(RESULTS_DIR, { recursive: true });
+      writeFileSync(`${RESULTS_DIR}${section}.json`, JSON.stringify(stored, null, 2));
+    }
+  } finally {
+    shared?.redis.disconnect();
+    await shared?.server.close();
+  }
+}
+
+function load<S extends Section>(section: S): Stored<Results[S]> | undefined {
+  const file = `${RESULTS_DIR}${section}.json`;
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Stored<Results[S]>) : undefined;
+}
+
+function selected(argv: string[]): Section[] {
+  const index = argv.indexOf('--only');
+  if (index < 0) return SECTIONS;
+  const names = (argv[index + 1] ?? '').split(',').filter(Boolean);
+  const unknown = names.filter((name) => !SECTIONS.includes(name as Section));
+  if (unknown.length > 0 || names.length === 0) {
+    process.stderr.write(`bench: --only takes a comma-separated list of ${SECTIONS.join(', ')}; got ${JSON.stringify(argv[index + 1] ?? '')}\n`);
+    process.exit(2);
+  }
+  return names as Section[];
 }
 
 const show = (s: Spread | undefined): string => (s ? `${s.median} / ${s.p99} / ${s.max} ms` : 'n/a');
@@ -96,16 +166,38 @@ const met = (ok: boolean): string => (ok ? 'yes' : '**no**');
 
 function failoverRows(results: FailoverResult[]): string[] {
   const { leaseDurationMs: lease, retryPeriodMs: retry } = FAILOVER_TIMINGS;
-  return results.map(({ lock, kind, samplesMs }) => {
-    const bound = kind === 'crash' ? lease + 1.2 * retry : 1.2 * retry;
+  const label: Record<FailoverResult['kind'], string> = {
+    crash: 'crash (SIGKILL of the leader)',
+    release: 'release (SIGTERM of the leader)',
+    stop: 'silent leader (SIGSTOP, resumed after the takeover)',
+  };
+  return results.map(({ lock, kind, samplesMs, staleEnqueues }) => {
     const measured = samplesMs.filter((ms) => !Number.isNaN(ms));
     const s = spread(measured);
+    const p99 = s?.p99 ?? Infinity;
+    const fence = `${staleEnqueues} stale enqueues`;
+    const cells = s ? `${s.min} / ${s.median} / ${s.p99} ms (min / median / p99); ${fence}` : `n/a; ${fence}`;
+    const head = `| 1 | Failover, ${lock} lock, ${label[kind]}: fault → first enqueue by the new leader, ${samplesMs.length} trials | ${cells}`;
+    if (kind === 'release') {
+      const goal = lock === 'redis' ? 100 : 150;
+      return `${head} | client-go polling: up to 2.2 × RetryPeriod = ${2.2 * retry} ms | | p99 ≤ ${goal} ms; no stale enqueue | ${met(measured.length === samplesMs.length && p99 <= goal && staleEnqueues === 0)} |`;
+    }
+    const bound = lease + 1.2 * retry;
     const within = measured.filter((ms) => ms <= bound).length;
-    const label = kind === 'crash' ? 'crash (SIGKILL of the leader)' : 'release (SIGTERM of the leader)';
-    const boundText = kind === 'crash' ? `${bound} ms (LeaseDuration + 1.2 × RetryPeriod)` : `${bound} ms (1.2 × RetryPeriod)`;
-    return `| 1 | Failover, ${lock} lock, ${label}: fault → first enqueue by the new leader, ${samplesMs.length} trials | ` +
-      `${s ? `${s.min} / ${s.median} / ${s.p99} ms` : 'n/a'} (min / median / p99) | bound ${boundText} | ${within}/${samplesMs.length} within | ` +
-      `every trial within its bound | ${met(within === samplesMs.length)} |`;
+    return `${head} | bound ${bound} ms (LeaseDuration + 1.2 × RetryPeriod) | ${within}/${samplesMs.length} within | ` +
+      `all within the bound; p99 ≤ LeaseDuration + 300 ms = ${lease + 300} ms; no stale enqueue | ${met(within === samplesMs.length && p99 <= lease + 300 && staleEnqueues === 0)} |`;
+  });
+}
+
+function candidatesRows(results: CandidatesResult[]): string[] {
+  return results.map(({ lock, candidates, takeoverMs, winners, maxWritesPerCandidate, writesPerTrial }) => {
+    const s = spread(takeoverMs.filter((ms) => !Number.isNaN(ms)));
+    const oneWinner = winners.every((n) => n === 1);
+    const writes = spread(writesPerTrial);
+    return `| 1 | ${candidates} candidates, ${lock} lock: release → next leader, ${takeoverMs.length} trials | ` +
+      `${s ? `${s.min} / ${s.median} / ${s.p99} ms` : 'n/a'}; one winner in ${winners.filter((n) => n === 1).length}/${winners.length}; ` +
+      `writes per trial (all candidates) median ${writes?.median ?? 'n/a'}, most by one candidate ${maxWritesPerCandidate} | | | ` +
+      `one winner; p99 ≤ 150 ms; ≤ 2 writes per candidate | ${met(oneWinner && (s?.p99 ?? Infinity) <= 150 && maxWritesPerCandidate <= 2)} |`;
   });
 }
 
@@ -160,33 +252,42 @@ function coordinationRows(results: CoordinationResult[]): string[] {
   });
 }
 
-function render(results: Results): string {
-  const m = results.machine;
+function render(): string {
+  const sections = Object.fromEntries(SECTIONS.map((section) => [section, load(section)])) as { [S in Section]: Stored<Results[S]> | undefined };
+  const m = Object.values(sections).find((stored) => stored)?.machine;
+  const when = SECTIONS.map((section) => `${section} ${sections[section]?.measuredAt.slice(0, 16).replace('T', ' ') ?? 'not measured'}`).join(', ');
+  const missing = (section: Section): string[] => [`| | ${section}: not measured yet (\`npm run bench -- --only ${section}\`) | | | | | |`];
   const lines = [
-    `Generated by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)} in ${Math.round(results.seconds / 60)} min. ` +
-      `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; Node ${m.node}; redis-server ${m.redis}; BullMQ ${m.bullmq}. ` +
+    `Generated by \`npm run bench\`; each section's measurement (UTC): ${when}. ` +
+      (m ? `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; Node ${m.node}; redis-server ${m.redis}; BullMQ ${m.bullmq}. ` : '') +
       `Failover trials use short election timings: LeaseDuration ${FAILOVER_TIMINGS.leaseDurationMs} ms, RenewDeadline ${FAILOVER_TIMINGS.renewDeadlineMs} ms, ` +
       `RetryPeriod ${FAILOVER_TIMINGS.retryPeriodMs} ms. Precision schedules all use \`${PRECISION_PATTERN}\` (every 5 s, all firing together), with one ` +
       'BullMQ worker (concurrency 100) in its own process for both systems.',
     '',
     '| # | Comparison | leasebeat | Baseline or bound | Ratio | Goal | Met |',
     '|---|---|---|---|---|---|---|',
-    ...failoverRows(results.failover),
-    ...precisionRows(results.precision),
-    ...throughputRows(results.throughput),
-    ...leaderRows(results.leader, results.idle),
-    ...coordinationRows(results.coordination),
-    '',
-    'Coordination detail, commands per minute by name (leader; one follower):',
-    '',
-    ...results.coordination.map(({ lock, instances }) => {
-      const leader = instances.find((i) => i.role === 'leader')!;
-      const follower = instances.find((i) => i.role === 'follower')!;
-      const top = (list: Array<[string, number]>): string => list.map(([name, n]) => `${name} ${n.toFixed(0)}`).join(', ');
-      const api = lock === 'kubernetes' ? ` API: leader ${top(leader.apiByMethod)}; follower ${top(follower.apiByMethod)}.` : '';
-      return `- ${lock} lock: Redis: leader ${top(leader.redisByCommand)}; follower ${top(follower.redisByCommand)}.${api}`;
-    }),
+    ...(sections.failover ? failoverRows(sections.failover.data) : missing('failover')),
+    ...(sections.candidates ? candidatesRows(sections.candidates.data) : missing('candidates')),
+    ...(sections.precision ? precisionRows(sections.precision.data) : missing('precision')),
+    ...(sections.throughput ? throughputRows(sections.throughput.data) : missing('throughput')),
+    ...(sections.leader ? leaderRows(sections.leader.data.leader, sections.leader.data.idle) : missing('leader')),
+    ...(sections.coordination ? coordinationRows(sections.coordination.data) : missing('coordination')),
   ];
+  const coordination = sections.coordination?.data;
+  if (coordination) {
+    lines.push(
+      '',
+      'Coordination detail, commands per minute by name (leader; one follower):',
+      '',
+      ...coordination.map(({ lock, instances }) => {
+        const leader = instances.find((i) => i.role === 'leader')!;
+        const follower = instances.find((i) => i.role === 'follower')!;
+        const top = (list: Array<[string, number]>): string => list.map(([name, n]) => `${name} ${n.toFixed(0)}`).join(', ');
+        const api = lock === 'kubernetes' ? ` API: leader ${top(leader.apiByMethod)}; follower ${top(follower.apiByMethod)}.` : '';
+        return `- ${lock} lock: Redis: leader ${top(leader.redisByCommand)}; follower ${top(follower.redisByCommand)}.${api}`;
+      }),
+    );
+  }
   return lines.join('\n');
 }
 
@@ -202,8 +303,8 @@ function writeDoc(generated: string): void {
   writeFileSync(DOC, from >= 0 && to > from ? doc.slice(0, from) + block + doc.slice(to + END.length) : `${doc.trimEnd()}\n\n${block}\n`);
 }
 
-const results = await run();
-const generated = render(results);
+await run(selected(process.argv.slice(2)));
+const generated = render();
 writeDoc(generated);
 console.log(generated);
 progress(`bench: written to ${DOC}`);
