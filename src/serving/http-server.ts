@@ -3,10 +3,13 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
+import { withTimeout } from '../util/abort.js';
+import { systemClock } from '../util/clock.js';
 import { silentLogger } from '../util/logger.js';
 import { requireCredentials, resolveBoardAccess, type BoardOptions } from './auth.js';
 import { BOARD_PATH, createBoard } from './board.js';
 import { scrapeMetrics } from './exposition.js';
+import type { HistorySnapshot } from './history.js';
 import type { LeasebeatMetrics } from './metrics.js';
 import { requireLoopbackHost, requireSameOrigin } from './request-guards.js';
 import type { InstanceSource, ReadinessCheck } from './sources.js';
@@ -24,6 +27,8 @@ export interface HttpServerOptions {
   logger?: Logger;
   /** Bound of each queue's BullMQ metrics export during a scrape. Default 5 s. */
   queueMetricsTimeoutMs?: number;
+  /** Bound of the status page's history read (per request). Default 3 s. */
+  historyTimeoutMs?: number;
   /**
    * Extra `Host` names accepted on a loopback bind (for a local proxy that rewrites Host); loopback names
    * (`localhost`, 127.0.0.0/8, `[::1]`) always are.
@@ -120,9 +125,27 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     res.json(await source.status());
   });
 
+  // The history is an extra: when it cannot be read in time the page still shows the tables.
+  const readHistory = async (): Promise<HistorySnapshot | null> => {
+    if (!source.history) return null;
+    try {
+      return await withTimeout(systemClock, options.historyTimeoutMs ?? 3_000, undefined, 'reading the history', () => source.history!());
+    } catch (error) {
+      log.warn({ err: error }, 'could not read the tick and leadership history');
+      return null;
+    }
+  };
+
+  app.get('/api/history', guard, noStore, async (_req, res) => {
+    const history = await readHistory();
+    if (history) res.json(history);
+    else res.status(source.history ? 503 : 404).json({ error: source.history ? 'history unavailable' : 'this instance keeps no history' });
+  });
+
   app.get('/', guard, noStore, async (_req, res) => {
     const nonce = randomBytes(16).toString('base64');
-    const html = renderStatusPage({ snapshot: await source.status(), nonce, boardPath: BOARD_PATH });
+    const [snapshot, history] = await Promise.all([source.status(), readHistory()]);
+    const html = renderStatusPage({ snapshot, history, nonce, boardPath: BOARD_PATH });
     res.setHeader('Content-Security-Policy', statusPagePolicy(nonce));
     res.type('html').send(html);
   });

@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { DisruptionState } from '../members/health.js';
 import type { MemberStatus } from '../members/status.js';
+import type { HistorySnapshot } from './history.js';
 import type { KnownLabels } from './metrics.js';
 
 /** One readiness check, as `/readyz` lists it. */
@@ -31,6 +32,11 @@ export interface InstanceSource {
    * scrape so every labelled counter exists before its first event. Optional for older sources.
    */
   metricLabels?(): KnownLabels;
+  /**
+   * Recent ticks per job and the leadership terms, for the status page's strips, lag charts and
+   * timeline (`HistoryReader.read`). Optional: without it the page shows the tables only.
+   */
+  history?(): Promise<HistorySnapshot>;
 }
 
 /** The leadership term as the status API shows it; times are RFC 3339. */

@@ -1,3 +1,4 @@
+import type { HistorySnapshot } from './history.js';
 import type { StatusSnapshot } from './sources.js';
 
 const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
@@ -34,40 +35,78 @@ export function statusPagePolicy(nonce: string): string {
 }
 
 const STYLE = `
-:root { color-scheme: light dark; --fg: #1d2330; --muted: #667085; --bg: #f7f8fa; --card: #fff; --line: #e3e6eb;
-  --ok: #137a3a; --warn: #a15c00; --bad: #b42318; --accent: #2c5fd9; }
-@media (prefers-color-scheme: dark) { :root { --fg: #e6e8ec; --muted: #98a2b3; --bg: #14171c; --card: #1c2027;
-  --line: #2c323c; --ok: #4cc27a; --warn: #e0a340; --bad: #f07167; --accent: #7aa2ff; } }
+:root { color-scheme: light dark; --fg: #1d2330; --muted: #667085; --bg: #f4f6f9; --card: #fff; --line: #e3e6eb;
+  --ok: #137a3a; --warn: #a15c00; --bad: #b42318; --accent: #2c5fd9;
+  --t-ran: #2f9e5b; --t-late: #e3a008; --t-failed: #d92d20; --t-skipped: #98a2b3; --t-running: #2c5fd9;
+  --t-queued: #84adff; --t-pending: #9e77ed; --t-gone: #d0d5dd;
+  --h0: #2c5fd9; --h1: #12b76a; --h2: #f79009; --h3: #9e77ed; --h4: #ee46bc; --h5: #0ba5ec; --h6: #66c61c; --h7: #f04438; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6e8ec; --muted: #98a2b3; --bg: #111419; --card: #1a1e25;
+  --line: #2c323c; --ok: #4cc27a; --warn: #e0a340; --bad: #f07167; --accent: #7aa2ff;
+  --t-skipped: #667085; --t-gone: #344054; --t-queued: #5f84d6; } }
 * { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.45 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
 header { display: flex; gap: 1rem; align-items: baseline; padding: .8rem 1.2rem; border-bottom: 1px solid var(--line); background: var(--card); }
-header h1 { font-size: 1.15rem; margin: 0; }
+header h1 { font-size: 1.15rem; margin: 0; letter-spacing: .01em; }
 header nav { margin-left: auto; display: flex; gap: 1rem; }
-main { padding: 1rem 1.2rem; display: grid; gap: 1.2rem; }
-h2 { font-size: 1rem; margin: 0 0 .4rem; }
+main { padding: 1rem 1.2rem; display: grid; gap: 1.4rem; max-width: 1600px; }
+h2 { font-size: 1rem; margin: 0 0 .5rem; }
+h2 .hint { font-weight: 400; color: var(--muted); font-size: .85rem; margin-left: .5rem; }
 a { color: var(--accent); }
 .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(20rem, 1fr)); gap: 1rem; }
-.card { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: .8rem 1rem; }
+.card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: .8rem 1rem; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; margin: 0; }
 dt { color: var(--muted); }
 dd { margin: 0; overflow-wrap: anywhere; }
-table { width: 100%; border-collapse: collapse; background: var(--card); border: 1px solid var(--line); }
+table { width: 100%; border-collapse: collapse; background: var(--card); border: 1px solid var(--line); border-radius: 8px; }
 th, td { text-align: left; padding: .4rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+tbody tr:last-child td { border-bottom: 0; }
 th { color: var(--muted); font-weight: 600; white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.mid { vertical-align: middle; }
 code, time { font-family: ui-monospace, monospace; font-size: .92em; }
 time, td > code { white-space: nowrap; }
 .sub { display: block; color: var(--muted); font-size: .85em; }
-.badge { display: inline-block; padding: 0 .45rem; border-radius: 999px; border: 1px solid currentColor; font-size: .85em; }
-.ok { color: var(--ok); } .warn { color: var(--warn); } .bad { color: var(--bad); }
+.badge { display: inline-block; padding: 0 .45rem; border-radius: 999px; border: 1px solid currentColor; font-size: .85em; white-space: nowrap; }
+.ok { color: var(--ok); } .warn { color: var(--warn); } .bad { color: var(--bad); } .muted { color: var(--muted); }
 .empty { color: var(--muted); margin: 0; }
 footer { padding: 0 1.2rem 1rem; color: var(--muted); }
+
+.strip { display: flex; gap: 2px; align-items: center; flex-wrap: nowrap; }
+.tick { display: inline-block; width: 11px; height: 22px; border-radius: 2px; background: var(--t-gone); flex: none; }
+.tick.ran { background: var(--t-ran); } .tick.late { background: var(--t-late); } .tick.failed { background: var(--t-failed); }
+.tick.skipped { background: var(--t-skipped); } .tick.running { background: var(--t-running); } .tick.queued { background: var(--t-queued); }
+.tick.pending { background: transparent; border: 2px solid var(--t-pending); }
+.tick.skipped.range { width: 24px; background: repeating-linear-gradient(135deg, var(--t-skipped) 0 3px, transparent 3px 6px); border: 1px solid var(--t-skipped); }
+a.tick:hover, a.tick:focus { outline: 2px solid var(--fg); outline-offset: 1px; }
+.legend { display: flex; flex-wrap: wrap; gap: .4rem 1rem; color: var(--muted); font-size: .85em; margin: .4rem 0 0; }
+.legend .tick { width: 10px; height: 10px; vertical-align: -1px; margin-right: .3rem; }
+.counts { font-size: .85em; color: var(--muted); white-space: nowrap; }
+.counts b { font-weight: 600; color: var(--fg); }
+svg.lag { display: block; width: 180px; height: 40px; overflow: visible; }
+svg.lag .grid { stroke: var(--line); stroke-width: 1; }
+svg.lag .limit { stroke: var(--t-late); stroke-width: 1; stroke-dasharray: 3 3; }
+svg.lag .line { fill: none; stroke: var(--accent); stroke-width: 1.5; stroke-linejoin: round; }
+svg.lag .dot { fill: var(--accent); } svg.lag .dot.late { fill: var(--t-late); } svg.lag .dot.failed { fill: var(--t-failed); }
+svg.lag text { fill: var(--muted); font: 10px ui-monospace, monospace; }
+
+.timeline { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: .7rem 1rem .5rem; }
+svg.terms { display: block; width: 100%; height: 46px; }
+svg.terms rect.term { stroke: var(--card); stroke-width: 1; }
+svg.terms rect.term.open { opacity: .85; }
+svg.terms .axis { fill: var(--muted); font: 11px ui-monospace, monospace; }
+svg.terms .gap { fill: none; stroke: var(--bad); stroke-width: 1; stroke-dasharray: 2 2; }
+.h0 { fill: var(--h0); color: var(--h0); } .h1 { fill: var(--h1); color: var(--h1); } .h2 { fill: var(--h2); color: var(--h2); }
+.h3 { fill: var(--h3); color: var(--h3); } .h4 { fill: var(--h4); color: var(--h4); } .h5 { fill: var(--h5); color: var(--h5); }
+.h6 { fill: var(--h6); color: var(--h6); } .h7 { fill: var(--h7); color: var(--h7); }
+.swatch { display: inline-block; width: .7em; height: .7em; border-radius: 2px; background: currentColor; margin-right: .4em; vertical-align: 0; }
+.note { color: var(--muted); font-size: .85em; margin: .4rem 0 0; }
 `;
 
 /*
- * The page renders the snapshot in the browser, from the embedded JSON first and then from /api/status
- * every 5 s, so there is one renderer. It builds DOM nodes and sets text only through text nodes: no
- * snapshot value is ever parsed as HTML.
+ * The page renders in the browser, from the embedded JSON first and then from /api/status and
+ * /api/history every 5 s, so there is one renderer. It builds DOM nodes and sets text only through text
+ * nodes: no value from the server is ever parsed as HTML. Colours come from classes (the CSP allows no
+ * style attributes); chart geometry from SVG attributes.
  */
 const SCRIPT = `
 (() => {
@@ -75,10 +114,20 @@ const SCRIPT = `
   const app = document.getElementById('app');
   const footer = document.getElementById('updated');
   const board = document.body.dataset.board;
+  const SVG = 'http://www.w3.org/2000/svg';
 
   function h(tag, attributes, ...children) {
     const node = document.createElement(tag);
     for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+  function s(tag, attributes, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, String(value));
     for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
@@ -93,10 +142,13 @@ const SCRIPT = `
       : Math.round(seconds / 86400) + ' d';
     return ms >= 0 ? 'in ' + span : span + ' ago';
   }
-  function time(iso) {
-    if (!iso) return h('span', { class: 'empty' }, '—');
-    const at = Date.parse(iso);
-    return h('time', { datetime: iso, title: iso }, iso.replace('T', ' ').replace(/\\.\\d+Z$/, 'Z'),
+  function iso(ms) {
+    return new Date(ms).toISOString().replace('T', ' ').replace(/\\.\\d+Z$/, 'Z');
+  }
+  function time(value) {
+    if (!value) return h('span', { class: 'empty' }, '—');
+    const at = Date.parse(value);
+    return h('time', { datetime: value, title: value }, value.replace('T', ' ').replace(/\\.\\d+Z$/, 'Z'),
       Number.isNaN(at) ? null : h('span', { class: 'sub' }, relative(at - Date.now())));
   }
   function fields(rows) {
@@ -109,9 +161,11 @@ const SCRIPT = `
   function total(counts) {
     return Object.values(counts).reduce((sum, n) => sum + n, 0);
   }
-
   function age(ms) {
-    return ms < 1000 ? Math.round(ms) + ' ms' : ms < 90000 ? (ms / 1000).toFixed(1) + ' s' : Math.round(ms / 60000) + ' min';
+    return ms < 1000 ? Math.round(ms) + ' ms' : ms < 90000 ? (ms / 1000).toFixed(1) + ' s' : ms < 5400000 ? Math.round(ms / 60000) + ' min' : (ms / 3600000).toFixed(1) + ' h';
+  }
+  function signed(ms) {
+    return (ms < 0 ? '−' : '+') + age(Math.abs(ms));
   }
   const CONDITION_CLASS = { Ready: 'ok', NotReady: 'warn', Unknown: 'bad' };
   const DISRUPTION_CLASS = { Normal: 'ok', PartialDisruption: 'warn', FullDisruption: 'bad' };
@@ -121,15 +175,25 @@ const SCRIPT = `
   function jobList(ids) {
     return ids && ids.length ? h('span', { class: 'sub' }, ids.join(', ')) : null;
   }
+  function jobLink(queue, id) {
+    return board + '/queue/' + encodeURIComponent(queue) + '/' + encodeURIComponent(id);
+  }
 
+  // Only the lease holder leads: a record that still says "leader" belongs to a member that lost the lease.
+  function roleOf(m, leader) {
+    if (m.identity === leader) return 'leader';
+    return m.role === 'leader' ? 'follower' : m.role;
+  }
   function memberRow(m, leader) {
     const unknownJobs = m.activeJobsWhenUnknown || [];
-    const heartbeat = typeof m.heartbeatAgeMs === 'number' ? h('span', {}, age(m.heartbeatAgeMs) + ' ago') : time(m.lastSeen);
+    const heartbeat = typeof m.heartbeatAgeMs === 'number'
+      ? h('span', { class: m.condition === 'Unknown' ? 'bad' : '' }, age(m.heartbeatAgeMs) + ' ago')
+      : time(m.lastSeen);
     return h('tr', { class: 'member', 'data-member': m.identity },
       h('td', {}, m.identity, m.identity === leader ? [' ', badge('leader', 'ok')] : null,
         m.version ? h('span', { class: 'sub' }, 'v' + m.version) : null),
       h('td', {}, m.condition ? badge(m.condition, CONDITION_CLASS[m.condition]) : h('span', { class: 'empty' }, '—')),
-      h('td', {}, m.role),
+      h('td', {}, roleOf(m, leader)),
       h('td', {}, heartbeat),
       h('td', { class: 'num' }, m.activeJobs === undefined ? '—' : m.activeJobs, jobList(m.activeJobIds),
         unknownJobs.length ? h('span', { class: 'sub bad' }, 'active when Unknown: ' + unknownJobs.join(', ')) : null),
@@ -142,7 +206,7 @@ const SCRIPT = `
   function jobRow(job) {
     const skipped = Object.entries(job.skipped);
     const lastJob = job.lastJobId
-      ? h('a', { href: board + '/queue/' + encodeURIComponent(job.queue) + '/' + encodeURIComponent(job.lastJobId) }, job.lastJobId)
+      ? h('a', { href: jobLink(job.queue, job.lastJobId) }, job.lastJobId)
       : h('span', { class: 'empty' }, '—');
     return h('tr', { class: 'job', 'data-job': job.name },
       h('td', {}, h('strong', {}, job.name), h('span', { class: 'sub' }, job.file)),
@@ -159,48 +223,165 @@ const SCRIPT = `
       h('td', {}, job.paused ? h('span', { class: 'badge warn' }, 'paused') : h('span', { class: 'badge ok' }, 'active')));
   }
 
-  function render(s) {
-    const term = s.cluster.term;
-    document.title = 'leasebeat · ' + s.instance.identity;
+  // ---- Recent ticks: a strip per job and its enqueue lag ----
+  const FATE_TEXT = { ran: 'ran', late: 'late', failed: 'failed', skipped: 'skipped', running: 'running', queued: 'queued',
+    pending: 'claimed, not yet in BullMQ', gone: 'enqueued, no longer in BullMQ' };
+  function tickTitle(t) {
+    if (t.count !== undefined && t.count > 1) {
+      return t.count + ' ticks skipped, ' + iso(t.tick) + ' to ' + iso(t.to) + (t.reason ? ' (' + t.reason + ')' : '');
+    }
+    const parts = [iso(t.tick), FATE_TEXT[t.fate] + (t.fate === 'skipped' && t.reason ? ' (' + t.reason + ')' : '')];
+    if (typeof t.lagMs === 'number') parts.push('lag ' + signed(t.lagMs));
+    if (typeof t.startLagMs === 'number') parts.push('started ' + signed(t.startLagMs));
+    if (typeof t.durationMs === 'number') parts.push('took ' + age(t.durationMs));
+    if (t.fate === 'failed' && t.reason) parts.push(t.reason);
+    if (t.jobId) parts.push(t.jobId);
+    return parts.join(' · ');
+  }
+  function tickCell(t, queue) {
+    const range = t.count !== undefined && t.count > 1;
+    const attributes = { class: 'tick ' + t.fate + (range ? ' range' : ''), title: tickTitle(t), 'data-fate': t.fate, 'data-tick': String(t.tick) };
+    if (typeof t.lagMs === 'number') attributes['data-lag'] = String(t.lagMs);
+    if (t.jobId && t.fate !== 'pending' && t.fate !== 'gone') return h('a', Object.assign(attributes, { href: jobLink(queue, t.jobId), 'aria-label': attributes.title }));
+    return h('span', Object.assign(attributes, { role: 'img', 'aria-label': attributes.title }));
+  }
+  function lagChart(ticks, lateAfterMs) {
+    const points = ticks.filter((t) => typeof t.lagMs === 'number');
+    const width = 180, height = 40, top = 4, bottom = 4;
+    if (points.length === 0) return h('span', { class: 'empty' }, 'no runs yet');
+    const max = Math.max(1, ...points.map((t) => t.lagMs), Math.min(lateAfterMs, Math.max(...points.map((t) => t.lagMs)) * 2));
+    const first = ticks[0].tick, last = ticks[ticks.length - 1].tick;
+    const x = (tick) => (last === first ? width / 2 : ((tick - first) / (last - first)) * width);
+    const y = (lag) => top + (1 - Math.max(0, lag) / max) * (height - top - bottom);
+    const svg = s('svg', { class: 'lag', viewBox: '0 0 ' + width + ' ' + height, role: 'img' });
+    const sorted = points.map((t) => t.lagMs).sort((a, b) => a - b);
+    const median = sorted[Math.floor(sorted.length / 2)];
+    const label = 'enqueue lag of the last ' + points.length + ' runs: median ' + age(Math.max(0, median)) + ', max ' + age(Math.max(0, sorted[sorted.length - 1]));
+    svg.setAttribute('aria-label', label);
+    svg.append(s('title', {}, label));
+    svg.append(s('line', { class: 'grid', x1: 0, x2: width, y1: y(0), y2: y(0) }));
+    if (lateAfterMs <= max) svg.append(s('line', { class: 'limit', x1: 0, x2: width, y1: y(lateAfterMs), y2: y(lateAfterMs) }));
+    svg.append(s('polyline', { class: 'line', points: points.map((t) => x(t.tick).toFixed(1) + ',' + y(t.lagMs).toFixed(1)).join(' ') }));
+    for (const t of points) {
+      svg.append(s('circle', { class: 'dot ' + t.fate, cx: x(t.tick).toFixed(1), cy: y(t.lagMs).toFixed(1), r: 2 }, s('title', {}, tickTitle(t))));
+    }
+    svg.append(s('text', { x: width + 4, y: top + 6 }, age(max)));
+    svg.append(s('text', { x: width + 4, y: height - bottom + 2 }, '0'));
+    return svg;
+  }
+  function fateCounts(ticks) {
+    const counts = {};
+    for (const t of ticks) counts[t.fate] = (counts[t.fate] || 0) + (t.count || 1);
+    return h('span', { class: 'counts' }, ['ran', 'late', 'failed', 'skipped', 'running', 'queued', 'pending', 'gone']
+      .filter((fate) => counts[fate]).map((fate, i) => [i ? ' · ' : '', h('b', {}, counts[fate]), ' ' + fate]));
+  }
+  function ticksSection(history) {
+    const rows = history.jobs.map((job) => h('tr', { class: 'ticks', 'data-job': job.name },
+      h('td', { class: 'mid' }, h('strong', {}, job.name), h('span', { class: 'sub' }, job.queue)),
+      h('td', { class: 'mid' }, job.ticks.length ? h('div', { class: 'strip' }, job.ticks.map((t) => tickCell(t, job.queue))) : h('span', { class: 'empty' }, 'no ticks recorded yet'),
+        job.ticks.length ? fateCounts(job.ticks) : null),
+      h('td', { class: 'mid' }, lagChart(job.ticks, history.lateAfterMs))));
+    const legend = h('div', { class: 'legend' }, ['ran', 'late', 'failed', 'skipped', 'running', 'queued', 'pending', 'gone'].map((fate) =>
+      h('span', {}, h('span', { class: 'tick ' + fate }), fate === 'late' ? 'late (lag > ' + age(history.lateAfterMs) + ')' : fate)));
+    return h('section', { id: 'ticks' }, h('h2', {}, 'Recent ticks', h('span', { class: 'hint' }, 'oldest left · hover for the lag · click to open the run in Bull Board')),
+      table(['Job', 'Ticks', 'Enqueue lag'], rows, 'No jobs loaded.'), legend);
+  }
+
+  // ---- Leadership terms ----
+  const END_TEXT = { current: 'leading', released: 'released', expired: 'lease expired', 'taken-over': 'taken over before expiry', recreated: 'lease recreated' };
+  const END_CLASS = { current: 'ok', released: '', expired: 'warn', 'taken-over': 'bad', recreated: 'warn' };
+  function holderClasses(terms) {
+    const classes = new Map();
+    for (const term of terms) if (!classes.has(term.holder)) classes.set(term.holder, 'h' + (classes.size % 8));
+    return classes;
+  }
+  function termsTimeline(terms, now, classes) {
+    const width = 1000, barTop = 4, barHeight = 22;
+    const start = Math.min(...terms.map((t) => t.acquiredAt));
+    const end = Math.max(now, ...terms.map((t) => t.endedAt || t.lastRenewedAt));
+    const x = (at) => ((at - start) / Math.max(1, end - start)) * width;
+    const svg = s('svg', { class: 'terms', viewBox: '0 0 ' + width + ' 46', preserveAspectRatio: 'none', role: 'img', 'aria-label': 'leadership terms over time' });
+    svg.append(s('rect', { class: 'gap', x: 0.5, y: barTop, width: width - 1, height: barHeight }));
+    for (const term of terms) {
+      const from = x(term.acquiredAt), to = x(term.end === 'current' ? end : term.endedAt || term.lastRenewedAt);
+      svg.append(s('rect', { class: 'term ' + classes.get(term.holder) + (term.end === 'current' ? ' open' : ''), x: from.toFixed(2), y: barTop, width: Math.max(1.5, to - from).toFixed(2), height: barHeight, 'data-holder': term.holder },
+        s('title', {}, term.holder + ' · term ' + term.leaderTransitions + ' · ' + iso(term.acquiredAt) + ' → ' + (term.endedAt ? iso(term.endedAt) : 'now') + ' · ' + END_TEXT[term.end])));
+    }
+    svg.append(s('text', { class: 'axis', x: 0, y: 42 }, iso(start)));
+    svg.append(s('text', { class: 'axis', x: width, y: 42, 'text-anchor': 'end' }, 'now ' + iso(now)));
+    return svg;
+  }
+  function leadershipSection(history) {
+    const l = history.leadership;
+    const terms = l.terms;
+    const classes = holderClasses(terms);
+    const rows = terms.slice().reverse().map((term) => h('tr', { class: 'term', 'data-holder': term.holder, 'data-end': term.end },
+      h('td', {}, h('span', { class: 'swatch ' + classes.get(term.holder) }), term.holder),
+      h('td', {}, h('code', {}, term.generation.slice(0, 8)), ' · ', term.leaderTransitions),
+      h('td', {}, term.acquiredAt ? time(new Date(term.acquiredAt).toISOString()) : '—'),
+      h('td', {}, term.endedAt ? time(new Date(term.endedAt).toISOString()) : h('span', { class: 'ok' }, 'now')),
+      h('td', { class: 'num' }, age(Math.max(0, (term.endedAt || history.generatedAt) - term.acquiredAt))),
+      h('td', {}, badge(END_TEXT[term.end], END_CLASS[term.end]),
+        term.end === 'expired' ? h('span', { class: 'sub' }, 'last renewed ' + iso(term.lastRenewedAt) + ', lease ' + age(term.leaseDurationMs)) : null)));
+    return h('section', { id: 'leadership' }, h('h2', {}, 'Leadership', h('span', { class: 'hint' }, l.source === 'lease-history' ? 'from the lease\\'s write history' : 'current term only')),
+      terms.length ? h('div', { class: 'timeline' }, termsTimeline(terms, history.generatedAt, classes)) : null,
+      table(['Leader', 'Term', 'From', 'Until', 'Lasted', 'How it ended'], rows, 'No leadership term recorded.'),
+      l.note ? h('p', { class: 'note' }, l.note) : null);
+  }
+
+  function render(snap, history) {
+    const term = snap.cluster.term;
+    document.title = 'leasebeat · ' + snap.instance.identity;
     app.replaceChildren(
       h('div', { class: 'cards' },
         h('section', { class: 'card' }, h('h2', {}, 'This instance'), fields([
-          ['Identity', h('span', { id: 'identity' }, s.instance.identity)],
-          ['Role', h('span', { class: 'badge ' + (s.instance.role === 'leader' ? 'ok' : '') }, s.instance.role)],
-          ['Version', s.instance.version],
-          ['Started', time(s.instance.startedAt)],
+          ['Identity', h('span', { id: 'identity' }, snap.instance.identity)],
+          ['Role', h('span', { class: 'badge ' + (snap.instance.role === 'leader' ? 'ok' : '') }, snap.instance.role)],
+          ['Version', snap.instance.version],
+          ['Started', time(snap.instance.startedAt)],
         ])),
         h('section', { class: 'card' }, h('h2', {}, 'Cluster'), fields([
-          ['Lock', s.cluster.lock],
-          ['Leader', s.cluster.leader ? h('span', { id: 'leader' }, s.cluster.leader) : h('span', { id: 'leader', class: 'bad' }, 'none')],
+          ['Lock', snap.cluster.lock],
+          ['Leader', snap.cluster.leader ? h('span', { id: 'leader' }, snap.cluster.leader) : h('span', { id: 'leader', class: 'bad' }, 'none')],
           ['Term', term ? h('span', {}, h('code', {}, term.generation), ' · ', term.leaderTransitions, ' transitions') : '—'],
           ['Acquired', term ? time(term.acquireTime) : '—'],
-          ['Disruption', s.cluster.disruption
-            ? h('span', { id: 'disruption', class: 'badge ' + DISRUPTION_CLASS[s.cluster.disruption] }, s.cluster.disruption)
+          ['Disruption', snap.cluster.disruption
+            ? h('span', { id: 'disruption', class: 'badge ' + DISRUPTION_CLASS[snap.cluster.disruption] }, snap.cluster.disruption)
             : h('span', { id: 'disruption', class: 'empty' }, 'not judged (no leader)')],
         ]))),
-      h('section', {}, h('h2', {}, 'Members (' + s.cluster.members.length + ')'),
-        table(['Identity', 'Condition', 'Role', 'Last heartbeat', 'Active jobs', 'State'],
-          s.cluster.members.map((m) => memberRow(m, s.cluster.leader)), 'No members reported.')),
-      h('section', {}, h('h2', {}, 'Jobs (' + s.jobs.length + ')'),
+      history ? ticksSection(history) : null,
+      h('section', {}, h('h2', {}, 'Jobs (' + snap.jobs.length + ')'),
         table(['Job', 'Queue', 'Schedule', 'Time zone', 'Next runs', 'Last tick', 'Last job', 'Enqueued', 'Skipped', 'Fenced', 'State'],
-          s.jobs.map(jobRow), 'No jobs loaded.')),
-      h('section', {}, h('h2', { class: s.loadErrors.length ? 'bad' : '' }, 'Load errors (' + s.loadErrors.length + ')'),
-        table(['File', 'Error'], s.loadErrors.map((e) => h('tr', {}, h('td', {}, h('code', {}, e.file)), h('td', { class: 'bad' }, e.message))), 'None.')));
+          snap.jobs.map(jobRow), 'No jobs loaded.')),
+      history ? leadershipSection(history) : null,
+      h('section', {}, h('h2', {}, 'Members (' + snap.cluster.members.length + ')'),
+        table(['Identity', 'Condition', 'Role', 'Last heartbeat', 'Active jobs', 'State'],
+          snap.cluster.members.map((m) => memberRow(m, snap.cluster.leader)), 'No members reported.')),
+      h('section', {}, h('h2', { class: snap.loadErrors.length ? 'bad' : '' }, 'Load errors (' + snap.loadErrors.length + ')'),
+        table(['File', 'Error'], snap.loadErrors.map((e) => h('tr', {}, h('td', {}, h('code', {}, e.file)), h('td', { class: 'bad' }, e.message))), 'None.')));
   }
 
   function stamp(text, failed) {
     footer.textContent = text;
     footer.className = failed ? 'bad' : '';
   }
+  async function getJson(path, optional) {
+    const response = await fetch(path, { cache: 'no-store', headers: { accept: 'application/json' } });
+    if (optional && !response.ok) return null;
+    if (!response.ok) throw new Error('HTTP ' + response.status);
+    return response.json();
+  }
+  const embedded = JSON.parse(document.getElementById('snapshot').textContent);
+  let history = embedded.history;
   let busy = false;
   async function refresh() {
     if (busy || document.hidden) return;
     busy = true;
     try {
-      const response = await fetch('/api/status', { cache: 'no-store', headers: { accept: 'application/json' } });
-      if (!response.ok) throw new Error('HTTP ' + response.status);
-      render(await response.json());
+      const [status, latest] = await Promise.all([getJson('/api/status'), embedded.history === null ? null : getJson('/api/history', true)]);
+      // A history read that failed keeps the previous one on screen rather than blanking the strips.
+      if (latest) history = latest;
+      render(status, history);
       stamp('Updated ' + new Date().toLocaleTimeString() + ' · refreshes every 5 s');
     } catch (error) {
       stamp('Refresh failed (' + error.message + '); showing older data', true);
@@ -208,7 +389,7 @@ const SCRIPT = `
       busy = false;
     }
   }
-  render(JSON.parse(document.getElementById('snapshot').textContent));
+  render(embedded.status, history);
   stamp('Loaded ' + new Date().toLocaleTimeString() + ' · refreshes every 5 s');
   setInterval(refresh, 5000);
   document.addEventListener('visibilitychange', refresh);
@@ -217,9 +398,10 @@ const SCRIPT = `
 
 /**
  * The status page: a self-contained document (no external assets) that shows the cluster, the jobs and the
- * load errors of `snapshot`. Job lists live in Bull Board at `boardPath`; this page only links to them.
+ * load errors of `snapshot`, and, with a `history`, each job's recent ticks, its lag and the leadership terms.
+ * Job lists live in Bull Board at `boardPath`; this page only links to them.
  */
-export function renderStatusPage(options: { snapshot: StatusSnapshot; nonce: string; boardPath: string }): string {
+export function renderStatusPage(options: { snapshot: StatusSnapshot; history?: HistorySnapshot | null; nonce: string; boardPath: string }): string {
   const { snapshot, nonce, boardPath } = options;
   const nonceAttr = escapeHtml(nonce);
   return `<!doctype html>
@@ -235,7 +417,7 @@ export function renderStatusPage(options: { snapshot: StatusSnapshot; nonce: str
 <nav><a href="${escapeHtml(boardPath)}">Bull Board</a><a href="/api/status">JSON</a><a href="/metrics">Metrics</a></nav></header>
 <main id="app"><noscript>This page renders with JavaScript; the same data is at <a href="/api/status">/api/status</a>.</noscript></main>
 <footer id="updated"></footer>
-<script type="application/json" id="snapshot">${jsonForScript(snapshot)}</script>
+<script type="application/json" id="snapshot">${jsonForScript({ status: snapshot, history: options.history ?? null })}</script>
 <script nonce="${nonceAttr}">${SCRIPT}</script>
 </body>
 </html>

@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import type { MemberStatus } from '../../src/members/status.js';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
 import type { StatusSnapshot } from '../../src/serving/sources.js';
 import { fixedSource, LEADER, sampleSnapshot } from '../serving/fixture.js';
-
-const CHROMIUM = '/usr/bin/chromium';
+import { launchChromium, screenshot, watchPage } from '../support/browser.js';
 
 function member(identity: string, fields: Partial<MemberStatus>): MemberStatus {
   return {
@@ -39,6 +37,8 @@ function snapshotWithMembers(): StatusSnapshot {
     member('pod-dead', { condition: 'Unknown', heartbeatAgeMs: 42_000, activeJobs: 2, activeJobsWhenUnknown: ['reports/a@1', 'reports/b@2'] }),
     member('pod-cordoned', { workers: 'draining', cordoned: true, draining: true, activeJobs: 1 }),
     member('<b>pod-hostile</b>', { condition: 'NotReady', reason: 'no jobs loaded (0 loaded, 3 failed)', workers: 'stopped' }),
+    // Killed while it led: its last record still says "leader" although LEADER holds the lease now.
+    member('pod-old-leader', { role: 'leader', condition: 'Unknown', heartbeatAgeMs: 4 * 60_000 }),
   ];
   return snapshot;
 }
@@ -47,16 +47,15 @@ describe('the members table on the status page, in a real browser', () => {
   let server: HttpServerHandle;
   let browser: Browser;
   let page: Page;
-  const problems: string[] = [];
+  let problems: string[];
   const source = fixedSource([]);
 
   before(async () => {
-    assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
     source.snapshot = snapshotWithMembers();
     server = await startHttpServer({ host: '127.0.0.1', port: 0, source, metrics: createMetrics() });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
+    browser = await launchChromium();
     page = await browser.newPage();
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    ({ problems } = watchPage(page, server.url));
   });
   after(async () => {
     await browser?.close();
@@ -83,6 +82,11 @@ describe('the members table on the status page, in a real browser', () => {
     const hostile = await cells('<b>pod-hostile</b>');
     assert.match(hostile[0]!, /^<b>pod-hostile<\/b>/, 'identities are text, never markup');
     assert.match(hostile[5]!, /stopped\s+no jobs loaded \(0 loaded, 3 failed\)/);
+
+    // One leader only: the lease holder. The dead former leader is a follower, dead for minutes.
+    assert.deepEqual((await cells('pod-old-leader')).slice(0, 4), ['pod-old-leader\nv0.1.0', 'Unknown', 'follower', '4 min ago']);
+    assert.equal(await page.locator('tr.member td:nth-child(3):text-is("leader")').count(), 1);
+    await screenshot(page, 'status-page-members');
     assert.deepEqual(problems, []);
   });
 

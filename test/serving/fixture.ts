@@ -1,6 +1,16 @@
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
-import type { InstanceSource, ReadinessCheck, StatusSnapshot } from '../../src/serving/sources.js';
+import { pino } from 'pino';
+import { RedisLeaseLock } from '../../src/election/redis-lock.js';
+import { tickJobId } from '../../src/queueing/job-data.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { WorkerPool } from '../../src/queueing/worker-pool.js';
+import { HistoryReader } from '../../src/serving/history.js';
+import type { InstanceSource, JobStatus, ReadinessCheck, StatusSnapshot } from '../../src/serving/sources.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { scheduledJob, tickJobData } from '../support/scheduled-job.js';
 
 export const IDENTITY = 'pod-a_4f1c';
 export const LEADER = 'pod-b_91e0';
@@ -81,6 +91,7 @@ export function fixedSource(queueList: Queue[]): FixedSource {
     status: () => Promise.resolve(source.snapshot),
     queues: () => source.queueList,
   };
+  // `history` is left unset (a source without one) unless a test assigns it.
   return source;
 }
 
@@ -122,4 +133,149 @@ export async function startQueueWorld(): Promise<QueueWorld> {
 /** `Authorization` header value for basic auth. */
 export function basicAuth(user: string, password: string): string {
   return `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+}
+
+/** The jobs `seedHistory` records ticks for, as the status API lists them. */
+export const HISTORY_JOBS = ['heartbeat', 'invoice-sync'] as const;
+
+/** A history over real records: the ledger, BullMQ runs by leasebeat's own workers, and the Redis lease's writes. */
+export interface SeededHistory {
+  reader: HistoryReader;
+  /** Status rows for the seeded jobs, to put beside them in a snapshot. */
+  jobs: JobStatus[];
+  /** The nominal tick of each fate the strips must show, by job. */
+  ticks: Record<(typeof HISTORY_JOBS)[number], Record<'ran' | 'late' | 'failed' | 'skipped' | 'pending', number>>;
+  /** The three terms written, in order: released, expired, current. */
+  holders: [string, string, string];
+  close(): Promise<void>;
+}
+
+const MINUTE = 60_000;
+
+/**
+ * Writes half an hour of history into `redis` the way leasebeat does, through the real ledger scripts,
+ * real BullMQ jobs run by a real `WorkerPool`, and the Redis lock's own writes:
+ * - `heartbeat` (queue `ops`), every minute: mostly on time, two late enqueues (1.4 s and 2.5 s), one run
+ *   that fails, one tick skipped for overlap, a range of 5 ticks missed while nobody led, and the newest
+ *   tick claimed but not yet in BullMQ;
+ * - `invoice-sync` (queue `billing`), every 5 minutes, all on time;
+ * - leadership: pod-a leads and releases, pod-b leads and dies (its lease expires), pod-c leads now.
+ */
+export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
+  const connection = redis.client();
+  const keys = new KeySpace('leasebeat-test', 'history');
+  const ledger = new TickLedger(connection, keys);
+  const queues = {
+    ops: new Queue('ops', { connection, prefix: 'leasebeat-test' }),
+    billing: new Queue('billing', { connection, prefix: 'leasebeat-test' }),
+  };
+  const now = Date.now();
+  const start = Math.floor(now / MINUTE) * MINUTE - 30 * MINUTE;
+  const token = { generation: 'gen-7d2a', leaderTransitions: 2 };
+  assert.deepEqual(await ledger.raiseFence(token, 'pod-c', now), { ok: true });
+
+  const heartbeat = { ran: 0, late: 0, failed: 0, skipped: 0, pending: 0 };
+  let previous: number | undefined;
+  const run = async (job: string, queue: Queue, tick: number, lagMs: number, data: Record<string, unknown> = {}): Promise<void> => {
+    const jobId = tickJobId(job, tick);
+    const outcome = await ledger.claim(token, job, tick, jobId, previous === undefined ? {} : { previousTick: previous });
+    assert.equal(outcome.kind, 'claimed', `claim of ${jobId}`);
+    await queue.add(job, tickJobData(data, tick), { jobId, timestamp: tick + lagMs });
+    await ledger.confirm(job, tick, jobId, tick + lagMs);
+    previous = tick;
+  };
+  for (let i = 0; i < 30; i++) {
+    const tick = start + i * MINUTE;
+    if (i >= 12 && i <= 16) {
+      if (i === 12) {
+        assert.equal(await ledger.skipRange(token, 'heartbeat', { from: tick, to: tick + 4 * MINUTE, count: 5, reason: 'missed-window' }), 'recorded');
+        previous = tick + 4 * MINUTE;
+      }
+      continue;
+    }
+    if (i === 7) {
+      assert.equal((await ledger.claim(token, 'heartbeat', tick, tickJobId('heartbeat', tick), { skip: 'overlap', previousTick: previous! })).kind, 'skipped');
+      heartbeat.skipped = tick;
+      previous = tick;
+      continue;
+    }
+    if (i === 29) {
+      assert.equal((await ledger.claim(token, 'heartbeat', tick, tickJobId('heartbeat', tick), { previousTick: previous! })).kind, 'claimed');
+      heartbeat.pending = tick;
+      continue;
+    }
+    const lag = i === 20 ? 2_500 : i === 24 ? 1_400 : 4 + ((i * 7) % 23);
+    await run('heartbeat', queues.ops, tick, lag, i === 22 ? { fail: true } : {});
+    if (i === 20) heartbeat.late = tick;
+    else if (i === 22) heartbeat.failed = tick;
+    else heartbeat.ran = tick;
+  }
+  previous = undefined;
+  const sync = { ran: 0, late: 0, failed: 0, skipped: 0, pending: 0 };
+  for (let i = 0; i < 6; i++) {
+    const tick = start + i * 5 * MINUTE;
+    await run('invoice-sync', queues.billing, tick, 6 + i * 3);
+    sync.ran = tick;
+  }
+
+  const workerConnection = redis.client();
+  const pool = new WorkerPool({ connection: workerConnection, prefix: 'leasebeat-test', logger: pino({ level: 'silent' }) });
+  pool.update(new Map([
+    ['heartbeat', scheduledJob({ name: 'heartbeat', queue: 'ops', handler: (job) => {
+      if ((job.data as { data?: { fail?: boolean } }).data?.fail) throw new Error('upstream answered 503');
+      return 'ok';
+    } })],
+    ['invoice-sync', scheduledJob({ name: 'invoice-sync', queue: 'billing', handler: () => 'ok' })],
+  ]));
+  const finished = async (): Promise<boolean> => {
+    const [ops, billing] = await Promise.all([queues.ops.getJobCounts('completed', 'failed'), queues.billing.getJobCounts('completed')]);
+    return ops.completed! + ops.failed! === 23 && billing.completed === 6;
+  };
+  const deadline = Date.now() + 20_000;
+  while (!(await finished())) {
+    assert.ok(Date.now() < deadline, 'the seeded runs did not finish within 20 s');
+    await sleep(25);
+  }
+  await pool.close(1000);
+  workerConnection.disconnect();
+
+  const lock = new RedisLeaseLock({ connection, name: 'history', prefix: 'leasebeat-test', identity: 'pod-a' });
+  const signal = new AbortController().signal;
+  const lease = (holderIdentity: string, leaderTransitions: number, acquireTime: number, renewTime: number) => ({
+    holderIdentity, leaseDurationSeconds: 15, acquireTime, renewTime, leaderTransitions,
+  });
+  let version = await lock.create(lease('pod-a', 0, start, start), signal);
+  for (const renew of [2, 4, 8]) version = await lock.update(lease('pod-a', 0, start, start + renew * MINUTE), version, signal);
+  version = await lock.update(lease('', 0, start, start + 8 * MINUTE), version, signal);
+  const bAt = start + 8 * MINUTE + 1_000;
+  version = await lock.update(lease('pod-b', 1, bAt, bAt), version, signal);
+  version = await lock.update(lease('pod-b', 1, bAt, start + 12 * MINUTE), version, signal);
+  const cAt = start + 12 * MINUTE + 15_000 + 2_300;
+  version = await lock.update(lease('pod-c', 2, cAt, cAt), version, signal);
+  await lock.update(lease('pod-c', 2, cAt, now), version, signal);
+
+  const reader = new HistoryReader({
+    redis: connection,
+    keys,
+    jobs: () => [{ name: 'heartbeat', queue: queues.ops }, { name: 'invoice-sync', queue: queues.billing }],
+    leaseHistoryKey: lock.historyKey,
+  });
+  const status = (name: string, queue: string, schedule: string, lastTick: number, enqueued: number, skipped: Record<string, number>): JobStatus => ({
+    name, file: `jobs/${name}.ts`, queue, schedule, timezone: 'UTC', paused: false,
+    nextRuns: [1, 2, 3].map((n) => new Date(lastTick + n * MINUTE).toISOString()),
+    lastTick: new Date(lastTick).toISOString(), lastJobId: null, enqueued, skipped, fenced: 0,
+  });
+  return {
+    reader,
+    jobs: [
+      status('heartbeat', 'ops', '* * * * *', heartbeat.pending, 23, { overlap: 1, 'missed-window': 5 }),
+      status('invoice-sync', 'billing', '*/5 * * * *', sync.ran, 6, {}),
+    ],
+    ticks: { heartbeat, 'invoice-sync': sync },
+    holders: ['pod-a', 'pod-b', 'pod-c'],
+    close: async () => {
+      await Promise.all([queues.ops.close(), queues.billing.close()]);
+      connection.disconnect();
+    },
+  };
 }

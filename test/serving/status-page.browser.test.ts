@@ -1,16 +1,11 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
+import { launchChromium, screenshot, watchPage } from '../support/browser.js';
 import { fixedSource, LAST_JOB_ID, LEADER, sampleSnapshot, startQueueWorld, type FixedSource, type QueueWorld } from './fixture.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const SCREENSHOT = fileURLToPath(new URL('../../test-results/status-page.png', import.meta.url));
 const USER = 'ops';
 const PASSWORD = 's3cret pass';
 
@@ -21,11 +16,10 @@ describe('status page and Bull Board in a real browser', () => {
   let browser: Browser;
   let context: BrowserContext;
   let page: Page;
-  const problems: string[] = [];
+  let problems: string[];
+  let external: string[];
 
   before(async () => {
-    // Fail, never skip: CI installs chromium in .ci/run, and a missing browser must not pass silently.
-    assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`);
     world = await startQueueWorld();
     source = fixedSource([world.reports, world.cleanup]);
     server = await startHttpServer({
@@ -35,20 +29,10 @@ describe('status page and Bull Board in a real browser', () => {
       metrics: createMetrics(),
       board: { user: USER, password: PASSWORD },
     });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    });
+    browser = await launchChromium();
     context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1400, height: 900 } });
     page = await context.newPage();
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('dialog', (dialog) => {
-      problems.push(`dialog opened: ${dialog.message()}`);
-      void dialog.dismiss();
-    });
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !message.text().includes('favicon')) problems.push(`console: ${message.text()}`);
-    });
+    ({ problems, external } = watchPage(page, server.url));
   });
   after(async () => {
     await browser?.close();
@@ -84,9 +68,9 @@ describe('status page and Bull Board in a real browser', () => {
     assert.match(await page.locator('main').innerText(), /jobs\/broken\.ts\s+schedule: invalid cron expression "61 \* \* \* \*"/);
     assert.match(await page.title(), /^leasebeat · pod-a_4f1c$/);
 
-    await mkdir(dirname(SCREENSHOT), { recursive: true });
-    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    await screenshot(page, 'status-page');
     assert.deepEqual(problems, []);
+    assert.deepEqual(external, []);
   });
 
   it('refreshes from /api/status without a reload', async () => {

@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { TermFolder, type HistorySnapshot, type LeaseWrite } from '../../src/serving/history.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { seedHistory, type SeededHistory } from './fixture.js';
+
+describe('HistoryReader over real ledger, BullMQ and lease records', () => {
+  let redis: TestRedis;
+  let seeded: SeededHistory;
+  let history: HistorySnapshot;
+  before(async () => {
+    redis = await startRedis();
+    seeded = await seedHistory(redis);
+    history = await seeded.reader.read();
+  });
+  after(async () => {
+    await seeded?.close();
+    await redis?.close();
+  });
+
+  it("gives each job's newest ticks, oldest first, with the fate and lag of each", () => {
+    const heartbeat = history.jobs.find((job) => job.name === 'heartbeat')!;
+    assert.equal(heartbeat.queue, 'ops');
+    const at = (tick: number) => heartbeat.ticks.find((t) => t.tick === tick)!;
+    const { ticks } = seeded;
+    assert.equal(at(ticks.heartbeat.late).fate, 'late');
+    assert.equal(at(ticks.heartbeat.late).lagMs, 2_500);
+    assert.equal(at(ticks.heartbeat.failed).fate, 'failed');
+    assert.equal(at(ticks.heartbeat.failed).reason, 'upstream answered 503');
+    assert.deepEqual(at(ticks.heartbeat.skipped), { tick: ticks.heartbeat.skipped, fate: 'skipped', reason: 'overlap' });
+    assert.equal(at(ticks.heartbeat.pending).fate, 'pending');
+    assert.equal(at(ticks.heartbeat.pending).jobId, `heartbeat@${ticks.heartbeat.pending}`);
+    const ran = at(ticks.heartbeat.ran);
+    assert.equal(ran.fate, 'ran');
+    assert.ok(ran.lagMs! < 1_000 && ran.startLagMs! >= ran.lagMs! && ran.durationMs! >= 0, JSON.stringify(ran));
+    const range = heartbeat.ticks.find((t) => t.count === 5)!;
+    assert.deepEqual({ fate: range.fate, reason: range.reason, span: range.to! - range.tick }, { fate: 'skipped', reason: 'missed-window', span: 4 * 60_000 });
+    assert.deepEqual(heartbeat.ticks.map((t) => t.tick), heartbeat.ticks.map((t) => t.tick).sort((a, b) => a - b));
+    // 30 minutes: 23 runs, 1 overlap skip, 1 range of 5, 1 pending claim.
+    assert.equal(heartbeat.ticks.length, 26);
+    assert.deepEqual(history.jobs.find((job) => job.name === 'invoice-sync')!.ticks.map((t) => t.fate), Array(6).fill('ran'));
+  });
+
+  it('folds the lease writes into terms: released, expired, current', () => {
+    const { source, terms } = history.leadership;
+    assert.equal(source, 'lease-history');
+    assert.deepEqual(terms.map((t) => [t.holder, t.leaderTransitions, t.end, t.writes]), [
+      ['pod-a', 0, 'released', 4],
+      ['pod-b', 1, 'expired', 2],
+      ['pod-c', 2, 'current', 2],
+    ]);
+    assert.equal(terms[1]!.endedAt, terms[1]!.lastRenewedAt + 15_000, 'an expired term ends when its lease ran out');
+  });
+
+  it('reads only the lease writes made since the previous read', async () => {
+    const again = await seeded.reader.read();
+    assert.deepEqual(again.leadership.terms.map((t) => t.writes), [4, 2, 2], 'no write folded twice');
+  });
+});
+
+describe('TermFolder', () => {
+  const write = (fields: Partial<LeaseWrite>): LeaseWrite => ({
+    at: 0, op: 'update', holder: 'a', generation: 'g', transitions: 0, acquireTime: 0, renewTime: 0, durationMs: 15_000, ...fields,
+  });
+  it('calls a holder change inside the previous lease a takeover, a new generation a recreation, and a stale open term expired', () => {
+    const folder = new TermFolder(10);
+    folder.add(write({ op: 'create', renewTime: 1_000 }));
+    folder.add(write({ holder: 'b', transitions: 1, acquireTime: 5_000, renewTime: 5_000 }));
+    folder.add(write({ op: 'create', holder: 'c', generation: 'h', acquireTime: 9_000, renewTime: 9_000 }));
+    assert.deepEqual(folder.snapshot(10_000).map((t) => t.end), ['taken-over', 'recreated', 'current']);
+    assert.deepEqual(folder.snapshot(30_000).map((t) => [t.end, t.endedAt]), [['taken-over', 5_000], ['recreated', 9_000], ['expired', 24_000]]);
+  });
+  it('keeps only the newest terms', () => {
+    const folder = new TermFolder(2);
+    for (let i = 0; i < 5; i++) folder.add(write({ holder: `h${i}`, transitions: i, acquireTime: i * 100_000, renewTime: i * 100_000 }));
+    assert.deepEqual(folder.snapshot(400_001).map((t) => t.holder), ['h3', 'h4']);
+  });
+});
