@@ -19,6 +19,8 @@ export interface InstanceLoad {
 export interface CoordinationResult {
   lock: LockKind;
   instances: InstanceLoad[];
+  /** Long-lived change-feed connections held at the end of the window, all instances together. */
+  feedConnections: number;
 }
 
 /**
@@ -50,11 +52,16 @@ export async function measureCoordination(lock: LockKind, instances: number, tim
     const apiBefore = api.map((c) => new Map(c.byMethod));
     await sleep(windowMs);
     const leader = await cluster.holder();
+    // Lease watches on the API server, or Redis pub/sub subscribers (the Redis lock's feed).
+    const feedConnections = cluster.api
+      ? cluster.api.openWatches()
+      : String(await cluster.client.call('CLIENT', 'LIST', 'TYPE', 'pubsub')).split('\n').filter((line) => line.includes('sub=')).length;
     if (!leader || leader !== leaderBefore) throw new Error(`the leader changed during the coordination window (${leaderBefore} → ${leader})`);
     const perMinute = (after: Map<string, number>, before: Map<string, number>): Array<[string, number]> =>
       [...after].map(([name, n]): [string, number] => [name, ((n - (before.get(name) ?? 0)) * 60_000) / windowMs]).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
     return {
       lock,
+      feedConnections,
       instances: cluster.live().map((incarnation) => {
         const redisByCommand = perMinute(redis[incarnation.slot]!.byCommand, redisBefore[incarnation.slot]!);
         const apiByMethod = perMinute(api[incarnation.slot]!.byMethod, apiBefore[incarnation.slot]!);

@@ -241,14 +241,15 @@ function leaderRows(leader: LeaderCost, idle: LeaderCost): string[] {
 }
 
 function coordinationRows(results: CoordinationResult[]): string[] {
-  return results.map(({ lock, instances }) => {
+  return results.map(({ lock, instances, feedConnections }) => {
     const leader = instances.find((i) => i.role === 'leader')!;
     const followers = instances.filter((i) => i.role === 'follower');
     const average = (pick: (i: (typeof instances)[number]) => number): number => followers.reduce((sum, i) => sum + pick(i), 0) / followers.length;
     const api = lock === 'kubernetes' ? `Lease API ${int(leader.apiRequestsPerMinute)} req/min, ` : '';
     const apiFollower = lock === 'kubernetes' ? `Lease API ${int(average((i) => i.apiRequestsPerMinute))} req/min, ` : '';
     return `| 5 | Coordination load, ${lock} lock, 3 idle instances, default timings (15 s / 10 s / 2 s), per instance | ` +
-      `leader: ${api}Redis ${int(leader.redisCommandsPerMinute)} cmd/min | follower (mean of ${followers.length}): ${apiFollower}Redis ${int(average((i) => i.redisCommandsPerMinute))} cmd/min | | (context) | |`;
+      `leader: ${api}Redis ${int(leader.redisCommandsPerMinute)} cmd/min | follower (mean of ${followers.length}): ${apiFollower}Redis ${int(average((i) => i.redisCommandsPerMinute))} cmd/min; ` +
+      `${feedConnections ?? 'n/a'} ${lock === 'kubernetes' ? 'Lease watches' : 'pub/sub subscribers'} held by the ${instances.length} instances | | (context) | |`;
   });
 }
 
