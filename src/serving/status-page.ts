@@ -71,34 +71,36 @@ time, td > code { white-space: nowrap; }
 .empty { color: var(--muted); margin: 0; }
 footer { padding: 0 1.2rem 1rem; color: var(--muted); }
 
-.strip { display: flex; gap: 2px; align-items: center; flex-wrap: nowrap; }
-.tick { display: inline-block; width: 11px; height: 22px; border-radius: 2px; background: var(--t-gone); flex: none; }
+.strip { display: flex; gap: 3px; align-items: center; flex-wrap: nowrap; }
+.strip-foot { display: flex; justify-content: space-between; gap: 1rem; margin-top: .3rem; max-width: 100%; }
+.strip-box { display: inline-block; max-width: 100%; }
+.tick { display: inline-block; width: 13px; height: 24px; border-radius: 3px; background: var(--t-gone); flex: none; }
 .tick.ran { background: var(--t-ran); } .tick.late { background: var(--t-late); } .tick.failed { background: var(--t-failed); }
 .tick.skipped { background: var(--t-skipped); } .tick.running { background: var(--t-running); } .tick.queued { background: var(--t-queued); }
 .tick.pending { background: transparent; border: 2px solid var(--t-pending); }
-.tick.skipped.range { width: 24px; background: repeating-linear-gradient(135deg, var(--t-skipped) 0 3px, transparent 3px 6px); border: 1px solid var(--t-skipped); }
+.tick.skipped.range { width: 29px; background: repeating-linear-gradient(135deg, var(--t-skipped) 0 3px, transparent 3px 6px); border: 1px solid var(--t-skipped); }
 a.tick:hover, a.tick:focus { outline: 2px solid var(--fg); outline-offset: 1px; }
 .legend { display: flex; flex-wrap: wrap; gap: .4rem 1rem; color: var(--muted); font-size: .85em; margin: .4rem 0 0; }
 .legend .tick { width: 10px; height: 10px; vertical-align: -1px; margin-right: .3rem; }
 .counts { font-size: .85em; color: var(--muted); white-space: nowrap; }
 .counts b { font-weight: 600; color: var(--fg); }
-svg.lag { display: block; width: 180px; height: 40px; overflow: visible; }
+svg.lag { display: block; width: 220px; height: 44px; overflow: visible; margin-right: 2.5rem; }
 svg.lag .grid { stroke: var(--line); stroke-width: 1; }
 svg.lag .limit { stroke: var(--t-late); stroke-width: 1; stroke-dasharray: 3 3; }
 svg.lag .line { fill: none; stroke: var(--accent); stroke-width: 1.5; stroke-linejoin: round; }
 svg.lag .dot { fill: var(--accent); } svg.lag .dot.late { fill: var(--t-late); } svg.lag .dot.failed { fill: var(--t-failed); }
 svg.lag text { fill: var(--muted); font: 10px ui-monospace, monospace; }
 
-.timeline { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: .7rem 1rem .5rem; }
-svg.terms { display: block; width: 100%; height: 46px; }
-svg.terms rect.term { stroke: var(--card); stroke-width: 1; }
-svg.terms rect.term.open { opacity: .85; }
-svg.terms .axis { fill: var(--muted); font: 11px ui-monospace, monospace; }
-svg.terms .gap { fill: none; stroke: var(--bad); stroke-width: 1; stroke-dasharray: 2 2; }
-.h0 { fill: var(--h0); color: var(--h0); } .h1 { fill: var(--h1); color: var(--h1); } .h2 { fill: var(--h2); color: var(--h2); }
-.h3 { fill: var(--h3); color: var(--h3); } .h4 { fill: var(--h4); color: var(--h4); } .h5 { fill: var(--h5); color: var(--h5); }
-.h6 { fill: var(--h6); color: var(--h6); } .h7 { fill: var(--h7); color: var(--h7); }
-.swatch { display: inline-block; width: .7em; height: .7em; border-radius: 2px; background: currentColor; margin-right: .4em; vertical-align: 0; }
+.timeline { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: .8rem 1rem .5rem; margin-bottom: .6rem; }
+.tl-bar { position: relative; height: 30px; border-radius: 4px; background: repeating-linear-gradient(135deg, var(--line) 0 4px, transparent 4px 8px); }
+.tl-term { position: absolute; top: 0; bottom: 0; border-radius: 3px; color: #fff; font-size: .8rem; line-height: 30px; padding: 0 .45rem;
+  overflow: hidden; white-space: nowrap; text-overflow: ellipsis; box-shadow: inset -1px 0 0 var(--card); }
+.tl-term.current { background-image: linear-gradient(90deg, transparent 85%, rgba(255,255,255,.25)); }
+.tl-axis { display: flex; justify-content: space-between; color: var(--muted); font: 11px ui-monospace, monospace; margin-top: .3rem; }
+.h0 { --c: var(--h0); } .h1 { --c: var(--h1); } .h2 { --c: var(--h2); } .h3 { --c: var(--h3); }
+.h4 { --c: var(--h4); } .h5 { --c: var(--h5); } .h6 { --c: var(--h6); } .h7 { --c: var(--h7); }
+.tl-term { background-color: var(--c); } .swatch { background: var(--c); }
+.swatch { display: inline-block; width: .7em; height: .7em; border-radius: 2px; margin-right: .4em; vertical-align: 0; }
 .note { color: var(--muted); font-size: .85em; margin: .4rem 0 0; }
 `;
 
@@ -141,6 +143,9 @@ const SCRIPT = `
       : seconds < 172800 ? Math.round(seconds / 3600) + ' h'
       : Math.round(seconds / 86400) + ' d';
     return ms >= 0 ? 'in ' + span : span + ' ago';
+  }
+  function clock(ms) {
+    return new Date(ms).toISOString().slice(11, 16) + 'Z';
   }
   function iso(ms) {
     return new Date(ms).toISOString().replace('T', ' ').replace(/\\.\\d+Z$/, 'Z');
@@ -247,7 +252,7 @@ const SCRIPT = `
   }
   function lagChart(ticks, lateAfterMs) {
     const points = ticks.filter((t) => typeof t.lagMs === 'number');
-    const width = 180, height = 40, top = 4, bottom = 4;
+    const width = 220, height = 44, top = 4, bottom = 4;
     if (points.length === 0) return h('span', { class: 'empty' }, 'no runs yet');
     const max = Math.max(1, ...points.map((t) => t.lagMs), Math.min(lateAfterMs, Math.max(...points.map((t) => t.lagMs)) * 2));
     const first = ticks[0].tick, last = ticks[ticks.length - 1].tick;
@@ -278,8 +283,11 @@ const SCRIPT = `
   function ticksSection(history) {
     const rows = history.jobs.map((job) => h('tr', { class: 'ticks', 'data-job': job.name },
       h('td', { class: 'mid' }, h('strong', {}, job.name), h('span', { class: 'sub' }, job.queue)),
-      h('td', { class: 'mid' }, job.ticks.length ? h('div', { class: 'strip' }, job.ticks.map((t) => tickCell(t, job.queue))) : h('span', { class: 'empty' }, 'no ticks recorded yet'),
-        job.ticks.length ? fateCounts(job.ticks) : null),
+      h('td', { class: 'mid' }, job.ticks.length
+        ? h('div', { class: 'strip-box' }, h('div', { class: 'strip' }, job.ticks.map((t) => tickCell(t, job.queue))),
+            h('div', { class: 'strip-foot' }, fateCounts(job.ticks),
+              h('span', { class: 'counts span' }, clock(job.ticks[0].tick) + ' → ' + clock(job.ticks[job.ticks.length - 1].to || job.ticks[job.ticks.length - 1].tick))))
+        : h('span', { class: 'empty' }, 'no ticks recorded yet')),
       h('td', { class: 'mid' }, lagChart(job.ticks, history.lateAfterMs))));
     const legend = h('div', { class: 'legend' }, ['ran', 'late', 'failed', 'skipped', 'running', 'queued', 'pending', 'gone'].map((fate) =>
       h('span', {}, h('span', { class: 'tick ' + fate }), fate === 'late' ? 'late (lag > ' + age(history.lateAfterMs) + ')' : fate)));
@@ -295,26 +303,35 @@ const SCRIPT = `
     for (const term of terms) if (!classes.has(term.holder)) classes.set(term.holder, 'h' + (classes.size % 8));
     return classes;
   }
+  // Positions are set through the CSSOM (element.style), which the CSP allows; style attributes it would not.
   function termsTimeline(terms, now, classes) {
-    const width = 1000, barTop = 4, barHeight = 22;
     const start = Math.min(...terms.map((t) => t.acquiredAt));
     const end = Math.max(now, ...terms.map((t) => t.endedAt || t.lastRenewedAt));
-    const x = (at) => ((at - start) / Math.max(1, end - start)) * width;
-    const svg = s('svg', { class: 'terms', viewBox: '0 0 ' + width + ' 46', preserveAspectRatio: 'none', role: 'img', 'aria-label': 'leadership terms over time' });
-    svg.append(s('rect', { class: 'gap', x: 0.5, y: barTop, width: width - 1, height: barHeight }));
+    const at = (ms) => ((ms - start) / Math.max(1, end - start)) * 100;
+    const bar = h('div', { class: 'tl-bar', role: 'img', 'aria-label': 'leadership terms over time; hatched: nobody led' });
     for (const term of terms) {
-      const from = x(term.acquiredAt), to = x(term.end === 'current' ? end : term.endedAt || term.lastRenewedAt);
-      svg.append(s('rect', { class: 'term ' + classes.get(term.holder) + (term.end === 'current' ? ' open' : ''), x: from.toFixed(2), y: barTop, width: Math.max(1.5, to - from).toFixed(2), height: barHeight, 'data-holder': term.holder },
-        s('title', {}, term.holder + ' · term ' + term.leaderTransitions + ' · ' + iso(term.acquiredAt) + ' → ' + (term.endedAt ? iso(term.endedAt) : 'now') + ' · ' + END_TEXT[term.end])));
+      const from = at(term.acquiredAt), to = at(term.end === 'current' ? end : term.endedAt || term.lastRenewedAt);
+      const label = term.holder + ' · term ' + term.leaderTransitions + ' · ' + iso(term.acquiredAt) + ' → ' + (term.endedAt ? iso(term.endedAt) : 'now') + ' · ' + END_TEXT[term.end];
+      const segment = h('div', { class: 'tl-term ' + classes.get(term.holder) + ' ' + term.end, title: label, 'data-holder': term.holder }, term.holder);
+      segment.style.left = from.toFixed(3) + '%';
+      segment.style.width = Math.max(0.25, to - from).toFixed(3) + '%';
+      bar.append(segment);
     }
-    svg.append(s('text', { class: 'axis', x: 0, y: 42 }, iso(start)));
-    svg.append(s('text', { class: 'axis', x: width, y: 42, 'text-anchor': 'end' }, 'now ' + iso(now)));
-    return svg;
+    const middle = start + (end - start) / 2;
+    return h('div', { class: 'timeline' }, bar,
+      h('div', { class: 'tl-axis' }, h('span', {}, iso(start)), h('span', {}, iso(middle)), h('span', {}, 'now ' + iso(now))));
   }
   function leadershipSection(history) {
     const l = history.leadership;
     const terms = l.terms;
     const classes = holderClasses(terms);
+    const successor = (term) => terms[terms.indexOf(term) + 1];
+    function handover(term) {
+      const next = successor(term);
+      if (!next || !term.endedAt) return null;
+      const gap = next.acquiredAt - term.endedAt;
+      return h('span', { class: 'sub' }, 'then ' + next.holder + (gap > 0 ? ', ' + age(gap) + ' later' : ''));
+    }
     const rows = terms.slice().reverse().map((term) => h('tr', { class: 'term', 'data-holder': term.holder, 'data-end': term.end },
       h('td', {}, h('span', { class: 'swatch ' + classes.get(term.holder) }), term.holder),
       h('td', {}, h('code', {}, term.generation.slice(0, 8)), ' · ', term.leaderTransitions),
@@ -322,9 +339,10 @@ const SCRIPT = `
       h('td', {}, term.endedAt ? time(new Date(term.endedAt).toISOString()) : h('span', { class: 'ok' }, 'now')),
       h('td', { class: 'num' }, age(Math.max(0, (term.endedAt || history.generatedAt) - term.acquiredAt))),
       h('td', {}, badge(END_TEXT[term.end], END_CLASS[term.end]),
-        term.end === 'expired' ? h('span', { class: 'sub' }, 'last renewed ' + iso(term.lastRenewedAt) + ', lease ' + age(term.leaseDurationMs)) : null)));
+        term.end === 'expired' ? h('span', { class: 'sub' }, 'last renewed ' + iso(term.lastRenewedAt) + ', lease ' + age(term.leaseDurationMs)) : null,
+        handover(term))));
     return h('section', { id: 'leadership' }, h('h2', {}, 'Leadership', h('span', { class: 'hint' }, l.source === 'lease-history' ? 'from the lease\\'s write history' : 'current term only')),
-      terms.length ? h('div', { class: 'timeline' }, termsTimeline(terms, history.generatedAt, classes)) : null,
+      terms.length ? termsTimeline(terms, history.generatedAt, classes) : null,
       table(['Leader', 'Term', 'From', 'Until', 'Lasted', 'How it ended'], rows, 'No leadership term recorded.'),
       l.note ? h('p', { class: 'note' }, l.note) : null);
   }

@@ -262,7 +262,7 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
   });
   const status = (name: string, queue: string, schedule: string, lastTick: number, enqueued: number, skipped: Record<string, number>): JobStatus => ({
     name, file: `jobs/${name}.ts`, queue, schedule, timezone: 'UTC', paused: false,
-    nextRuns: [1, 2, 3].map((n) => new Date(lastTick + n * MINUTE).toISOString()),
+    nextRuns: [1, 2, 3].map((n) => new Date(Math.ceil(now / MINUTE) * MINUTE + (n - 1) * MINUTE).toISOString()),
     lastTick: new Date(lastTick).toISOString(), lastJobId: null, enqueued, skipped, fenced: 0,
   });
   return {
