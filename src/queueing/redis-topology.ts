@@ -1,0 +1,268 @@
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+
+/**
+ * Where leasebeat's Redis is and how to reach it, from one URL. The schemes are those ioredis/BullMQ users
+ * already write, plus the `+sentinel` / `+cluster` forms used by redis-py, Spring and node-redis-url:
+ *
+ * - `redis://[[user]:password@]host:port[/db]`, `rediss://…` (TLS): one server (or a managed endpoint).
+ * - `redis+sentinel://[[user]:password@]host:port[,host:port…]/<masterName>[/db][?options]`,
+ *   `rediss+sentinel://…` (TLS to the data nodes): a Sentinel group. Options: `sentinelPassword`,
+ *   `sentinelUsername`, `sentinelTls=true` (TLS to the sentinels as well).
+ * - `redis+cluster://[[user]:password@]host:port[,host:port…][?natMap=from:port=to:port,…]`,
+ *   `rediss+cluster://…`: a Redis Cluster, through any of its seed nodes.
+ *
+ * Every scheme also takes `minReplicas=<n>` (see durability.ts).
+ */
+export type RedisTopology =
+  | { kind: 'standalone'; url: string; options: RedisOptions; minReplicas?: number }
+  | { kind: 'sentinel'; options: RedisOptions & { sentinels: Array<{ host: string; port: number }>; name: string }; minReplicas?: number }
+  | { kind: 'cluster'; nodes: Array<{ host: string; port: number }>; options: ClusterOptions & { redisOptions: RedisOptions }; minReplicas?: number };
+
+/** A client of either kind; leasebeat's modules type it as ioredis `Redis`, whose commands Cluster shares. */
+export type RedisClient = Redis | Cluster;
+
+/** A configuration leasebeat refuses, with the reason and the fix in the message. */
+export class RedisTopologyError extends Error {
+  override readonly name = 'RedisTopologyError';
+}
+
+/** The BullMQ prefix leasebeat uses on Redis Cluster when none is configured. */
+export const CLUSTER_BULL_PREFIX = '{leasebeat-bull}';
+
+const SCHEMES = ['redis:', 'rediss:', 'redis+sentinel:', 'rediss+sentinel:', 'redis+cluster:', 'rediss+cluster:'];
+
+/** Parses a Redis URL in one of the forms above. Throws `RedisTopologyError` naming what is wrong. */
+export function parseRedisUrl(input: string): RedisTopology {
+  const scheme = /^([a-z+]+:)\/\//i.exec(input)?.[1]?.toLowerCase();
+  if (!scheme || !SCHEMES.includes(scheme)) {
+    throw new RedisTopologyError(`unsupported Redis URL ${redact(input)}: expected one of ${SCHEMES.map((s) => `${s}//`).join(', ')}`);
+  }
+  const tls = scheme.startsWith('rediss');
+  // WHATWG URL accepts only one host, so the host list is cut out first and parsed by hand.
+  const rest = input.slice(scheme.length + 2);
+  const hostEnd = rest.search(/[/?]/);
+  const at = (hostEnd < 0 ? rest : rest.slice(0, hostEnd)).lastIndexOf('@');
+  const auth = at >= 0 ? rest.slice(0, at) : '';
+  const afterAuth = at >= 0 ? rest.slice(at + 1) : rest;
+  const hostsEnd = afterAuth.search(/[/?]|$/);
+  const hostList = afterAuth.slice(0, hostsEnd);
+  const tail = new URL(`x://h${afterAuth.slice(hostsEnd)}`);
+  const [rawUser, ...rawPassword] = auth ? auth.split(':') : [];
+  const username = rawUser ? decodeURIComponent(rawUser) : undefined;
+  const password = rawPassword.length > 0 ? decodeURIComponent(rawPassword.join(':')) : undefined;
+  const params = tail.searchParams;
+  const minReplicas = optionalInt(params.get('minReplicas'), 'minReplicas', input);
+  const known = new Set(['minReplicas', 'sentinelPassword', 'sentinelUsername', 'sentinelTls', 'natMap']);
+  for (const key of params.keys()) {
+    if (!known.has(key)) throw new RedisTopologyError(`Redis URL ${redact(input)}: unknown option "${key}" (known: ${[...known].join(', ')})`);
+  }
+  const hosts = hostList.split(',').filter(Boolean).map((entry) => parseHost(entry, input));
+  if (hosts.length === 0) throw new RedisTopologyError(`Redis URL ${redact(input)} names no host`);
+  const base: RedisOptions = { ...(username ? { username } : {}), ...(password ? { password } : {}), ...(tls ? { tls: {} } : {}) };
+  const path = tail.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+
+  if (scheme.includes('+sentinel')) {
+    const [name, db] = path;
+    if (!name) throw new RedisTopologyError(`Redis URL ${redact(input)}: a Sentinel URL needs the master name as its path (redis+sentinel://host:26379,host:26380/mymaster)`);
+    const sentinelTls = params.get('sentinelTls') === 'true';
+    return {
+      kind: 'sentinel',
+      minReplicas,
+      options: {
+        ...base,
+        sentinels: hosts,
+        name,
+        ...(db !== undefined ? { db: dbNumber(db, input) } : {}),
+        ...(params.get('sentinelPassword') ? { sentinelPassword: params.get('sentinelPassword')! } : {}),
+        ...(params.get('sentinelUsername') ? { sentinelUsername: params.get('sentinelUsername')! } : {}),
+        ...(sentinelTls ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
+        // Follow a promotion as soon as the sentinels announce it, rather than at the next error.
+        failoverDetector: true,
+      },
+    };
+  }
+  if (scheme.includes('+cluster')) {
+    if (path.length > 0) throw new RedisTopologyError(`Redis URL ${redact(input)}: Redis Cluster has only database 0; remove "/${path.join('/')}"`);
+    const natMap = params.get('natMap');
+    return {
+      kind: 'cluster',
+      nodes: hosts,
+      minReplicas,
+      options: { redisOptions: base, ...(natMap ? { natMap: parseNatMap(natMap, input) } : {}) },
+    };
+  }
+  if (hosts.length > 1) throw new RedisTopologyError(`Redis URL ${redact(input)} names ${hosts.length} hosts: use redis+sentinel:// or redis+cluster:// for several`);
+  for (const key of ['sentinelPassword', 'sentinelUsername', 'sentinelTls', 'natMap']) {
+    if (params.has(key)) throw new RedisTopologyError(`Redis URL ${redact(input)}: "${key}" applies only to redis+sentinel:// or redis+cluster://`);
+  }
+  const { host, port } = hosts[0]!;
+  const db = path[0];
+  return {
+    kind: 'standalone',
+    minReplicas,
+    url: input,
+    options: { ...base, host, port, ...(db !== undefined ? { db: dbNumber(db, input) } : {}) },
+  };
+}
+
+/** How a connection is used; each gets the settings its user needs. */
+export type ConnectionRole =
+  /**
+   * leasebeat's own commands (lock, fence, ledger, BullMQ adds): a command is never replayed across a
+   * lost connection (maxRetriesPerRequest 0), since a claim or an add arriving late, after another leader
+   * took over, is exactly what fencing is about.
+   */
+  | 'control'
+  /** BullMQ workers and blocking commands: BullMQ requires maxRetriesPerRequest null. */
+  | 'worker';
+
+/**
+ * Opens connections to a topology. Every connection leasebeat opens (control, workers, Bull Board, the
+ * CLI) goes through here, so each topology has one place that knows how to reach it.
+ */
+export class RedisConnections {
+  constructor(readonly topology: RedisTopology) {}
+
+  static fromUrl(url: string): RedisConnections {
+    return new RedisConnections(parseRedisUrl(url));
+  }
+
+  /** Opens a new connection for `role`; the caller closes it. */
+  open(role: ConnectionRole, extra: RedisOptions = {}): RedisClient {
+    const perRole: RedisOptions = {
+      maxRetriesPerRequest: role === 'control' ? 0 : null,
+      // A primary demoted under us answers READONLY: reconnect (Sentinel mode asks the sentinels again)
+      // without resending the write, which the caller retries knowing it failed.
+      reconnectOnError: (error) => error.message.startsWith('READONLY'),
+      ...extra,
+    };
+    const t = this.topology;
+    switch (t.kind) {
+      case 'standalone':
+        return new Redis({ ...t.options, ...perRole });
+      case 'sentinel':
+        return new Redis({ ...t.options, ...perRole });
+      case 'cluster':
+        return new Cluster(t.nodes, {
+          ...t.options,
+          redisOptions: { ...t.options.redisOptions, ...perRole },
+        });
+    }
+  }
+
+  /** A connection for pub/sub or blocking reads next to `client` (same topology and credentials). */
+  subscriber(client: RedisClient): RedisClient {
+    return client.duplicate({ maxRetriesPerRequest: null } as never);
+  }
+
+  /** The number of replicas a durable write waits for when none is configured: see durability.ts. */
+  defaultMinReplicas(): number {
+    return this.topology.minReplicas ?? (this.topology.kind === 'standalone' ? 0 : 1);
+  }
+
+  /**
+   * The BullMQ prefix to use, checked against the topology. On Cluster, BullMQ's scripts touch many keys
+   * of one queue (and a flow touches its parent's and its children's queues), so every queue must hash
+   * to one slot: the prefix must carry a hash tag. leasebeat's default there is `{leasebeat-bull}`, which
+   * puts all its queues in one slot: flows across queues keep working, at the price of one shard doing
+   * all BullMQ work. A prefix without a hash tag is refused.
+   */
+  bullPrefix(requested: string | undefined): string | undefined {
+    if (this.topology.kind !== 'cluster') return requested;
+    if (requested === undefined) return CLUSTER_BULL_PREFIX;
+    if (!hashTag(requested)) {
+      throw new RedisTopologyError(
+        `BullMQ prefix "${requested}" has no hash tag: on Redis Cluster each queue's keys must share a slot. ` +
+          `Use a braced prefix such as "{${requested}}" (or leave it unset for "${CLUSTER_BULL_PREFIX}")`,
+      );
+    }
+    return requested;
+  }
+
+  /**
+   * Checks leasebeat's own key names: the lease, the fence and the ledger share the hash tag `{<leaseName>}`
+   * so that each Lua script touches one slot. A lease name with braces would move the tag.
+   */
+  checkLeaseName(leaseName: string, prefix = 'leasebeat'): void {
+    if (/[{}]/.test(leaseName)) {
+      throw new RedisTopologyError(`lease name "${leaseName}" may not contain "{" or "}": it is the hash tag of leasebeat's keys`);
+    }
+    if (this.topology.kind === 'cluster' && /[{}]/.test(prefix)) {
+      // `<prefix>:{<lease>}:…` hashes by the first braces: a braced prefix would still be one slot, but
+      // the same slot for every lease sharing the prefix, and `{}` would break the tag: refuse both.
+      throw new RedisTopologyError(`key prefix "${prefix}" may not contain "{" or "}" on Redis Cluster: leasebeat adds the hash tag itself`);
+    }
+  }
+
+  /** The address without credentials, for logs and errors. */
+  describe(): string {
+    const t = this.topology;
+    switch (t.kind) {
+      case 'standalone':
+        return redact(t.url);
+      case 'sentinel':
+        return `sentinel ${t.options.sentinels.map((s) => `${s.host}:${s.port}`).join(',')} master ${t.options.name}`;
+      case 'cluster':
+        return `cluster ${t.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`;
+    }
+  }
+}
+
+/** The hash tag Redis Cluster hashes `key` by, or undefined when the whole key is hashed. */
+export function hashTag(key: string): string | undefined {
+  const open = key.indexOf('{');
+  if (open < 0) return undefined;
+  const close = key.indexOf('}', open + 1);
+  if (close <= open + 1) return undefined;
+  return key.slice(open + 1, close);
+}
+
+/** Redis Cluster's slot of a key (CRC16/XMODEM of its hash tag, mod 16384). */
+export function keySlot(key: string): number {
+  const data = Buffer.from(hashTag(key) ?? key);
+  let crc = 0;
+  for (const byte of data) {
+    crc ^= byte << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
+}
+
+function parseHost(entry: string, input: string): { host: string; port: number } {
+  const match = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(entry);
+  if (!match) throw new RedisTopologyError(`Redis URL ${redact(input)}: cannot read host "${entry}"`);
+  const port = match[2] === undefined ? defaultPort(input) : Number(match[2]);
+  if (!(port > 0 && port < 65536)) throw new RedisTopologyError(`Redis URL ${redact(input)}: bad port in "${entry}"`);
+  return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+function defaultPort(input: string): number {
+  return input.includes('+sentinel://') ? 26379 : 6379;
+}
+
+function dbNumber(value: string, input: string): number {
+  if (!/^\d+$/.test(value)) throw new RedisTopologyError(`Redis URL ${redact(input)}: database "${value}" is not a number`);
+  return Number(value);
+}
+
+function optionalInt(value: string | null, name: string, input: string): number | undefined {
+  if (value === null) return undefined;
+  if (!/^\d+$/.test(value)) throw new RedisTopologyError(`Redis URL ${redact(input)}: ${name} must be a whole number, got "${value}"`);
+  return Number(value);
+}
+
+/** `natMap=10.0.0.5:6379=127.0.0.1:7000,…`: the addresses the cluster announces → the ones to dial. */
+function parseNatMap(value: string, input: string): Record<string, { host: string; port: number }> {
+  const map: Record<string, { host: string; port: number }> = {};
+  for (const pair of value.split(',').filter(Boolean)) {
+    const [from, to] = pair.split('=');
+    if (!from || !to || !/:\d+$/.test(from)) throw new RedisTopologyError(`Redis URL ${redact(input)}: natMap entry "${pair}" is not announced:port=reachable:port`);
+    map[from] = parseHost(to, input);
+  }
+  return map;
+}
+
+/** The URL with its password replaced, for messages. */
+export function redact(url: string): string {
+  return url.replace(/\/\/([^@/]*):([^@/]*)@/, '//$1:***@').replace(/(sentinelPassword=)[^&]*/g, '$1***');
+}
