@@ -91,7 +91,7 @@ export class ReplicaWait {
    */
   async confirm(key: string, what: string): Promise<void> {
     if (!this.enabled) return;
-    const connection = await this.connectionFor(key);
+    const connection = this.connectionFor(key);
     let batch = this.batches.get(connection);
     if (!batch) {
       // Sent on the next turn, so the confirmations of writes that completed in this turn join it.
@@ -111,7 +111,7 @@ export class ReplicaWait {
   }
 
   /** The connection that wrote `key`: the client itself, or on Cluster the node serving its slot. */
-  private async connectionFor(key: string): Promise<Redis> {
+  private connectionFor(key: string): Redis {
     if (!isCluster(this.client)) return this.client;
     const cluster = this.client;
     const nodeKey = cluster.slots[keySlot(key)]?.[0];
