@@ -12,7 +12,7 @@ import { scrapeMetrics } from './exposition.js';
 import type { HistorySnapshot } from './history.js';
 import type { LeasebeatMetrics } from './metrics.js';
 import { requireLoopbackHost, requireSameOrigin } from './request-guards.js';
-import type { InstanceSource, ReadinessCheck } from './sources.js';
+import type { InstanceSource, ReadinessCheck, StatusSnapshot } from './sources.js';
 import { renderStatusPage, statusPagePolicy } from './status-page.js';
 
 /** Options of `startHttpServer`. */
@@ -27,8 +27,12 @@ export interface HttpServerOptions {
   logger?: Logger;
   /** Bound of each queue's BullMQ metrics export during a scrape. Default 5 s. */
   queueMetricsTimeoutMs?: number;
-  /** Bound of the status page's history read (per request). Default 3 s. */
-  historyTimeoutMs?: number;
+  /**
+   * Bound of every read behind a request (readiness checks, status, history). Past it `/readyz` reports
+   * the timeout as a failing check and `/`, `/api/status`, `/api/history` answer 503 saying what did not
+   * answer, instead of hanging with Redis. Default 5 s.
+   */
+  requestTimeoutMs?: number;
   /**
    * Extra `Host` names accepted on a loopback bind (for a local proxy that rewrites Host); loopback names
    * (`localhost`, 127.0.0.0/8, `[::1]`) always are.
@@ -58,6 +62,13 @@ function listen(server: Server, port: number, host: string): Promise<void> {
       resolve();
     });
   });
+}
+
+/** Default bound of the reads behind `/readyz`, `/`, `/api/status` and `/api/history`. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 5_000;
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** Responses that describe live state must never come from a cache. */
@@ -100,10 +111,13 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     res.status(problem ? 500 : 200).type('text/plain').send(problem ? `${problem.message}\n` : 'ok\n');
   });
 
+  const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const bounded = <T>(what: string, read: () => Promise<T>): Promise<T> => withTimeout(systemClock, requestTimeoutMs, undefined, what, read);
+
   app.get('/readyz', noStore, async (_req, res) => {
     let checks: ReadinessCheck[];
     try {
-      checks = await source.readiness();
+      checks = await bounded('the readiness checks', () => source.readiness());
     } catch (error) {
       checks = [{ name: 'readiness', ok: false, detail: error instanceof Error ? error.message : String(error) }];
     }
@@ -122,14 +136,18 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   });
 
   app.get('/api/status', guard, noStore, async (_req, res) => {
-    res.json(await source.status());
+    try {
+      res.json(await bounded('the status (Redis and the lease)', () => source.status()));
+    } catch (error) {
+      res.status(503).json({ error: errorText(error) });
+    }
   });
 
   // The history is an extra: when it cannot be read in time the page still shows the tables.
   const readHistory = async (): Promise<HistorySnapshot | null> => {
     if (!source.history) return null;
     try {
-      return await withTimeout(systemClock, options.historyTimeoutMs ?? 3_000, undefined, 'reading the history', () => source.history!());
+      return await bounded('the tick and leadership history', () => source.history!());
     } catch (error) {
       log.warn({ err: error }, 'could not read the tick and leadership history');
       return null;
@@ -144,7 +162,14 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
 
   app.get('/', guard, noStore, async (_req, res) => {
     const nonce = randomBytes(16).toString('base64');
-    const [snapshot, history] = await Promise.all([source.status(), readHistory()]);
+    let snapshot: StatusSnapshot;
+    let history: HistorySnapshot | null;
+    try {
+      [snapshot, history] = await Promise.all([bounded('the status (Redis and the lease)', () => source.status()), readHistory()]);
+    } catch (error) {
+      res.status(503).type('text/plain').send(`status unavailable: ${errorText(error)}\n`);
+      return;
+    }
     const html = renderStatusPage({ snapshot, history, nonce, boardPath: BOARD_PATH });
     res.setHeader('Content-Security-Policy', statusPagePolicy(nonce));
     res.type('html').send(html);

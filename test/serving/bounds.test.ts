@@ -1,0 +1,51 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
+import { createMetrics } from '../../src/serving/metrics.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { fixedSource, sampleSnapshot } from './fixture.js';
+
+/** Every answer of the status endpoints goes through Redis here, as the scheduler's do. */
+describe('the status endpoints with Redis hung', () => {
+  let redis: TestRedis;
+  let client: Redis;
+  let admin: Redis;
+  let server: HttpServerHandle;
+
+  before(async () => {
+    redis = await startRedis();
+    client = redis.client();
+    admin = redis.client();
+    const source = fixedSource([]);
+    source.status = async () => (await client.ping(), sampleSnapshot());
+    source.readiness = async () => [{ name: 'redis', ok: (await client.ping()) === 'PONG' }];
+    source.history = async () => {
+      await client.ping();
+      return { generatedAt: 0, lateAfterMs: 1000, jobs: [], leadership: { source: 'none', terms: [] } };
+    };
+    server = await startHttpServer({ host: '127.0.0.1', port: 0, source, metrics: createMetrics(), requestTimeoutMs: 300 });
+  });
+  after(async () => {
+    await server.close();
+    client.disconnect();
+    await admin.quit();
+    await redis.close();
+  });
+
+  it('answers 503 naming what timed out, within the bound, instead of hanging', async () => {
+    // The server holds every command for 3 s: a Redis that stopped answering (SIGSTOP), without killing it.
+    await admin.call('CLIENT', 'PAUSE', '3000', 'ALL');
+    const started = Date.now();
+    const [status, page, ready, history] = await Promise.all(['/api/status', '/', '/readyz', '/api/history'].map((path) => fetch(server.url + path)));
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed < 2_500, `answered after ${elapsed} ms`);
+    assert.equal(status!.status, 503);
+    assert.deepEqual(await status!.json(), { error: 'the status (Redis and the lease) timed out after 300 ms' });
+    assert.equal(page!.status, 503);
+    assert.equal(await page!.text(), 'status unavailable: the status (Redis and the lease) timed out after 300 ms\n');
+    assert.equal(ready!.status, 503);
+    assert.deepEqual(await ready!.json(), { status: 'not ready', checks: [{ name: 'readiness', ok: false, detail: 'the readiness checks timed out after 300 ms' }] });
+    assert.equal(history!.status, 503);
+  });
+});
