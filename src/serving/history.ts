@@ -104,6 +104,18 @@ export interface HistoryReaderOptions {
   terms?: number;
 }
 
+/**
+ * What the status page says under the Kubernetes lock, whose Lease keeps no write history: the terms are
+ * in the Lease's Events (one `LeaderElection` event per acquisition), which the page does not read.
+ */
+export function kubernetesHistoryNote(namespace: string, leaseName: string): string {
+  return (
+    'The Kubernetes Lease keeps no write history, so only the term that raised the fence last is shown. ' +
+    `Every acquisition is a LeaderElection event: kubectl get events -n ${namespace} ` +
+    `--field-selector involvedObject.kind=Lease,involvedObject.name=${leaseName}`
+  );
+}
+
 /** Stream entries read per round when catching up with the lease history. */
 const HISTORY_BATCH = 2_000;
 /** At first read, how far back the lease history is read at most (a few hours of renewals). */

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { TermFolder, type HistorySnapshot, type LeaseWrite } from '../../src/serving/history.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { HistoryReader, kubernetesHistoryNote, TermFolder, type HistorySnapshot, type LeaseWrite } from '../../src/serving/history.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { seedHistory, type SeededHistory } from './fixture.js';
 
@@ -55,6 +57,26 @@ describe('HistoryReader over real ledger, BullMQ and lease records', () => {
   it('reads only the lease writes made since the previous read', async () => {
     const again = await seeded.reader.read();
     assert.deepEqual(again.leadership.terms.map((t) => t.writes), [4, 2, 2], 'no write folded twice');
+  });
+});
+
+describe('HistoryReader without a lease history (Kubernetes lock)', () => {
+  it('shows the term that raised the fence last, and says where the rest is', async () => {
+    const redis = await startRedis();
+    const connection = redis.client();
+    try {
+      const keys = new KeySpace('leasebeat', 'k8s');
+      const reader = new HistoryReader({ redis: connection, keys, jobs: () => [], noHistoryNote: kubernetesHistoryNote('ops', 'leasebeat') });
+      assert.deepEqual((await reader.read()).leadership.terms, [], 'no term before any leader produced');
+      await new TickLedger(connection, keys).raiseFence({ generation: 'uid-1', leaderTransitions: 4 }, 'pod-k', 1_767_225_600_000);
+      const { leadership } = await reader.read();
+      assert.equal(leadership.source, 'fence');
+      assert.deepEqual(leadership.terms.map((t) => [t.holder, t.generation, t.leaderTransitions, t.acquiredAt, t.end]), [['pod-k', 'uid-1', 4, 1_767_225_600_000, 'current']]);
+      assert.match(leadership.note!, /kubectl get events -n ops --field-selector involvedObject\.kind=Lease,involvedObject\.name=leasebeat$/);
+    } finally {
+      connection.disconnect();
+      await redis.close();
+    }
   });
 });
 
