@@ -296,21 +296,46 @@ export class LeaderElector {
    * takes over within about one RetryPeriod instead of a full LeaseDuration. Transitions are kept.
    */
   async release(): Promise<boolean> {
+    return this.releaseAfter(undefined);
+  }
+
+  /**
+   * Releases; with `lastOwn` (our own last write in the term that just ended) it first tries one
+   * compare-and-swap on it: unless someone wrote since (which the CAS refuses), a graceful handover then
+   * costs one write instead of a read and a write.
+   */
+  private async releaseAfter(lastOwn: Observed | undefined): Promise<boolean> {
     // A fresh deadline, on our clock: the caller's signal is usually the one that was just cancelled.
     const bound = deadline(this.clock, this.config.renewDeadlineMs, () => new LeadershipLostError('release deadline reached'));
     try {
+      if (lastOwn) {
+        try {
+          await this.writeRelease(lastOwn.version, lastOwn.record.leaderTransitions, bound.signal);
+          return true;
+        } catch (error) {
+          this.log.debug({ err: error }, 'release without a read failed; reading first');
+        }
+      }
       return await this.releaseBefore(bound.signal);
     } finally {
       bound.dispose();
     }
   }
 
+  /** Writes the released record (empty holder, 1 s, transitions kept) over `base`. */
+  private async writeRelease(base: LockVersion, leaderTransitions: number, signal: AbortSignal): Promise<void> {
+    const now = this.clock.now();
+    const released: LeaderElectionRecord = { holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaderTransitions };
+    const version = await this.request('update', signal, (s) => this.config.lock.update(released, base, s));
+    this.observeOwnWrite(released, version, now);
+    this.log.info('released the lease');
+  }
+
   private async releaseBefore(deadline: AbortSignal): Promise<boolean> {
-    const { lock } = this.config;
     for (;;) {
       let observation: LockObservation;
       try {
-        observation = await this.request('get', deadline, (s) => lock.get(s));
+        observation = await this.request('get', deadline, (s) => this.config.lock.get(s));
       } catch (error) {
         if (error instanceof LockNotFoundError) return true;
         this.log.warn({ err: error }, 'release: failed to read the lock record');
@@ -318,18 +343,8 @@ export class LeaderElector {
       }
       this.observe(observation);
       if (observation.damaged || observation.record.holderIdentity !== this.identity) return true;
-      const now = this.clock.now();
-      const released: LeaderElectionRecord = {
-        holderIdentity: '',
-        leaseDurationSeconds: 1,
-        acquireTime: now,
-        renewTime: now,
-        leaderTransitions: observation.record.leaderTransitions,
-      };
       try {
-        const version = await this.request('update', deadline, (s) => lock.update(released, observation.version, s));
-        this.observeOwnWrite(released, version, now);
-        this.log.info('released the lease');
+        await this.writeRelease(observation.version, observation.record.leaderTransitions, deadline);
         return true;
       } catch (error) {
         // A conflict here usually means a renewal we abandoned landed after all: read again and retry.
@@ -425,8 +440,10 @@ export class LeaderElector {
       signal.removeEventListener('abort', onCancel);
       this.currentTerm = undefined;
       this.leadership = undefined;
-      // Whatever we last saw of our own lease is no longer a basis for anything: the next campaign reads.
-      if (this.isLeader()) this.observed = undefined;
+      // What we last saw of our own lease is no basis for campaigning again (the next campaign reads); it
+      // only lets the release try one write before it reads.
+      const lastOwn = this.isLeader() ? this.observed : undefined;
+      if (lastOwn) this.observed = undefined;
       this.metrics.leaderOff(this.config.name);
       this.config.lock.recordEvent(`${this.identity} stopped leading`);
       this.log.info({ term, reason: (leadership.signal.reason as Error).message }, 'stopped leading');
@@ -435,7 +452,7 @@ export class LeaderElector {
       } catch (error) {
         this.log.error({ err: error }, 'onStoppedLeading failed');
       }
-      if (this.config.releaseOnCancel) await this.release();
+      if (this.config.releaseOnCancel) await this.releaseAfter(lastOwn);
     }
   }
 

@@ -286,6 +286,31 @@ describe('release', () => {
     assert.equal(h.store.record?.holderIdentity, 'me');
   });
 
+  it('at the end of a term: one write on our own last version, no read', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
+    h.store.resetCalls();
+    stop.abort();
+    await done;
+    assert.deepEqual(h.store.verbs(), ['update']);
+    assert.equal(h.store.record?.holderIdentity, '');
+  });
+
+  it('at the end of a term, a refused write falls back to reading first: update(409), get, update', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
+    h.store.resetCalls();
+    h.store.failNext('update', new LockConflictError('conflict'));
+    stop.abort();
+    await done;
+    assert.deepEqual(h.store.verbs(), ['update', 'get', 'update']);
+    assert.equal(h.store.record?.holderIdentity, '');
+  });
+
   it('never clears a holder that took over after our cached record (checks the record it read)', async () => {
     const h = harness();
     await h.elector.tryAcquireOrRenew();
