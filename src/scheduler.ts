@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
+import { createAdmin, type Admin } from './admin/admin.js';
 import type { LeaderElectionMetrics } from './election/config.js';
 import { defaultIdentity } from './election/identity.js';
 import { LeaderElector } from './election/leader-elector.js';
@@ -76,6 +77,11 @@ export interface Scheduler extends InstanceSource {
   readonly elector: LeadershipView;
   /** The member registry: records, cordons and the leader's judgement. */
   readonly members: MemberStore;
+  /**
+   * The cluster's admin API over this instance's Redis connection and lock (the HTTP API's operations):
+   * the same `createAdmin` the CLI uses. Closed by `stop()`.
+   */
+  readonly admin: Admin;
   /** Loads the jobs, registers as a member, starts the workers and (unless cordoned) campaigns. */
   start(): Promise<void>;
   /** Reports draining, stops enqueuing, releases the lease, drains the workers, leaves the registry. */
@@ -95,6 +101,7 @@ class LeasebeatScheduler implements Scheduler {
   private readonly registry: JobRegistry;
   private readonly ledger: TickLedger;
   readonly members: MemberStore;
+  readonly admin: Admin;
   readonly identity: string;
   private readonly redis: Redis;
   private readonly ownsRedis: boolean;
@@ -145,6 +152,7 @@ class LeasebeatScheduler implements Scheduler {
       onError: (error) => this.log.warn({ err: error }, 'BullMQ queue connection error'),
     });
     this.registry = new JobRegistry(options.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
+    this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: options.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs });
     if (options.workers !== false) {
       this.workers = new WorkerPool({ connection: this.workerRedis, prefix: options.bullPrefix, logger: this.log.child({ component: 'workers' }), tuning: options.workerTuning });
     }
@@ -405,6 +413,7 @@ class LeasebeatScheduler implements Scheduler {
     await this.heartbeatRun;
     await this.heartbeat.leave().catch((error: unknown) => this.log.warn({ err: error }, 'could not leave the member registry'));
     await this.queueSet.close();
+    await this.admin.close();
     if (this.ownsRedis) {
       await Promise.all([this.redis, this.workerRedis].map((client) => client.quit().catch(() => client.disconnect())));
     }

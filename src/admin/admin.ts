@@ -48,6 +48,11 @@ export interface AdminOptions {
    * `status` uses it, when it loads, for next run times and for jobs no leader has scheduled yet.
    */
   jobsDir?: string;
+  /**
+   * The job definitions a running instance has loaded, used instead of importing `jobsDir` on every call
+   * (each import of a job file stays in memory, so a long-lived process must not repeat it per request).
+   */
+  jobs?: () => ReadonlyMap<string, ScheduledJob>;
   /** Bound on every operation, Redis and the lease included. Default 10 s. */
   timeoutMs?: number;
 }
@@ -225,7 +230,7 @@ class ClusterAdmin implements Admin {
         fence,
         members,
         jobs,
-        jobsDir: definitions ? { path: this.options.jobsDir!, loaded: definitions.jobs.size, errors: definitions.errors.map((e) => e.message) } : null,
+        jobsDir: definitions ? { path: this.options.jobsDir ?? '(loaded by this instance)', loaded: definitions.jobs.size, errors: definitions.errors.map((e) => e.message) } : null,
       };
     });
   }
@@ -242,7 +247,7 @@ class ClusterAdmin implements Admin {
         const broken = definitions!.errors.map((e) => e.message).join('; ');
         throw new AdminError(
           'unknown-job',
-          `no job named "${name}" is defined in ${this.options.jobsDir}${broken ? ` (load errors: ${broken})` : ''}: \`leasebeat validate\` lists the jobs`,
+          `no job named "${name}" is defined in ${this.options.jobsDir ?? 'the loaded jobs'}${broken ? ` (load errors: ${broken})` : ''}: \`leasebeat validate\` lists the jobs`,
         );
       }
       const now = Date.now();
@@ -384,7 +389,8 @@ class ClusterAdmin implements Admin {
   }
 
   /** The loaded job folder; undefined when none is configured or it does not exist, unless `required`. */
-  private async definitions(required: boolean): Promise<{ jobs: Map<string, ScheduledJob>; errors: LoadError[] } | undefined> {
+  private async definitions(required: boolean): Promise<{ jobs: ReadonlyMap<string, ScheduledJob>; errors: LoadError[] } | undefined> {
+    if (this.options.jobs) return { jobs: this.options.jobs(), errors: [] };
     const dir = this.options.jobsDir;
     if (dir === undefined || !existsSync(dir) || !statSync(dir).isDirectory()) {
       if (!required) return undefined;
@@ -406,7 +412,7 @@ class ClusterAdmin implements Admin {
     const names = [...new Set([...known, ...(definitions?.jobs.keys() ?? [])])].sort();
     throw new AdminError(
       'unknown-job',
-      `no job named "${name}" is known to the cluster${definitions ? ` or defined in ${this.options.jobsDir}` : ''}` +
+      `no job named "${name}" is known to the cluster${definitions ? ` or defined in ${this.options.jobsDir ?? 'the loaded jobs'}` : ''}` +
         (names.length > 0 ? ` (known: ${names.slice(0, 20).join(', ')}${names.length > 20 ? ', ...' : ''})` : '') +
         '; pass --force to use the name anyway (a job not deployed yet)',
     );

@@ -98,6 +98,19 @@ describe('createAdmin on a running instance', () => {
     await until('the instance to lead again', () => scheduler.elector.isLeader(), 20_000);
   });
 
+  it("a scheduler's own admin (the HTTP API's) uses the definitions it has loaded", { timeout: 60_000 }, async () => {
+    const status = await scheduler.admin.status();
+    assert.equal(status.jobs.find((entry) => entry.name === 'fan-in')?.schedule, '0 0 1 1 *');
+    assert.equal(status.jobsDir?.loaded, 1);
+    const result = await scheduler.admin.trigger('fan-in');
+    const queue = new Queue('admin-test', { connection: redis });
+    try {
+      await until('the flow to complete', async () => (await queue.getJobState(result.jobId)) === 'completed', 30_000);
+    } finally {
+      await queue.close();
+    }
+  });
+
   it('the Scheduler exposes no internals: no ledger, no registry, no elector writes (checked by the type checker)', () => {
     const view = scheduler.elector;
     // @ts-expect-error the ledger is internal: pause and resume go through createAdmin
