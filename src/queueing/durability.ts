@@ -55,6 +55,12 @@ export interface DurabilitySettings {
    * tolerance; and a renewal's WAIT counts in RenewDeadline. Default 500 ms.
    */
   timeoutMs?: number;
+  /**
+   * Asked after a successful WAIT: is the connection still on the primary the topology agrees on (on
+   * Sentinel, a majority of the sentinels)? A write confirmed only by a replica of a deposed primary
+   * is not confirmed. See `RedisConnections.sentinelPrimaryCheck`.
+   */
+  primaryCheck?: { isPrimary(connection: Redis): Promise<boolean> };
 }
 
 export const DEFAULT_WAIT_TIMEOUT_MS = 500;
@@ -67,7 +73,8 @@ export const DEFAULT_WAIT_TIMEOUT_MS = 500;
 export class ReplicaWait {
   readonly minReplicas: number;
   readonly timeoutMs: number;
-  private readonly batches = new Map<Redis, Promise<number>>();
+  private readonly primaryCheck: DurabilitySettings['primaryCheck'];
+  private readonly batches = new Map<Redis, Promise<{ acknowledged: number; primary: boolean }>>();
   /** Counts for the bench and metrics. */
   readonly stats = { waits: 0, confirmed: 0, unconfirmed: 0 };
 
@@ -78,6 +85,7 @@ export class ReplicaWait {
     if (!Number.isInteger(settings.minReplicas) || settings.minReplicas < 0) throw new RangeError(`minReplicas must be a whole number ≥ 0, got ${settings.minReplicas}`);
     this.minReplicas = settings.minReplicas;
     this.timeoutMs = settings.timeoutMs ?? DEFAULT_WAIT_TIMEOUT_MS;
+    this.primaryCheck = settings.primaryCheck;
     if (!(this.timeoutMs > 0)) throw new RangeError(`the WAIT timeout must be > 0 ms, got ${this.timeoutMs}`);
   }
 
@@ -95,17 +103,21 @@ export class ReplicaWait {
     let batch = this.batches.get(connection);
     if (!batch) {
       // Sent on the next turn, so the confirmations of writes that completed in this turn join it.
-      batch = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      batch = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
         this.batches.delete(connection);
         this.stats.waits++;
-        return connection.wait(this.minReplicas, this.timeoutMs);
+        const acknowledged = await connection.wait(this.minReplicas, this.timeoutMs);
+        // After the WAIT, not beside it: the primary must still be the agreed one once the replicas have
+        // the writes, or the replica that acknowledged may be about to resync from a promoted one.
+        const primary = acknowledged < this.minReplicas || !this.primaryCheck ? true : await this.primaryCheck.isPrimary(connection);
+        return { acknowledged, primary };
       });
       this.batches.set(connection, batch);
     }
-    const acknowledged = await batch;
-    if (acknowledged < this.minReplicas) {
+    const { acknowledged, primary } = await batch;
+    if (acknowledged < this.minReplicas || !primary) {
       this.stats.unconfirmed++;
-      throw new DurabilityError(what, acknowledged, this.minReplicas);
+      throw new DurabilityError(primary ? what : `${what} (on a node the sentinels no longer agree is the primary)`, acknowledged, this.minReplicas);
     }
     this.stats.confirmed++;
   }

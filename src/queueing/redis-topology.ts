@@ -194,6 +194,14 @@ export class RedisConnections {
     }
   }
 
+  /**
+   * On Sentinel, a check that a connection talks to the primary a majority of the sentinels agree on
+   * (see durability.ts); undefined on other topologies. The caller closes it.
+   */
+  sentinelPrimaryCheck(): SentinelPrimaryCheck | undefined {
+    return this.topology.kind === 'sentinel' ? new SentinelPrimaryCheck(this.topology.options) : undefined;
+  }
+
   /** The address without credentials, for logs and errors. */
   describe(): string {
     const t = this.topology;
@@ -265,4 +273,50 @@ function parseNatMap(value: string, input: string): Record<string, { host: strin
 /** The URL with its password replaced, for messages. */
 export function redact(url: string): string {
   return url.replace(/\/\/([^@/]*):([^@/]*)@/, '//$1:***@').replace(/(sentinelPassword=)[^&]*/g, '$1***');
+}
+
+/**
+ * Whether a data connection talks to the primary that a majority of the configured sentinels name now,
+ * compared by run id (addresses differ behind NAT). A primary frozen and resumed, or cut off from the
+ * sentinels, still believes it is the primary and may even keep a replica for a moment; the sentinels
+ * do not.
+ */
+export class SentinelPrimaryCheck {
+  private readonly sentinels: Redis[];
+
+  constructor(private readonly options: RedisOptions & { sentinels: Array<{ host: string; port: number }>; name: string }) {
+    this.sentinels = options.sentinels.map((address) => {
+      const client = new Redis({
+        host: address.host,
+        port: address.port,
+        username: options.sentinelUsername,
+        password: options.sentinelPassword,
+        ...(options.enableTLSForSentinelMode ? { tls: options.sentinelTLS ?? {} } : {}),
+        // A sentinel that does not answer quickly does not count; it must not delay the write path.
+        commandTimeout: 1_000,
+        maxRetriesPerRequest: 0,
+        lazyConnect: true,
+      });
+      client.on('error', () => undefined);
+      return client;
+    });
+  }
+
+  async isPrimary(connection: Redis): Promise<boolean> {
+    const info = await connection.info('server');
+    const runId = /^run_id:(\w+)/m.exec(info)?.[1];
+    if (!runId) return false;
+    const views = await Promise.allSettled(this.sentinels.map(async (sentinel) => (await sentinel.call('SENTINEL', 'MASTER', this.options.name)) as string[]));
+    const agreeing = views.filter((view) => {
+      if (view.status !== 'fulfilled') return false;
+      const fields = view.value;
+      const at = fields.indexOf('runid');
+      return at >= 0 && fields[at + 1] === runId && !/o_down|s_down/.test(fields[fields.indexOf('flags') + 1] ?? '');
+    }).length;
+    return agreeing > this.sentinels.length / 2;
+  }
+
+  close(): void {
+    for (const sentinel of this.sentinels) sentinel.disconnect();
+  }
 }

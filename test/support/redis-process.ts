@@ -1,0 +1,88 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Redis, type RedisOptions } from 'ioredis';
+import { freePort } from './redis-server.js';
+
+/**
+ * One `redis-server` process (data node, sentinel or cluster node) of a test topology, on a free loopback
+ * port, with the faults the topology tests need: kill, freeze (SIGSTOP) and resume, restart.
+ */
+export class RedisProcess {
+  private child: ChildProcess | undefined;
+
+  private constructor(
+    readonly port: number,
+    /** Arguments after `redis-server`, with the port already in them (a config file path or flags). */
+    private readonly args: (port: number) => string[],
+  ) {}
+
+  /** Starts a node on a free port, retrying on another port if the one chosen was taken meanwhile. */
+  static async start(args: (port: number) => string[] | Promise<string[]>, options: { ping?: RedisOptions } = {}): Promise<RedisProcess> {
+    for (let attempt = 0; ; attempt++) {
+      const port = await freePort();
+      const resolved = await args(port);
+      const node = new RedisProcess(port, () => resolved);
+      try {
+        await node.launch(options.ping);
+        return node;
+      } catch (error) {
+        await node.kill();
+        if (attempt >= 4) throw error;
+      }
+    }
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** A direct client to this node (not through Sentinel or Cluster); the caller closes it. */
+  client(options: RedisOptions = {}): Redis {
+    const client = new Redis({ host: '127.0.0.1', port: this.port, maxRetriesPerRequest: 0, ...options });
+    client.on('error', () => undefined);
+    return client;
+  }
+
+  async launch(ping: RedisOptions = {}): Promise<void> {
+    const proc = spawn('redis-server', this.args(this.port), { stdio: 'ignore' });
+    this.child = proc;
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      if (proc.exitCode !== null) throw new Error(`redis-server ${this.args(this.port).join(' ')} exited with ${proc.exitCode}`);
+      const probe = new Redis({ host: '127.0.0.1', port: this.port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, ...ping });
+      probe.on('error', () => undefined);
+      try {
+        await probe.connect();
+        if ((await probe.ping()) === 'PONG') return;
+      } catch {
+        // not up yet
+      } finally {
+        probe.disconnect();
+      }
+      if (Date.now() > deadline) throw new Error(`redis-server on ${this.port} did not answer within 10 s`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  /** SIGKILL, as a crash: whatever was not replicated is gone. */
+  async kill(): Promise<void> {
+    const proc = this.child;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    // A frozen process still dies on SIGKILL.
+    proc.kill('SIGKILL');
+    await exited;
+  }
+
+  /** SIGSTOP: the node stops answering but keeps its connections, like a long GC pause or a VM stall. */
+  freeze(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+}

@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { RedisLeaseLock } from '../../src/election/redis-lock.js';
+import type { LeaderElectionRecord } from '../../src/election/record.js';
+import { DurabilityError, DurableLock, DurableTickLedger, ReplicaWait } from '../../src/queueing/durability.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { RedisConnections } from '../../src/queueing/redis-topology.js';
+import { startSentinelGroup, type TestSentinelGroup } from '../support/redis-sentinel.js';
+import { until } from '../support/until.js';
+
+const record = (holder: string, transitions: number, now: number): LeaderElectionRecord => ({
+  holderIdentity: holder,
+  leaseDurationSeconds: 4,
+  acquireTime: now,
+  renewTime: now,
+  leaderTransitions: transitions,
+});
+
+describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', () => {
+  let group: TestSentinelGroup;
+
+  before(async () => {
+    group = await startSentinelGroup();
+  });
+  after(async () => {
+    await group.close();
+  });
+
+  it('connections from a redis+sentinel:// URL follow a promotion after the primary is killed', { timeout: 60_000 }, async (t) => {
+    const connections = RedisConnections.fromUrl(group.url);
+    assert.equal(connections.defaultMinReplicas(), 1, 'Sentinel implies replicas: deciding writes wait for one');
+    const control = connections.open('control') as Redis;
+    const worker = connections.open('worker') as Redis;
+    for (const client of [control, worker]) client.on('error', () => undefined);
+    try {
+      await control.set('before', '1');
+      await new ReplicaWait(control, { minReplicas: 1, timeoutMs: 2_000 }).confirm('before', 'the first write');
+      const old = await group.primary();
+      const killedAt = Date.now();
+      await old.kill();
+      // The control connection does not replay commands: the caller retries, as the producer does.
+      await until('a write through the control connection to succeed on the new primary', async () => control.set('after', '1').then(() => true, () => false), 30_000);
+      const recoveredMs = Date.now() - killedAt;
+      const promoted = await group.waitForPromotion(old);
+      assert.equal(((await control.call('ROLE')) as [string])[0], 'master');
+      assert.equal(await control.get('before'), '1', 'the WAIT-confirmed write survived the failover');
+      assert.equal(await worker.set('worker-after', '1'), 'OK', 'the worker connection followed too');
+      assert.notEqual(promoted.port, old.port);
+      t.diagnostic(`fault → first write on the new primary: ${recoveredMs} ms (down-after ${group.timing.downAfterMs} ms)`);
+      // Bring the old primary back as a replica for the next test.
+      await old.launch();
+      await group.waitForReplica(old);
+    } finally {
+      control.disconnect();
+      worker.disconnect();
+    }
+  });
+
+  it('a primary frozen past down-after, resumed and demoted cannot give a stale leader a tick: its writes are never confirmed', { timeout: 90_000 }, async (t) => {
+    const keys = new KeySpace('leasebeat', 'frozen');
+    const oldPrimary = await group.primary();
+    // Leader A talks to the primary's address directly, as a client pinned to an old address (a DNS
+    // endpoint, a URL instead of Sentinel) does: the worst case. B reaches Redis through the sentinels.
+    const a = oldPrimary.client({ commandTimeout: 3_000 });
+    const connections = RedisConnections.fromUrl(group.url);
+    const b = connections.open('control') as Redis;
+    b.on('error', () => undefined);
+    // What A's topology gives it: WAIT for a replica, then ask the sentinels whether that was the primary.
+    const primaryCheck = connections.sentinelPrimaryCheck()!;
+    const waitA = new ReplicaWait(a, { minReplicas: 1, timeoutMs: 300, primaryCheck });
+    const waitB = new ReplicaWait(b, { minReplicas: 1, timeoutMs: 2_000, primaryCheck });
+    const lockA = new DurableLock(new RedisLeaseLock({ connection: a, name: 'frozen', identity: 'A' }), 'leasebeat:{frozen}:lease', waitA);
+    const lockB = new DurableLock(new RedisLeaseLock({ connection: b, name: 'frozen', identity: 'B' }), 'leasebeat:{frozen}:lease', waitB);
+    const ledgerA = new DurableTickLedger(a, keys, waitA);
+    const ledgerB = new DurableTickLedger(b, keys, waitB);
+    const signal = AbortSignal.timeout(60_000);
+    const tick1 = Date.UTC(2026, 0, 1, 0, 0, 1);
+    const tick2 = tick1 + 1_000;
+    try {
+      // Term 0 of A: lease, fence and the first tick, each confirmed by a replica.
+      const versionA = await lockA.create(record('A', 0, Date.now()), signal);
+      const observed = await lockA.get(signal);
+      const tokenA = { generation: (observed.version as unknown as { generation: string }).generation, leaderTransitions: 0 };
+      assert.deepEqual(await ledgerA.raiseFence(tokenA, 'A', Date.now()), { ok: true });
+      assert.deepEqual(await ledgerA.claim(tokenA, 'job', tick1, 'job@1'), { kind: 'claimed', retry: false });
+
+      // The primary stalls past down-after; the sentinels promote a replica; then it resumes.
+      oldPrimary.freeze();
+      const promoted = await group.waitForPromotion(oldPrimary);
+      oldPrimary.resume();
+      // The window of issue 13: the old primary still believes it is the primary and accepts writes.
+      assert.equal(((await a.call('ROLE')) as [string])[0], 'master', 'the resumed node still acts as a primary (else this test proves nothing)');
+
+      // A renews its lease and claims the next tick there. Both writes land on the stale primary…
+      const renewal = lockA.update(record('A', 0, Date.now()), versionA, signal);
+      await assert.rejects(renewal, DurabilityError, 'the renewal is not confirmed: A stops leading at its renew deadline');
+      await assert.rejects(ledgerA.claim(tokenA, 'job', tick2, 'job@2'), DurabilityError, 'the claim is not confirmed: A must not add the tick');
+      assert.match((await a.hget(keys.ledger('job'), String(tick2))) ?? '', /^claimed\|/, '…the claim did land on the stale primary');
+      // A retries as the producer does: still unconfirmed, however often.
+      await assert.rejects(ledgerA.claim(tokenA, 'job', tick2, 'job@2'), DurabilityError);
+
+      // B, on the promoted primary, sees A's confirmed term 0 (not A's unconfirmed writes) and takes over.
+      const seen = await lockB.get(signal);
+      assert.equal(seen.record.holderIdentity, 'A');
+      assert.equal(seen.record.leaderTransitions, 0);
+      // Until a replica follows the new primary, B's writes are not confirmed either; B retries, as the
+      // elector does (re-read, then renew its own record or take over A's).
+      await until('B to take over with a confirmed write', async () => {
+        const current = await lockB.get(signal);
+        const mine = current.record.holderIdentity === 'B';
+        return lockB.update(record('B', mine ? current.record.leaderTransitions : current.record.leaderTransitions + 1, Date.now()), current.version, signal).then(
+          () => true,
+          (error: unknown) => (error instanceof DurabilityError ? false : Promise.reject(error)),
+        );
+      }, 30_000);
+      const tokenB = { generation: tokenA.generation, leaderTransitions: 1 };
+      assert.deepEqual(await ledgerB.raiseFence(tokenB, 'B', Date.now()), { ok: true });
+      assert.deepEqual(await ledgerB.claim(tokenB, 'job', tick1, 'job@1'), { kind: 'claimed', retry: true }, 'tick 1 (confirmed by A, never added) is finished by B');
+      assert.deepEqual(await ledgerB.claim(tokenB, 'job', tick2, 'job@2'), { kind: 'claimed', retry: false }, 'tick 2 is fresh on the promoted primary: A never had it');
+
+      // The old primary is demoted and resyncs: A's unconfirmed writes vanish, A's token is fenced.
+      await group.waitForReplica(oldPrimary);
+      await until('the demoted node to resync from the new primary', async () => (await a.hget(keys.fence, 'transitions').catch(() => null)) === '1');
+      assert.match((await a.hget(keys.ledger('job'), String(tick2))) ?? '', new RegExp(`^claimed\\|${tokenA.generation}\\|1\\|`), "A's claim of tick 2 is gone; B's stands");
+      assert.deepEqual(await ledgerB.claim(tokenA, 'job', tick2 + 1_000, 'job@3', { previousTick: tick2 }), { kind: 'fenced' }, "A's term is fenced on the new primary");
+      const lease = await lockB.get(signal);
+      assert.deepEqual([lease.record.holderIdentity, lease.record.leaderTransitions], ['B', 1]);
+      t.diagnostic(`promoted ${promoted.port} in place of ${oldPrimary.port}; A's renewal and claims on the stale primary were refused (${waitA.stats.unconfirmed} unconfirmed)`);
+    } finally {
+      a.disconnect();
+      b.disconnect();
+      primaryCheck.close();
+    }
+  });
+});
