@@ -312,7 +312,7 @@ export async function audit(input: AuditInput): Promise<Audit> {
       lease.l2.result('L2 (lock history): no fencing token is held by two holders or in two terms'),
       lease.l3.result("L3 (lock history): no holder change while the previous holder's lease was live"),
       serial.result('no two runs of a skip/bufferOne job at once, and runs in tick order'),
-      producing.violations.result(`no lease holder goes without enqueuing for longer than RenewDeadline + ${PRODUCE_SLACK_MS} ms while it reaches Redis (lock history vs enqueues)`),
+      producing.violations.result(`no lease holder goes without enqueuing for longer than RenewDeadline + ${PRODUCE_SLACK_MS} ms while it reaches Redis, nor keeps renewing that long once cut from Redis (lock history vs enqueues)`),
     ],
     ticks,
     terms,
@@ -420,7 +420,8 @@ const PRODUCE_SLACK_MS = 2000;
  * No term in which the lease holder does not produce: for each stretch of the lock's history in which one
  * holder keeps one token, the holder's enqueues under that token (Redis write times) must not pause for
  * longer than RenewDeadline + slack, not counting time in which a fault kept it from Redis (a Redis
- * restart or pause, a partition of its Redis path, being stopped).
+ * restart or pause, a partition of its Redis path, being stopped). And a holder cut from Redis stops
+ * renewing within the same bound.
  */
 function holdersProduce(input: AuditInput, jobs: Map<string, SeenJob>): { violations: Violations; stretches: number; longest: number } {
   const violations = new Violations();
@@ -437,6 +438,22 @@ function holdersProduce(input: AuditInput, jobs: Map<string, SeenJob>): { violat
     if (continues) stretches.at(-1)!.to = write.at;
     else if (held) stretches.push({ holder: write.holder, token, from: write.at, to: write.at });
     previous = write;
+  }
+  // A holder cut from Redis cannot produce, so it must not keep the lease either: once RenewDeadline +
+  // slack has passed in the cut, it writes no more renewals (with the Redis lock it cannot; with the
+  // Kubernetes lock it still reaches the API server and must give the lease up itself).
+  for (const fault of input.faults) {
+    if ((fault.kind !== 'partition-redis' && fault.kind !== 'partition-leader-redis-only') || !fault.target || fault.detail.startsWith('skipped')) continue;
+    for (const stretch of stretches.filter((st) => st.holder === fault.target && st.to >= fault.startedAt && st.from <= fault.endedAt)) {
+      violations.checked++;
+      // Held when cut, or taken (Kubernetes lock) while cut: either way the bound runs from then.
+      const since = Math.max(fault.startedAt, stretch.from);
+      const lastInCut = Math.min(stretch.to, fault.endedAt);
+      if (lastInCut > since + bound) {
+        violations.add(`${fault.target} was cut from Redis from ${iso(fault.startedAt)} to ${iso(fault.endedAt)} (fault #${fault.index}) and still renewed the lease ` +
+          `(token ${stretch.token}) ${lastInCut - since} ms into the cut, at ${iso(lastInCut)}: nobody else could lead meanwhile`);
+      }
+    }
   }
   let longest = 0;
   for (const stretch of stretches) {
