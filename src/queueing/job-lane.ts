@@ -114,7 +114,11 @@ export class JobLane {
     const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.term.now();
     if (untilDue > 0) {
       this.behind = false;
-      this.wakeUp = new AbortController();
+      if (this.wakeUp.signal.aborted) {
+        // Redefined while this step ran: re-read the definition before sleeping on the old schedule.
+        this.wakeUp = new AbortController();
+        return;
+      }
       const wait = Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS);
       await this.term.clock.sleep(wait, AbortSignal.any([signal, this.wakeUp.signal])).catch(() => undefined);
       if (!signal.aborted) await this.release(job);
@@ -142,6 +146,7 @@ export class JobLane {
    */
   private async takeOver(job: ScheduledJob): Promise<boolean> {
     const { ledger } = this.term;
+    if (!(await this.writable())) return false;
     this.buffered = undefined;
     this.unadded = undefined;
     for (const tick of await ledger.pendingTicks(job.name)) {

@@ -202,6 +202,7 @@ export class Producer {
   /** The term as its lanes see it. */
   private termContext(token: FencingToken, term$: AbortController, log: Logger, reachability: RedisReachability): ProducerTerm {
     let pause: Promise<boolean> | undefined;
+    let fenced = false;
     const pauseUntilRenewed = async (): Promise<boolean> => {
       log.warn('renew deadline passed without a renewal: pausing enqueues until the lease is renewed or the term ends');
       while (!term$.signal.aborted) {
@@ -235,9 +236,12 @@ export class Producer {
       reached: () => reachability.reached(),
       fenced: () => {
         this.options.metrics?.fenced(1);
+        term$.abort();
+        // Several lanes may meet the fence at once: one report per term.
+        if (fenced) return;
+        fenced = true;
         log.error('a write was rejected by the fence: a newer term exists; stopping the producer');
         this.options.onCannotProduce?.('fence-refused', 'a write was rejected by the fence: a newer term exists');
-        term$.abort();
       },
       stop: () => term$.abort(),
     };

@@ -71,6 +71,7 @@ describe('Producer under Redis faults', () => {
     redis = server.client();
   });
   after(async () => {
+    await proxy?.close();
     redis.disconnect();
     await server.close();
   });
@@ -100,7 +101,8 @@ describe('Producer under Redis faults', () => {
     await leader.close();
 
     const next = new AbortController();
-    const successor = new Producer({ redis, ledger, queues: new QueueSet({ connection: redis }), jobs: () => jobs, stillLeading: () => true, logger });
+    const queues = new QueueSet({ connection: redis });
+    const successor = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
     const running = successor.run(term(2), next.signal);
     const last = await waitFor('the next term to produce', async () => {
       const tick = (await ledger.jobState('fast')).lastScheduledTick ?? 0;
@@ -108,6 +110,7 @@ describe('Producer under Redis faults', () => {
     });
     next.abort();
     await running;
+    await queues.close();
     assert.deepEqual(await silentGaps(ledger, 'fast', ticksBetween(t0, last, 1000)), [], 'every tick has a job or a recorded skip');
     assert.deepEqual(await ledger.pendingTicks('fast'), []);
   });
