@@ -109,10 +109,13 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
       await until('B to take over with a confirmed write', async () => {
         const current = await lockB.get(signal);
         const mine = current.record.holderIdentity === 'B';
-        return lockB.update(record('B', mine ? current.record.leaderTransitions : current.record.leaderTransitions + 1, Date.now()), current.version, signal).then(
-          () => true,
-          (error: unknown) => (error instanceof DurabilityError ? false : Promise.reject(error)),
-        );
+        try {
+          await lockB.update(record('B', mine ? current.record.leaderTransitions : current.record.leaderTransitions + 1, Date.now()), current.version, signal);
+          return true;
+        } catch (error) {
+          if (error instanceof DurabilityError) return false;
+          throw error;
+        }
       }, 30_000);
       const tokenB = { generation: tokenA.generation, leaderTransitions: 1 };
       assert.deepEqual(await ledgerB.raiseFence(tokenB, 'B', Date.now()), { ok: true });
