@@ -121,6 +121,13 @@ describe('the status page history views and the hardened board, in a real browse
     assert.deepEqual(watched.external, [], 'Bull Board loads nothing from outside (no Google Fonts)');
   });
 
+  it("lets the board's own page change a queue (same-origin requests pass the cross-site check)", async () => {
+    const status = await page.evaluate("fetch('/admin/queues/api/queues/ops/pause', { method: 'PUT' }).then((response) => response.status)");
+    assert.equal(status, 200);
+    assert.equal(await ops.isPaused(), true);
+    await ops.resume();
+  });
+
   it('draws the leadership terms: who led, when, and how each term ended', async () => {
     await page.goto(server.url + '/');
     const rows = page.locator('#leadership tr.term');
