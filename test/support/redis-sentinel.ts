@@ -41,7 +41,7 @@ export async function startSentinelGroup(options: { masterName?: string; timing?
   const dir = await mkdtemp(join(tmpdir(), 'leasebeat-sentinel-'));
   const dataArgs = (port: number, extra: string[] = []): string[] => [
     '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--dbfilename', `dump-${port}.rdb`, '--save', '',
-    '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--loglevel', 'warning', ...extra,
+    '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--loglevel', 'warning', '--repl-diskless-sync-delay', '0', ...extra,
   ];
   const started: RedisProcess[] = [];
   try {
