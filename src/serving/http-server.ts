@@ -170,7 +170,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       res.status(503).type('text/plain').send(`status unavailable: ${errorText(error)}\n`);
       return;
     }
-    const html = renderStatusPage({ snapshot, history, nonce, boardPath: BOARD_PATH });
+    const html = renderStatusPage({ snapshot, history, hasHistory: source.history !== undefined, nonce, boardPath: BOARD_PATH });
     res.setHeader('Content-Security-Policy', statusPagePolicy(nonce));
     res.type('html').send(html);
   });

@@ -396,7 +396,7 @@ const SCRIPT = `
     if (busy || document.hidden) return;
     busy = true;
     try {
-      const [status, latest] = await Promise.all([getJson('/api/status'), embedded.history === null ? null : getJson('/api/history', true)]);
+      const [status, latest] = await Promise.all([getJson('/api/status'), embedded.hasHistory ? getJson('/api/history', true) : null]);
       // A history read that failed keeps the previous one on screen rather than blanking the strips.
       if (latest) history = latest;
       render(status, history);
@@ -419,7 +419,15 @@ const SCRIPT = `
  * load errors of `snapshot`, and, with a `history`, each job's recent ticks, its lag and the leadership terms.
  * Job lists live in Bull Board at `boardPath`; this page only links to them.
  */
-export function renderStatusPage(options: { snapshot: StatusSnapshot; history?: HistorySnapshot | null; nonce: string; boardPath: string }): string {
+export function renderStatusPage(options: {
+  snapshot: StatusSnapshot;
+  /** Embedded for the first render; null when it could not be read in time (the page asks again). */
+  history?: HistorySnapshot | null;
+  /** Whether `/api/history` exists; default: whether `history` was given. */
+  hasHistory?: boolean;
+  nonce: string;
+  boardPath: string;
+}): string {
   const { snapshot, nonce, boardPath } = options;
   const nonceAttr = escapeHtml(nonce);
   return `<!doctype html>
@@ -435,7 +443,7 @@ export function renderStatusPage(options: { snapshot: StatusSnapshot; history?: 
 <nav><a href="${escapeHtml(boardPath)}">Bull Board</a><a href="/api/status">JSON</a><a href="/metrics">Metrics</a></nav></header>
 <main id="app"><noscript>This page renders with JavaScript; the same data is at <a href="/api/status">/api/status</a>.</noscript></main>
 <footer id="updated"></footer>
-<script type="application/json" id="snapshot">${jsonForScript({ status: snapshot, history: options.history ?? null })}</script>
+<script type="application/json" id="snapshot">${jsonForScript({ status: snapshot, history: options.history ?? null, hasHistory: options.hasHistory ?? options.history != null })}</script>
 <script nonce="${nonceAttr}">${SCRIPT}</script>
 </body>
 </html>
