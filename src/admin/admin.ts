@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { RedisLeaseLock } from '../election/redis-lock.js';
 import { LockNotFoundError, type ResourceLock } from '../election/resource-lock.js';
 import { waitForDrain, type DrainOutcome } from '../members/drain.js';
@@ -11,6 +11,7 @@ import { addRun } from '../queueing/enqueue.js';
 import type { TickJobData } from '../queueing/job-data.js';
 import { KeySpace } from '../queueing/keys.js';
 import { QueueSet } from '../queueing/queue-set.js';
+import { RedisConnections, redact } from '../queueing/redis-topology.js';
 import { TickLedger, type FenceState } from '../queueing/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
@@ -168,14 +169,14 @@ class ClusterAdmin implements Admin {
     this.ownsRedis = typeof options.connection === 'string';
     this.redis =
       typeof options.connection === 'string'
-        ? // Fail fast instead of queueing commands for a Redis that is down or hung: every call has a bound.
-          new Redis(options.connection, {
+        ? // Through the topology (one server, Sentinel or Cluster), failing fast instead of queueing commands
+          // for a Redis that is down or hung: every call has a bound.
+          (RedisConnections.fromUrl(options.connection).open('control', {
             lazyConnect: true,
             connectTimeout: this.timeoutMs,
             commandTimeout: this.timeoutMs,
             maxRetriesPerRequest: 1,
-            enableOfflineQueue: true,
-          })
+          }) as Redis)
         : options.connection;
     if (this.ownsRedis) this.redis.on('error', () => undefined);
     this.where = typeof options.connection === 'string' ? redact(options.connection) : 'the given Redis connection';
@@ -379,12 +380,17 @@ class ClusterAdmin implements Admin {
   private async knownJobs(): Promise<Set<string>> {
     const prefix = this.keys.jobState('');
     const names = new Set<string>();
-    let cursor = '0';
-    do {
-      const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${globEscape(prefix)}*`, 'COUNT', 500);
-      cursor = next;
-      for (const key of keys) names.add(key.slice(prefix.length));
-    } while (cursor !== '0');
+    // On Redis Cluster every key of the cluster shares one hash tag, but SCAN reads one node: ask each primary.
+    const client = this.redis as Redis | Cluster;
+    const nodes: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${globEscape(prefix)}*`, 'COUNT', 500);
+        cursor = next;
+        for (const key of keys) names.add(key.slice(prefix.length));
+      } while (cursor !== '0');
+    }
     return names;
   }
 
@@ -438,14 +444,4 @@ function describeTrigger(job: ScheduledJob): string {
 /** Escapes Redis glob characters, so a prefix or lease name is matched literally. */
 function globEscape(text: string): string {
   return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
-}
-
-function redact(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString().replace(/\/$/, '');
-  } catch {
-    return '<unparseable url>';
-  }
 }

@@ -6,6 +6,7 @@ import { checkElectionTimings } from '../election/config.js';
 import { resolveMemberSettings, type MemberSettings } from '../members/settings.js';
 import type { WorkerTuning } from '../queueing/worker-pool.js';
 import { formatDuration, parseDuration } from '../scheduling/duration.js';
+import { parseRedisUrl, redact } from '../queueing/redis-topology.js';
 import { isLoopbackHost } from '../serving/auth.js';
 
 /**
@@ -77,27 +78,19 @@ function oneOf<const T extends readonly [string, ...string[]]>(values: T): z.Zod
 
 const nonEmpty = z.string().min(1, { message: 'must not be empty' });
 
+/** A Redis URL in any form the topology parser takes (one server, Sentinel, Cluster); kept as text. */
 function redisUrlSchema(): z.ZodType<string> {
   return z.string().transform((raw, ctx) => {
-    let url: URL;
     try {
-      url = new URL(raw);
-    } catch {
-      // The URL parser refuses ports above 65535 too; say so, since that is the usual mistake.
-      const port = /:(\d+)(?:\/|$)/.exec(raw)?.[1];
-      const why = port !== undefined && Number(port) > 65_535 ? `port ${port} is above 65535` : 'it is not a URL';
-      ctx.addIssue({ code: 'custom', message: `is not a Redis URL (${why}): write it like redis://host:6379 or rediss://user:password@host:6380/0` });
+      parseRedisUrl(raw);
+      return raw;
+    } catch (error) {
+      // The parser's message repeats the URL; the setting's name and value already lead the line.
+      const why = (error as Error).message.split(redact(raw)).join('').replace(/^(?:unsupported )?Redis URL\s*:?\s*/, '');
+      const port = /bad port in "[^"]*:(\d+)"/.exec(why)?.[1];
+      ctx.addIssue({ code: 'custom', message: `is not a usable Redis URL: ${why}${port !== undefined && Number(port) > 65_535 ? ' (ports go up to 65535)' : ''}` });
       return z.NEVER;
     }
-    if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-      ctx.addIssue({ code: 'custom', message: `must start with redis:// or rediss://, not ${url.protocol}//` });
-      return z.NEVER;
-    }
-    if (!url.hostname) {
-      ctx.addIssue({ code: 'custom', message: 'has no host: write it like redis://host:6379' });
-      return z.NEVER;
-    }
-    return raw;
   });
 }
 
@@ -266,7 +259,9 @@ export function inCluster(env: NodeJS.ProcessEnv = process.env): boolean {
 function describeSetting(name: SettingName, raw: string | undefined): string {
   const spec: SettingSpec = SETTINGS[name];
   if (raw === undefined) return spec.env;
-  return spec.secret ? `${spec.env} (${spec.flag})` : `${spec.env}="${raw}" (${spec.flag})`;
+  if (spec.secret) return `${spec.env} (${spec.flag})`;
+  // A Redis URL may carry a password.
+  return `${spec.env}="${name === 'REDIS_URL' ? redact(raw) : raw}" (${spec.flag})`;
 }
 
 /** A duration as messages show it, with its unit, e.g. `15ms` for a bare `15`. */
@@ -386,11 +381,5 @@ function checkRules(
 
 /** A Redis URL with any password replaced, for logs and messages. */
 export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '<unparseable url>';
-  }
+  return redact(url);
 }

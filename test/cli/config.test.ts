@@ -50,8 +50,8 @@ describe('CLI configuration: one schema, every bad value a one-line exit 2 befor
   });
 
   const cases: Array<{ title: string; settings: () => Record<string, string>; args?: string[]; message: RegExp }> = [
-    { title: 'a malformed Redis URL', settings: () => ({ LEASEBEAT_REDIS_URL: 'not a url' }), message: /^leasebeat: LEASEBEAT_REDIS_URL="not a url" \(--redis-url\) is not a Redis URL/ },
-    { title: 'a Redis URL with port 99999', settings: () => ({ LEASEBEAT_REDIS_URL: 'redis://127.0.0.1:99999' }), message: /LEASEBEAT_REDIS_URL=.*port 99999 is above 65535/ },
+    { title: 'a malformed Redis URL', settings: () => ({ LEASEBEAT_REDIS_URL: 'not a url' }), message: /^leasebeat: LEASEBEAT_REDIS_URL="not a url" \(--redis-url\) is not a usable Redis URL: expected one of redis:\/\//  },
+    { title: 'a Redis URL with port 99999', settings: () => ({ LEASEBEAT_REDIS_URL: 'redis://127.0.0.1:99999' }), message: /LEASEBEAT_REDIS_URL=.*bad port .*99999.*ports go up to 65535/ },
     { title: 'an HTTP port out of range', settings: () => ({ LEASEBEAT_HTTP_PORT: '99999' }), message: /^leasebeat: LEASEBEAT_HTTP_PORT="99999" \(--http-port\) must be a port number/ },
     { title: 'an HTTP port in use', settings: () => ({ LEASEBEAT_HTTP_PORT: String(busyPort) }), message: /LEASEBEAT_HTTP_PORT="\d+" \(--http-port\): port \d+ on 127\.0\.0\.1 is already in use/ },
     { title: 'a public HTTP host without board credentials', settings: () => ({ LEASEBEAT_HTTP_HOST: '0.0.0.0' }), message: /LEASEBEAT_HTTP_HOST="0\.0\.0\.0" .*LEASEBEAT_BOARD_USER.*--insecure-board/ },

@@ -58,7 +58,9 @@ describe('the settings schema', () => {
     };
     fails({ BOARD_READONLY: 'maybe' }, /^LEASEBEAT_BOARD_READONLY="maybe" \(--board-readonly\) must be true or false$/);
     fails({ LEASE_NAME: 'Not_DNS' }, /^LEASEBEAT_LEASE_NAME="Not_DNS" \(--lease-name\) must be a DNS subdomain name/);
-    fails({ REDIS_URL: 'http://localhost:6379' }, /must start with redis:\/\/ or rediss:\/\//);
+    fails({ REDIS_URL: 'http://localhost:6379' }, /is not a usable Redis URL: expected one of redis:\/\/, rediss:\/\/, redis\+sentinel:\/\//);
+    // A Redis URL may carry a password: a message shows it redacted.
+    fails({ REDIS_URL: 'redis://app:s3cret@h:6379?bogus=1' }, /^LEASEBEAT_REDIS_URL="redis:\/\/app:\*\*\*@h:6379\?bogus=1" \(--redis-url\) is not a usable Redis URL: unknown option "bogus"/);
     fails({ MEMBER_GRACE: '5s', HEARTBEAT_INTERVAL: '5s' }, /^LEASEBEAT_MEMBER_GRACE \(5s\) must be more than twice LEASEBEAT_HEARTBEAT_INTERVAL \(5s\)/);
     fails({ RENEW_DEADLINE: '2s', RETRY_PERIOD: '2s' }, /^LEASEBEAT_RENEW_DEADLINE \(2s\) must be greater than 1\.2 × LEASEBEAT_RETRY_PERIOD \(2s\)/);
     fails({ BOARD_USER: 'ops' }, /BOARD_USER and LEASEBEAT_BOARD_PASSWORD must be set together/);
@@ -67,6 +69,12 @@ describe('the settings schema', () => {
       assert.doesNotMatch((error as Error).message, /hunter2/);
       return true;
     });
+  });
+
+  it('takes every Redis topology URL: one server, Sentinel, Cluster', () => {
+    for (const url of ['rediss://u:p@h:6380/2', 'redis+sentinel://a:26379,b:26379/mymaster', 'redis+cluster://a:7000,b:7001']) {
+      assert.equal(loadServiceConfig({ REDIS_URL: url }, {}).redisUrl, url);
+    }
   });
 
   it('admin commands check only the settings they take', () => {
