@@ -209,7 +209,7 @@ describe('Kubernetes manifests', () => {
         nonResourceURLs: rule.nonResourceURLs,
       }));
       assert.deepEqual(rules, [
-        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [leaseName], verbs: ['get', 'update'], nonResourceURLs: undefined },
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [leaseName], verbs: ['get', 'list', 'update', 'watch'], nonResourceURLs: undefined },
         { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: undefined, verbs: ['create'], nonResourceURLs: undefined },
         { apiGroups: [''], resources: ['events'], resourceNames: undefined, verbs: ['create'], nonResourceURLs: undefined },
       ]);
