@@ -145,7 +145,16 @@ async function start(_options: unknown, command: Command): Promise<void> {
     metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics },
   });
   logger.info({ redis: redactUrl(url), lock: config.lock, identity: scheduler.identity, jobsDir: config.jobsDir }, 'starting leasebeat');
-  const http = await startHttpServer({ host: config.httpHost, port: config.httpPort, source: scheduler, metrics, board: config.board, logger });
+  const http = await startHttpServer({
+    host: config.httpHost,
+    port: config.httpPort,
+    source: scheduler,
+    metrics,
+    board: config.board,
+    logger,
+    requestTimeoutMs: config.httpRequestTimeoutMs,
+    allowedHosts: config.httpAllowedHosts,
+  });
   await scheduler.start();
   logger.info({ url: http.url, board: `${http.url}/admin/queues` }, 'serving status, probes, metrics and Bull Board');
 

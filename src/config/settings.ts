@@ -162,6 +162,16 @@ export const SETTINGS = {
     env: 'LEASEBEAT_HTTP_PORT', flag: '--http-port', valueName: '<port>', default: '8080', scope: 'start',
     description: 'Port for the status page, API, Bull Board, probes and metrics', schema: portSchema(),
   },
+  HTTP_REQUEST_TIMEOUT: {
+    env: 'LEASEBEAT_HTTP_REQUEST_TIMEOUT', flag: '--http-request-timeout', valueName: '<duration>', default: '5s', unit: 'duration', scope: 'start',
+    description: 'Bound of the reads behind /readyz, /, /api/status and /api/history; past it they answer 503 saying what did not answer',
+    schema: durationSchema(),
+  },
+  HTTP_ALLOWED_HOSTS: {
+    env: 'LEASEBEAT_HTTP_ALLOWED_HOSTS', flag: '--http-allowed-hosts', valueName: '<names>', scope: 'start',
+    description: 'Comma-separated extra Host names accepted on a loopback bind (a local proxy that rewrites Host); loopback names always are',
+    schema: z.string().transform((raw) => raw.split(',').map((name) => name.trim()).filter(Boolean)).optional(),
+  },
   BOARD_USER: {
     env: 'LEASEBEAT_BOARD_USER', flag: '--board-user', valueName: '<user>', scope: 'start',
     description: 'Basic auth user for Bull Board, the status page and /api/status (with LEASEBEAT_BOARD_PASSWORD)',
@@ -241,6 +251,8 @@ export interface ServiceConfig {
   jobsDir: string;
   httpHost: string;
   httpPort: number;
+  httpRequestTimeoutMs: number;
+  httpAllowedHosts: string[];
   board: { user?: string; password?: string; token?: string; readOnly: boolean; insecure: boolean };
   shutdownTimeoutMs: number;
   members: MemberSettings;
@@ -299,7 +311,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
   }
   const v = values as {
     REDIS_URL: string; PREFIX: string; LOCK: 'auto' | 'redis' | 'kubernetes'; LEASE_NAME: string; LEASE_NAMESPACE?: string; IDENTITY?: string;
-    LEASE_DURATION: number; RENEW_DEADLINE: number; RETRY_PERIOD: number; JOBS_DIR: string; HTTP_HOST: string; HTTP_PORT: number;
+    LEASE_DURATION: number; RENEW_DEADLINE: number; RETRY_PERIOD: number; JOBS_DIR: string; HTTP_HOST: string; HTTP_PORT: number; HTTP_REQUEST_TIMEOUT: number; HTTP_ALLOWED_HOSTS?: string[];
     BOARD_USER?: string; BOARD_PASSWORD?: string; BOARD_TOKEN?: string; BOARD_READONLY: boolean; INSECURE_BOARD: boolean;
     SHUTDOWN_TIMEOUT: number; HEARTBEAT_INTERVAL: number; MEMBER_GRACE: number; MEMBER_REMOVAL: number;
     LOCK_DURATION: number; STALLED_INTERVAL: number; COMMAND_TIMEOUT: number; LOG_LEVEL: (typeof LOG_LEVELS)[number];
@@ -327,6 +339,8 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     jobsDir: v.JOBS_DIR,
     httpHost: v.HTTP_HOST,
     httpPort: v.HTTP_PORT,
+    httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT ?? 5_000,
+    httpAllowedHosts: v.HTTP_ALLOWED_HOSTS ?? [],
     board: { user: v.BOARD_USER, password: v.BOARD_PASSWORD, token: v.BOARD_TOKEN, readOnly: v.BOARD_READONLY ?? false, insecure: v.INSECURE_BOARD ?? false },
     shutdownTimeoutMs: v.SHUTDOWN_TIMEOUT,
     members: scope === 'start'

@@ -34,6 +34,9 @@ describe('the settings schema', () => {
     assert.equal(config.httpPort, 8080);
     assert.equal(config.shutdownTimeoutMs, 25_000);
     assert.equal(config.commandTimeoutMs, 10_000);
+    assert.equal(config.httpRequestTimeoutMs, 5_000);
+    assert.deepEqual(config.httpAllowedHosts, []);
+    assert.deepEqual(loadServiceConfig({}, only({ HTTP_ALLOWED_HOSTS: 'dev.local, proxy.internal,' })).httpAllowedHosts, ['dev.local', 'proxy.internal']);
     assert.equal(config.members.heartbeatIntervalMs, DEFAULT_MEMBER_SETTINGS.heartbeatIntervalMs);
     assert.equal(config.members.graceMs, DEFAULT_MEMBER_SETTINGS.graceMs);
     assert.equal(config.members.removalTimeoutMs, DEFAULT_MEMBER_SETTINGS.removalTimeoutMs);
