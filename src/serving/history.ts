@@ -234,6 +234,8 @@ const toNumber = (value: string | null | undefined): number | undefined => {
  */
 export class HistoryReader {
   private readonly folder: TermFolder;
+  /** Settled runs of the ticks last shown, by `<job>|<jobId>` (see `rememberFinished`). */
+  private readonly finished = new Map<string, TickRecord>();
   private lastStreamId: string | undefined;
   private catchingUp: Promise<void> | undefined;
 
@@ -270,6 +272,11 @@ export class HistoryReader {
       const [kind, rest] = splitOnce(state);
       if (kind === 'skipped') records.push({ tick, fate: 'skipped', reason: rest });
       else if (kind === 'enqueued') {
+        const finished = this.finished.get(`${name}|${rest}`);
+        if (finished) {
+          records.push({ ...finished });
+          return;
+        }
         const record: TickRecord = { tick, fate: 'queued', jobId: rest };
         records.push(record);
         enqueued.push({ record, jobId: rest });
@@ -289,7 +296,23 @@ export class HistoryReader {
     }
     if (enqueued.length) await this.runsOf(queue, enqueued, lateAfterMs);
     records.sort((a, b) => a.tick - b.tick);
-    return { name, queue: queue.name, ticks: records.slice(-limit) };
+    const shown = records.slice(-limit);
+    this.rememberFinished(name, shown);
+    return { name, queue: queue.name, ticks: shown };
+  }
+
+  /**
+   * Keeps the runs that will not change (completed, or gone from BullMQ) of the ticks on screen, so the
+   * next read asks BullMQ only about new and unfinished runs: a page refreshing every 5 s costs a few
+   * commands per job once its strip is known. Runs that left the strip are forgotten.
+   */
+  private rememberFinished(job: string, shown: readonly TickRecord[]): void {
+    for (const key of this.finished.keys()) if (key.startsWith(`${job}|`)) this.finished.delete(key);
+    for (const record of shown) {
+      // A failed run is asked again: retrying it from Bull Board is common and must show.
+      const settled = (record.fate === 'ran' || record.fate === 'late') && record.durationMs !== undefined;
+      if (record.jobId !== undefined && (settled || record.fate === 'gone')) this.finished.set(`${job}|${record.jobId}`, { ...record });
+    }
   }
 
   /** Fills in the fate and timings of enqueued ticks from their BullMQ jobs, in one pipeline. */

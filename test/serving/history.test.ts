@@ -54,6 +54,21 @@ describe('HistoryReader over real ledger, BullMQ and lease records', () => {
     assert.equal(terms[1]!.endedAt, terms[1]!.lastRenewedAt + 15_000, 'an expired term ends when its lease ran out');
   });
 
+  it('asks BullMQ again only about runs that may still change', async () => {
+    const { ticks } = seeded;
+    const connection = redis.client();
+    try {
+      // Retention removes a completed run and a failed one from BullMQ after they were shown.
+      await connection.del(`leasebeat-test:ops:heartbeat@${ticks.heartbeat.ran}`, `leasebeat-test:ops:heartbeat@${ticks.heartbeat.failed}`);
+    } finally {
+      connection.disconnect();
+    }
+    const heartbeat = (await seeded.reader.read()).jobs.find((job) => job.name === 'heartbeat')!;
+    const fate = (tick: number) => heartbeat.ticks.find((t) => t.tick === tick)?.fate;
+    assert.equal(fate(ticks.heartbeat.ran), 'ran', 'a completed run is remembered, not read again');
+    assert.equal(fate(ticks.heartbeat.failed), 'gone', 'a failed run is read again (it may be retried)');
+  });
+
   it('reads only the lease writes made since the previous read', async () => {
     const again = await seeded.reader.read();
     assert.deepEqual(again.leadership.terms.map((t) => t.writes), [4, 2, 2], 'no write folded twice');
