@@ -115,7 +115,7 @@ interface SeenJob {
 const tokenKey = (token: { generation: string; leaderTransitions: number } | undefined): string =>
   token ? `${token.generation}#${token.leaderTransitions}` : 'none';
 
-class Violations {
+export class Violations {
   readonly items: string[] = [];
   count = 0;
   checked = 0;
@@ -297,8 +297,8 @@ export async function audit(input: AuditInput): Promise<Audit> {
     }
   }
 
-  const lease = leaseInvariants(input);
-  const serial = serialRuns(input, runsByJob);
+  const lease = leaseInvariants(input.lease);
+  const serial = serialRuns(input.jobs, input.runs, input.runEnds, input.exits);
   const producing = holdersProduce(input, seen);
 
   return {
@@ -337,14 +337,14 @@ const describeWrite = (w: LeaseRecordWrite): string =>
   `${w.op} v${w.version} at ${iso(w.at)} by ${w.holder === '' ? '(released)' : w.holder}, token ${leaseToken(w)}`;
 
 /** L1–L3, judged from the lock's own write history. */
-function leaseInvariants(input: AuditInput): { l1: Violations; l2: Violations; l3: Violations; holderChanges: number } {
-  const writes = input.lease.writes;
+export function leaseInvariants(history: LeaseHistorySnapshot): { l1: Violations; l2: Violations; l3: Violations; holderChanges: number } {
+  const writes = history.writes;
   const l1 = new Violations();
   const l2 = new Violations();
   const l3 = new Violations();
   // Server times against the followers' own clocks on the same machine: ms rounding only, unless the
   // history was sampled (then a write is seen up to one poll late).
-  const tolerance = input.lease.source === 'sampled' ? 2 * SAMPLE_MS : 2;
+  const tolerance = history.source === 'sampled' ? 2 * SAMPLE_MS : 2;
   const tokens = new Map<string, { holder: string; lastIndex: number }>();
   let lastHeld: { token: string; index: number } | undefined;
   let holderChanges = 0;
@@ -382,16 +382,20 @@ function leaseInvariants(input: AuditInput): { l1: Violations; l2: Violations; l
 }
 
 /** No two runs of a `skip` / `bufferOne` job at once, and its runs in tick order (a re-run of one tick aside). */
-function serialRuns(input: AuditInput, runsByJob: Map<string, RunRecord[]>): Violations {
+export function serialRuns(
+  jobs: ReadonlyArray<Pick<ScheduledJob, 'name' | 'overlap'>>,
+  allRuns: RunRecord[],
+  runEnds: RunEndRecord[],
+  exits: ReadonlyMap<string, number>,
+): Violations {
   const violations = new Violations();
-  const ends = new Map(input.runEnds.map((end) => [`${end.jobId}|${end.identity}|${end.startedAt}`, end.finishedAt]));
-  for (const job of input.jobs.filter((j) => j.overlap !== 'allow')) {
-    const runs = [...runsByJob.values()]
-      .flat()
+  const ends = new Map(runEnds.map((end) => [`${end.jobId}|${end.identity}|${end.startedAt}`, end.finishedAt]));
+  for (const job of jobs.filter((j) => j.overlap !== 'allow')) {
+    const runs = allRuns
       .filter((run) => run.job === job.name)
       .map((run) => ({
         run,
-        end: ends.get(`${run.jobId}|${run.identity}|${run.startedAt}`) ?? input.exits.get(run.identity) ?? Infinity,
+        end: ends.get(`${run.jobId}|${run.identity}|${run.startedAt}`) ?? exits.get(run.identity) ?? Infinity,
       }))
       .sort((a, b) => a.run.startedAt - b.run.startedAt);
     let latest: (typeof runs)[number] | undefined;
