@@ -3,19 +3,11 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { alive } from '../support/process.js';
 import { until } from '../support/until.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const goodJobs = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe('npm start under a process manager', () => {
   let server: TestRedis;

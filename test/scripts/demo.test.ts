@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { freePort } from '../support/redis-server.js';
+import { alive } from '../support/process.js';
 import { until } from '../support/until.js';
 
 const demo = new URL('../../scripts/demo.ts', import.meta.url).pathname;
@@ -49,14 +50,7 @@ describe('npm run demo', () => {
       const victim = Number(/demo-2 \(pid (\d+)\)/.exec(output)![1]);
       process.kill(victim, 'SIGKILL');
       // Until the demo has reaped it (a zombie still answers signal 0), so Ctrl-C comes after the demo saw it end.
-      await until('the demo to reap the killed instance', () => {
-        try {
-          process.kill(victim, 0);
-          return undefined;
-        } catch {
-          return true;
-        }
-      });
+      await until('the demo to reap the killed instance', () => !alive(victim) || undefined);
       process.kill(-child.pid!, 'SIGINT');
       const code = await Promise.race([exited, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 90_000).unref())]);
       assert.equal(code, 0, `the demo did not exit cleanly (${code}):\n${output}`);
