@@ -57,6 +57,8 @@ a { color: var(--accent); }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; margin: 0; }
 dt { color: var(--muted); }
 dd { margin: 0; overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; }
+main > * { min-width: 0; }
 table { width: 100%; border-collapse: collapse; background: var(--card); border: 1px solid var(--line); border-radius: 8px; }
 th, td { text-align: left; padding: .4rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 tbody tr:last-child td { border-bottom: 0; }
@@ -161,7 +163,8 @@ const SCRIPT = `
   }
   function table(headings, rows, empty) {
     if (rows.length === 0) return h('p', { class: 'empty' }, empty);
-    return h('table', {}, h('thead', {}, h('tr', {}, headings.map((text) => h('th', {}, text)))), h('tbody', {}, rows));
+    // Wide tables scroll inside their own box instead of widening the page.
+    return h('div', { class: 'scroll' }, h('table', {}, h('thead', {}, h('tr', {}, headings.map((text) => h('th', {}, text)))), h('tbody', {}, rows)));
   }
   function total(counts) {
     return Object.values(counts).reduce((sum, n) => sum + n, 0);
@@ -216,8 +219,7 @@ const SCRIPT = `
     return h('tr', { class: 'job', 'data-job': job.name },
       h('td', {}, h('strong', {}, job.name), h('span', { class: 'sub' }, job.file)),
       h('td', {}, job.queue),
-      h('td', {}, h('code', {}, job.schedule)),
-      h('td', {}, job.timezone),
+      h('td', {}, h('code', {}, job.schedule), h('span', { class: 'sub' }, job.timezone)),
       h('td', {}, job.nextRuns.length ? job.nextRuns.slice(0, 3).map((iso) => h('div', {}, time(iso))) : h('span', { class: 'empty' }, '—')),
       h('td', {}, time(job.lastTick)),
       h('td', {}, lastJob),
@@ -350,7 +352,8 @@ const SCRIPT = `
   function render(snap, history) {
     const term = snap.cluster.term;
     document.title = 'leasebeat · ' + snap.instance.identity;
-    app.replaceChildren(
+    // Sections this source does not have are left out (replaceChildren would print a null as text).
+    app.replaceChildren(...[
       h('div', { class: 'cards' },
         h('section', { class: 'card' }, h('h2', {}, 'This instance'), fields([
           ['Identity', h('span', { id: 'identity' }, snap.instance.identity)],
@@ -369,14 +372,15 @@ const SCRIPT = `
         ]))),
       history ? ticksSection(history) : null,
       h('section', {}, h('h2', {}, 'Jobs (' + snap.jobs.length + ')'),
-        table(['Job', 'Queue', 'Schedule', 'Time zone', 'Next runs', 'Last tick', 'Last job', 'Enqueued', 'Skipped', 'Fenced', 'State'],
+        table(['Job', 'Queue', 'Schedule', 'Next runs', 'Last tick', 'Last job', 'Enqueued', 'Skipped', 'Fenced', 'State'],
           snap.jobs.map(jobRow), 'No jobs loaded.')),
       history ? leadershipSection(history) : null,
       h('section', {}, h('h2', {}, 'Members (' + snap.cluster.members.length + ')'),
         table(['Identity', 'Condition', 'Role', 'Last heartbeat', 'Active jobs', 'State'],
           snap.cluster.members.map((m) => memberRow(m, snap.cluster.leader)), 'No members reported.')),
       h('section', {}, h('h2', { class: snap.loadErrors.length ? 'bad' : '' }, 'Load errors (' + snap.loadErrors.length + ')'),
-        table(['File', 'Error'], snap.loadErrors.map((e) => h('tr', {}, h('td', {}, h('code', {}, e.file)), h('td', { class: 'bad' }, e.message))), 'None.')));
+        table(['File', 'Error'], snap.loadErrors.map((e) => h('tr', {}, h('td', {}, h('code', {}, e.file)), h('td', { class: 'bad' }, e.message))), 'None.')),
+    ].filter(Boolean));
   }
 
   function stamp(text, failed) {

@@ -87,6 +87,9 @@ describe('the members table on the status page, in a real browser', () => {
     assert.deepEqual((await cells('pod-old-leader')).slice(0, 4), ['pod-old-leader\nv0.1.0', 'Unknown', 'follower', '4 min ago']);
     assert.equal(await page.locator('tr.member td:nth-child(3):text-is("leader")').count(), 1);
     await screenshot(page, 'status-page-members');
+    assert.doesNotMatch(await page.locator('main').innerText(), /\bnull\b|undefined/, 'no section this source lacks leaves a trace');
+    const widths = await page.evaluate('[document.documentElement.scrollWidth, window.innerWidth]');
+    assert.ok((widths as number[])[0]! <= (widths as number[])[1]!, `the page scrolls sideways: ${String(widths)}`);
     assert.deepEqual(problems, []);
   });
 
