@@ -75,6 +75,9 @@ export function requireLoopbackHost(bindHost: string, allowedHosts: readonly str
       return;
     }
     res.setHeader('Cache-Control', 'no-store');
-    res.status(421).type('text/plain').send(`this server answers only to loopback names, not Host ${host ?? '(none)'}\n`);
+    res
+      .status(421)
+      .type('text/plain')
+      .send(`this server is bound to loopback and answers only to loopback names, not Host ${host ?? '(none)'}; a proxy that keeps the Host header needs that name in the allowed hosts\n`);
   };
 }

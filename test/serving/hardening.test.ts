@@ -63,6 +63,20 @@ describe('the loopback board against other web pages', () => {
     assert.equal((await rawRequest(server.url + '/api/status', { headers: { host: `127.0.0.1:${port}` } })).status, 200);
   });
 
+  it('accepts the names a local proxy uses when they are allowed', async () => {
+    const proxied = await startHttpServer({
+      host: '127.0.0.1', port: 0, source: fixedSource([]), metrics: createMetrics(), allowedHosts: ['ops.example.com'],
+    });
+    try {
+      assert.equal((await rawRequest(proxied.url + '/api/status', { headers: { host: 'ops.example.com' } })).status, 200);
+      const other = await rawRequest(proxied.url + '/api/status', { headers: { host: 'evil.example' } });
+      assert.equal(other.status, 421);
+      assert.match(other.body, /not Host evil\.example; a proxy that keeps the Host header needs that name in the allowed hosts/);
+    } finally {
+      await proxied.close();
+    }
+  });
+
   it('lets its own pages and non-browser clients change queues', async () => {
     const own = await rawRequest(board('cleanup/pause'), {
       method: 'PUT',
