@@ -12,7 +12,7 @@ import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { nextTick } from '../../src/scheduling/plan.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
-import { ticksBetween, waitFor } from '../support/ledger-audit.js';
+import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 
 const logger = pino({ level: 'silent' });
@@ -316,35 +316,38 @@ describe('Producer on a real Redis and BullMQ', () => {
 });
 
 describe('Producer across a Redis restart', () => {
-  it('keeps producing after Redis comes back, and every tick is enqueued or recorded as skipped', { timeout: 60_000 }, async () => {
+  it('keeps producing after Redis comes back, and every tick has a job or a recorded skip', { timeout: 60_000 }, async () => {
     const server = await startRedis({ appendonly: true });
     const redis = server.client();
     redis.on('error', () => undefined);
     const ledger = new TickLedger(redis, new KeySpace());
     const queues = new QueueSet({ connection: redis });
-    const jobs = new Map([['fast', scheduled({ name: 'fast', catchup: { window: '1m', mode: 'all', max: 100 } })]]);
-    const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
-    const stop = new AbortController();
-    const run = producer.run(term(1), stop.signal);
-    await sleep(2_200);
-    await server.stop(true);
-    await sleep(2_500);
-    await server.restart();
-    await sleep(3_000);
-    stop.abort();
-    await run;
-    const ticks = (await redis.zrange(ledger.keys.ledgerIndex('fast'), 0, -1)).map(Number);
-    const first = ticks[0]!;
-    const last = ticks.at(-1)!;
-    const missing: number[] = [];
-    for (let tick = first; tick <= last; tick += 1000) {
-      const state = await ledger.tickState('fast', tick);
-      if (!state?.startsWith('enqueued|') && !state?.startsWith('skipped|')) missing.push(tick);
+    try {
+      const jobs = new Map([['fast', scheduled({ name: 'fast', catchup: { window: '1m', mode: 'all', max: 100 } })]]);
+      const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+      const stop = new AbortController();
+      const run = producer.run(term(1), stop.signal);
+      await sleep(2_200);
+      await server.stop(true);
+      await sleep(2_500);
+      await server.restart();
+      const back = Date.now();
+      await waitFor('an enqueue of a tick due after Redis came back', async () => {
+        const ticks = (await redis.zrange(ledger.keys.ledgerIndex('fast'), 0, -1)).map(Number);
+        const states = await Promise.all(ticks.filter((tick) => tick > back).map((tick) => ledger.tickState('fast', tick)));
+        return states.some((state) => state?.startsWith('enqueued|'));
+      }, 20_000);
+      stop.abort();
+      await run;
+      const ticks = (await redis.zrange(ledger.keys.ledgerIndex('fast'), 0, -1)).map(Number);
+      const [first, last] = [ticks[0]!, ticks.at(-1)!];
+      assert.ok(last - first >= 5_000, `ticks span ${last - first} ms`);
+      // A claim the term made just before it ended stays pending: the next leader adds it.
+      assert.deepEqual(await silentGaps(ledger, 'fast', ticksBetween(first, last, 1000)), [], 'every tick through the outage was enqueued late or recorded');
+    } finally {
+      await queues.close();
+      redis.disconnect();
+      await server.close();
     }
-    assert.ok(last - first >= 6_000, `ticks span ${last - first} ms`);
-    assert.deepEqual(missing, [], 'every tick through the outage was enqueued late or recorded');
-    await queues.close();
-    redis.disconnect();
-    await server.close();
   });
 });
