@@ -193,7 +193,20 @@ export class DurableLock implements ResourceLock {
     private readonly key: string,
     private readonly replicas: ReplicaWait,
   ) {
-    if (inner.watch) this.watch = (signal, listener) => inner.watch!(signal, listener);
+    const watch = inner.watch?.bind(inner);
+    if (watch) {
+      // Our own writes are published on the feed too. After an unconfirmed write the elector must not
+      // take that change as news and try again at once (it would take the lease over from itself, each
+      // time with a new term: a hot loop of transitions while the replicas are away); only we write our
+      // identity, so a change naming us is never news to a candidate.
+      this.watch = (signal, listener) =>
+        watch(signal, {
+          live: (live) => listener.live(live),
+          change: (observation) => {
+            if (observation.record.holderIdentity !== inner.identity()) listener.change(observation);
+          },
+        });
+    }
   }
 
   get(signal: AbortSignal): Promise<LockObservation> {

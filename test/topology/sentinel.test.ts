@@ -6,8 +6,15 @@ import type { LeaderElectionRecord } from '../../src/election/record.js';
 import { DurabilityError, DurableLock, DurableTickLedger, ReplicaWait } from '../../src/queueing/durability.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { RedisConnections } from '../../src/queueing/redis-topology.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { createScheduler } from '../../src/scheduler.js';
 import { startSentinelGroup, type TestSentinelGroup } from '../support/redis-sentinel.js';
+import { auditTicks } from '../support/topology-audit.js';
 import { until } from '../support/until.js';
+import { runs } from './fixtures/runs.js';
+
+const JOBS = new URL('./fixtures/jobs/', import.meta.url).pathname;
+const JOB_NAMES = ['alpha', 'beta', 'gamma'];
 
 const record = (holder: string, transitions: number, now: number): LeaderElectionRecord => ({
   holderIdentity: holder,
@@ -27,42 +34,12 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
     await group.close();
   });
 
-  it('connections from a redis+sentinel:// URL follow a promotion after the primary is killed', { timeout: 60_000 }, async (t) => {
-    const connections = RedisConnections.fromUrl(group.url);
-    assert.equal(connections.defaultMinReplicas(), 1, 'Sentinel implies replicas: deciding writes wait for one');
-    const control = connections.open('control') as Redis;
-    const worker = connections.open('worker') as Redis;
-    for (const client of [control, worker]) client.on('error', () => undefined);
-    try {
-      await control.set('before', '1');
-      await new ReplicaWait(control, { minReplicas: 1, timeoutMs: 2_000 }).confirm('before', 'the first write');
-      const old = await group.primary();
-      const killedAt = Date.now();
-      await old.kill();
-      // The control connection does not replay commands: the caller retries, as the producer does.
-      await until('a write through the control connection to succeed on the new primary', async () => control.set('after', '1').then(() => true, () => false), 30_000);
-      const recoveredMs = Date.now() - killedAt;
-      const promoted = await group.waitForPromotion(old);
-      assert.equal(((await control.call('ROLE')) as [string])[0], 'master');
-      assert.equal(await control.get('before'), '1', 'the WAIT-confirmed write survived the failover');
-      assert.equal(await worker.set('worker-after', '1'), 'OK', 'the worker connection followed too');
-      assert.notEqual(promoted.port, old.port);
-      t.diagnostic(`fault → first write on the new primary: ${recoveredMs} ms (down-after ${group.timing.downAfterMs} ms)`);
-      // Bring the old primary back as a replica for the next test.
-      await old.launch();
-      await group.waitForReplica(old);
-    } finally {
-      control.disconnect();
-      worker.disconnect();
-    }
-  });
-
   it('a primary frozen past down-after, resumed and demoted cannot give a stale leader a tick: its writes are never confirmed', { timeout: 90_000 }, async (t) => {
     const keys = new KeySpace('leasebeat', 'frozen');
     const oldPrimary = await group.primary();
     // Leader A talks to the primary's address directly, as a client pinned to an old address (a DNS
     // endpoint, a URL instead of Sentinel) does: the worst case. B reaches Redis through the sentinels.
-    const a = oldPrimary.client({ commandTimeout: 3_000 });
+    const a = oldPrimary.client({ commandTimeout: 3_000, maxRetriesPerRequest: 2 });
     const connections = RedisConnections.fromUrl(group.url);
     const b = connections.open('control') as Redis;
     b.on('error', () => undefined);
@@ -133,6 +110,61 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
     } finally {
       a.disconnect();
       b.disconnect();
+      primaryCheck.close();
+    }
+  });
+
+  it('connections from a redis+sentinel:// URL follow a promotion; createScheduler keeps every tick exactly once across a kill of the primary during steady ticking', { timeout: 90_000 }, async (t) => {
+    const connections = RedisConnections.fromUrl(group.url);
+    assert.equal(connections.defaultMinReplicas(), 1, 'Sentinel implies replicas: deciding writes wait for one');
+    const control = connections.open('control') as Redis;
+    const worker = connections.open('worker') as Redis;
+    for (const client of [control, worker]) client.on('error', () => undefined);
+    const primaryCheck = connections.sentinelPrimaryCheck()!;
+    const leaseName = 'sentinel-run';
+    const lock = new DurableLock(
+      new RedisLeaseLock({ connection: control, name: leaseName, identity: 'only' }),
+      `leasebeat:{${leaseName}}:lease`,
+      new ReplicaWait(control, { minReplicas: connections.defaultMinReplicas(), primaryCheck }),
+    );
+    const scheduler = createScheduler({
+      connection: control,
+      lock,
+      jobsDir: JOBS,
+      leaseName,
+      election: { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 250 },
+      members: { heartbeatIntervalMs: 500, graceMs: 2_000 },
+    });
+    runs.length = 0;
+    try {
+      await scheduler.start();
+      await until('every job to run a few times', () => JOB_NAMES.every((job) => runs.filter((run) => run.startsWith(`${job}@`)).length >= 3), 30_000);
+      const old = await group.primary();
+      const faultAt = Date.now();
+      await old.kill();
+      const promoted = await group.waitForPromotion(old);
+      // The control connection does not replay commands: the caller retries, as the producer does.
+      await until('a write through the control connection to succeed on the new primary', async () => control.set('after', '1').then(() => true, () => false), 30_000);
+      const firstWriteMs = Date.now() - faultAt;
+      assert.equal(((await control.call('ROLE')) as [string])[0], 'master');
+      assert.equal(await worker.set('worker-after', '1'), 'OK', 'the worker connection followed too');
+      const ranSince = (since: number): boolean => JOB_NAMES.every((job) => runs.some((run) => run.startsWith(`${job}@`) && Number(run.split('@')[1]) >= since));
+      const promotedAt = Date.now();
+      await until('runs of ticks after the promotion', () => ranSince(promotedAt), 30_000);
+      const resumedMs = Date.now() - faultAt;
+      const resumedAt = Date.now();
+      await until('three more seconds of ticks', () => ranSince(resumedAt + 3_000), 30_000);
+      await scheduler.stop();
+
+      const ledger = new TickLedger(control, new KeySpace('leasebeat', leaseName));
+      const report = await auditTicks(ledger, JOB_NAMES, runs);
+      t.diagnostic(`promoted ${promoted.port} in place of ${old.port}; fault → first write ${firstWriteMs} ms, → runs of new ticks ${resumedMs} ms; term ${(await ledger.fence()).leaderTransitions}; ${JSON.stringify(report.summary)}`);
+      assert.deepEqual(report.duplicates, [], 'no (job, tick) ran twice');
+      assert.deepEqual(report.silentGaps, [], 'every tick ran or has a recorded skip');
+    } finally {
+      await scheduler.stop();
+      control.disconnect();
+      worker.disconnect();
       primaryCheck.close();
     }
   });
