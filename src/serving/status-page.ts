@@ -146,8 +146,12 @@ const SCRIPT = `
       : Math.round(seconds / 86400) + ' d';
     return ms >= 0 ? 'in ' + span : span + ' ago';
   }
-  function clock(ms) {
-    return new Date(ms).toISOString().slice(11, 16) + 'Z';
+  function clock(ms, seconds) {
+    return new Date(ms).toISOString().slice(11, seconds ? 19 : 16) + 'Z';
+  }
+  function span(from, to) {
+    const seconds = to - from < 3600000;
+    return clock(from, seconds) + ' → ' + clock(to, seconds);
   }
   function iso(ms) {
     return new Date(ms).toISOString().replace('T', ' ').replace(/\\.\\d+Z$/, 'Z');
@@ -288,7 +292,7 @@ const SCRIPT = `
       h('td', { class: 'mid' }, job.ticks.length
         ? h('div', { class: 'strip-box' }, h('div', { class: 'strip' }, job.ticks.map((t) => tickCell(t, job.queue))),
             h('div', { class: 'strip-foot' }, fateCounts(job.ticks),
-              h('span', { class: 'counts span' }, clock(job.ticks[0].tick) + ' → ' + clock(job.ticks[job.ticks.length - 1].to || job.ticks[job.ticks.length - 1].tick))))
+              h('span', { class: 'counts span' }, span(job.ticks[0].tick, job.ticks[job.ticks.length - 1].to || job.ticks[job.ticks.length - 1].tick))))
         : h('span', { class: 'empty' }, 'no ticks recorded yet')),
       h('td', { class: 'mid' }, lagChart(job.ticks, history.lateAfterMs))));
     const legend = h('div', { class: 'legend' }, ['ran', 'late', 'failed', 'skipped', 'running', 'queued', 'pending', 'gone'].map((fate) =>
