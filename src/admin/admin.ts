@@ -87,7 +87,11 @@ export interface ClusterStatus {
   /** Why the lease could not be read, if it could not. */
   leaseError: string | null;
   fence: FenceState;
-  members: MembersReport;
+  /** Every registered member with its condition as the leader judges it; the leader first. */
+  members: MembersReport['members'];
+  /** The leader's latest judgement of the cluster, and who made it; null while no leader publishes one. */
+  disruption: MembersReport['disruption'];
+  judgedBy: MembersReport['judgedBy'];
   jobs: AdminJobStatus[];
   /** The jobs folder as seen here: null when no folder was given or it does not exist. */
   jobsDir: { path: string; loaded: number; errors: string[] } | null;
@@ -117,6 +121,8 @@ export interface DrainOptions {
   /** Wait until the member reports no active jobs; bounded by `timeoutMs`. */
   wait?: boolean;
   timeoutMs?: number;
+  /** Called once the cordon is stored, before the wait. */
+  onCordoned?: (identity: string) => void;
   onProgress?: (record: MemberRecord) => void;
 }
 
@@ -190,14 +196,14 @@ class ClusterAdmin implements Admin {
 
   status(): Promise<ClusterStatus> {
     return this.bounded('status', async (signal) => {
-      const [lease, fence, paused, members, known, definitions] = await Promise.all([
+      const [lease, fence, paused, known, definitions] = await Promise.all([
         this.readLease(signal),
         this.ledger.fence(),
         this.ledger.pausedJobs(),
-        this.membersNow(),
         this.knownJobs(),
         this.definitions(false),
       ]);
+      const members = await this.membersNow(holderOf(lease));
       const names = new Set([...known, ...paused.keys(), ...(definitions?.jobs.keys() ?? [])]);
       const now = Date.now();
       const jobs = await Promise.all(
@@ -229,7 +235,9 @@ class ClusterAdmin implements Admin {
         leaseDurationSeconds: lease.record?.leaseDurationSeconds ?? null,
         leaseError: lease.error ?? null,
         fence,
-        members,
+        members: members.members,
+        disruption: members.disruption,
+        judgedBy: members.judgedBy,
         jobs,
         jobsDir: definitions ? { path: this.options.jobsDir ?? '(loaded by this instance)', loaded: definitions.jobs.size, errors: definitions.errors.map((e) => e.message) } : null,
       };
@@ -237,7 +245,7 @@ class ClusterAdmin implements Admin {
   }
 
   members(): Promise<MembersReport> {
-    return this.bounded('members', () => this.membersNow());
+    return this.bounded('members', async (signal) => this.membersNow(holderOf(await this.readLease(signal))));
   }
 
   trigger(name: string): Promise<TriggerResult> {
@@ -292,6 +300,7 @@ class ClusterAdmin implements Admin {
 
   async drain(member: string, options: DrainOptions = {}): Promise<{ identity: string; outcome: DrainOutcome | undefined }> {
     const identity = await this.cordon(member, { note: options.note ?? 'drain' });
+    options.onCordoned?.(identity);
     if (!options.wait) return { identity, outcome: undefined };
     const timeoutMs = options.timeoutMs ?? 5 * 60_000;
     // The wait has its own bound; each poll is a single bounded read.
@@ -362,18 +371,21 @@ class ClusterAdmin implements Admin {
     }
   }
 
-  private async readLease(signal: AbortSignal): Promise<{ record?: { holderIdentity: string; leaderTransitions: number; renewTime: number; leaseDurationSeconds: number }; error?: string }> {
+  private async readLease(
+    signal: AbortSignal,
+  ): Promise<{ record?: { holderIdentity: string; leaderTransitions: number; renewTime: number; leaseDurationSeconds: number }; missing?: true; error?: string }> {
     try {
       return { record: (await this.lock.get(signal)).record };
     } catch (error) {
-      if (error instanceof LockNotFoundError) return {};
+      if (error instanceof LockNotFoundError) return { missing: true };
       return { error: `could not read the lease ${this.lock.describe()}: ${(error as Error).message}` };
     }
   }
 
-  private async membersNow(): Promise<MembersReport> {
+  /** The members report; `leader` (the lease holder, `""` for none) decides who is shown as leader. */
+  private async membersNow(leader: string | undefined): Promise<MembersReport> {
     const [records, cordons, health] = await Promise.all([this.store.list(), this.store.cordons(), this.store.health()]);
-    return membersReport(records, cordons, health);
+    return membersReport(records, cordons, health, leader);
   }
 
   /** Job names the cluster knows: every job a leader has scheduled has a state hash. */
@@ -435,6 +447,14 @@ class ClusterAdmin implements Admin {
     }
     throw new AdminError('unknown-member', `no member "${given}" is registered: \`leasebeat status\` lists the members`);
   }
+}
+
+/**
+ * The lease holder as read (`""` when the lease names nobody), or undefined when it says nothing: it could
+ * not be read, or no lease was ever created (then the members' own records are all there is).
+ */
+function holderOf(lease: { record?: { holderIdentity: string }; missing?: true; error?: string }): string | undefined {
+  return lease.record?.holderIdentity;
 }
 
 function describeTrigger(job: ScheduledJob): string {

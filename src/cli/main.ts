@@ -123,7 +123,7 @@ let serving = false;
 async function start(_options: unknown, command: Command): Promise<void> {
   serving = true;
   // Everything is checked before anything connects or listens: a bad value never leaves a half-started instance.
-  const config = loadServiceConfig(settingsFrom(command), process.env, 'start');
+  const config = loadServiceConfig(settingsFrom(command), process.env);
   requireDirectory(resolve(config.jobsDir), 'LEASEBEAT_JOBS_DIR (--jobs-dir)', 'create it, or point LEASEBEAT_JOBS_DIR at the folder of job files');
   await checkListen(config.httpHost, config.httpPort);
   const logger = createLogger({ level: config.logLevel });
@@ -207,7 +207,8 @@ async function validate(dir: string, options: { count: string }): Promise<void> 
 
 /** Runs an admin command against the configured cluster, within the configured bound. */
 async function withAdmin(command: Command, run: (admin: Admin, config: ServiceConfig) => Promise<void>): Promise<void> {
-  const config = loadServiceConfig(settingsFrom(command), process.env, 'connection');
+  // Every setting is checked, as at start: the environment is the deployment's, shared by all commands.
+  const config = loadServiceConfig(settingsFrom(command), process.env);
   const lock = config.lock === 'kubernetes' ? kubernetesLock(config, 'leasebeat-cli') : undefined;
   const admin = createAdmin({
     connection: config.redisUrl,
@@ -237,7 +238,7 @@ async function status(options: { json?: boolean }, command: Command): Promise<vo
         `fence: ${fence.generation || '-'}#${fence.leaderTransitions} (rejected ${fence.fenced})`,
     );
     if (report.leaseError) console.log(`lease: ${report.leaseError}`);
-    for (const line of formatMembersTable(report.members)) console.log(line);
+    for (const line of formatMembersTable({ members: report.members, disruption: report.disruption, judgedBy: report.judgedBy })) console.log(line);
     for (const row of report.jobs) {
       console.log(
         `${row.name}${row.paused ? ' [paused]' : ''}  next ${row.next ?? '-'}  last ${row.lastTick ?? '-'} ${row.lastJobId ?? ''}  ` +
@@ -302,11 +303,13 @@ async function drain(member: string, options: { note?: string; wait?: boolean; t
   if (timeoutMs === undefined) throw new ConfigError(`--timeout "${options.timeout}" is not a duration: write it like 90s or 10m (a bare number is ms)`);
   await withAdmin(command, async (admin) => {
     let shown = '';
-    if (options.wait) console.log(`cordoning ${member}; waiting up to ${formatDuration(timeoutMs)} for its active jobs to finish`);
     const { identity, outcome } = await admin.drain(member, {
       note: options.note,
       wait: options.wait,
       timeoutMs,
+      onCordoned: (cordoned) => {
+        if (options.wait) console.log(`cordoned ${cordoned}; waiting up to ${formatDuration(timeoutMs)} for its active jobs to finish`);
+      },
       onProgress: (record) => {
         const line = `  ${record.cordoned ? 'cordoned' : 'cordon not yet obeyed'}, ${record.activeJobs} active job(s)`;
         if (line !== shown) console.log((shown = line));

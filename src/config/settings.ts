@@ -21,7 +21,7 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-/** Which commands take a setting: `start` takes every one; the admin commands only `connection` ones. */
+/** Which commands take a setting as a flag: `start` every one; the admin commands the `connection` ones. */
 export type SettingScope = 'connection' | 'start';
 
 export interface SettingSpec {
@@ -283,10 +283,10 @@ function shown(ms: number): string {
 
 /**
  * Resolves the configuration from flag values and `LEASEBEAT_*` variables (flags win), checking every
- * value and the rules between them. Throws a {@link ConfigError} whose one-line message names the first
- * bad setting. `scope` limits the check to the settings a command takes.
+ * value and the rules between them, for every command alike (the environment is the deployment's).
+ * Throws a {@link ConfigError} whose one-line message names the first bad setting.
  */
-export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEnv = process.env, scope: SettingScope = 'start'): ServiceConfig {
+export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   const raw = (name: SettingName): string | undefined => {
     const value = flags[name] ?? env[SETTINGS[name].env];
     // Empty variables count as unset, as in a manifest that blanks a value.
@@ -296,10 +296,6 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
   for (const name of SETTING_NAMES) {
     const spec: SettingSpec = SETTINGS[name];
     const given = raw(name);
-    if (scope === 'connection' && spec.scope === 'start') {
-      values[name] = undefined;
-      continue;
-    }
     const text = given ?? (spec.derived ? undefined : spec.default);
     if (text === undefined) {
       values[name] = undefined;
@@ -317,9 +313,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     LOCK_DURATION: number; STALLED_INTERVAL: number; COMMAND_TIMEOUT: number; LOG_LEVEL: (typeof LOG_LEVELS)[number];
   };
 
-  if (scope === 'start') {
-    checkRules(v, raw);
-  }
+  checkRules(v, raw);
 
   const namespaceFile = `${SERVICE_ACCOUNT}/namespace`;
   const leaseNamespace =
@@ -339,16 +333,14 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     jobsDir: v.JOBS_DIR,
     httpHost: v.HTTP_HOST,
     httpPort: v.HTTP_PORT,
-    httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT ?? 5_000,
+    httpRequestTimeoutMs: v.HTTP_REQUEST_TIMEOUT,
     httpAllowedHosts: v.HTTP_ALLOWED_HOSTS ?? [],
-    board: { user: v.BOARD_USER, password: v.BOARD_PASSWORD, token: v.BOARD_TOKEN, readOnly: v.BOARD_READONLY ?? false, insecure: v.INSECURE_BOARD ?? false },
+    board: { user: v.BOARD_USER, password: v.BOARD_PASSWORD, token: v.BOARD_TOKEN, readOnly: v.BOARD_READONLY, insecure: v.INSECURE_BOARD },
     shutdownTimeoutMs: v.SHUTDOWN_TIMEOUT,
-    members: scope === 'start'
-      ? resolveMemberSettings({ heartbeatIntervalMs: v.HEARTBEAT_INTERVAL, graceMs: v.MEMBER_GRACE, removalTimeoutMs: v.MEMBER_REMOVAL })
-      : resolveMemberSettings(),
+    members: resolveMemberSettings({ heartbeatIntervalMs: v.HEARTBEAT_INTERVAL, graceMs: v.MEMBER_GRACE, removalTimeoutMs: v.MEMBER_REMOVAL }),
     workerTuning: { lockDurationMs: v.LOCK_DURATION, stalledIntervalMs: v.STALLED_INTERVAL },
     commandTimeoutMs: v.COMMAND_TIMEOUT,
-    logLevel: v.LOG_LEVEL ?? 'info',
+    logLevel: v.LOG_LEVEL,
   };
 }
 

@@ -72,7 +72,7 @@ describe('createAdmin on a running instance', () => {
       return report.leader === 'admin-a' ? report : undefined;
     });
     assert.equal(status.lock, 'redis/leasebeat');
-    assert.deepEqual(status.members.members.map((member) => member.identity), ['admin-a']);
+    assert.deepEqual(status.members.map((member) => [member.identity, member.role]), [['admin-a', 'leader']]);
     const job = status.jobs.find((entry) => entry.name === 'fan-in');
     assert.equal(job?.schedule, '0 0 1 1 *');
     assert.equal(job?.queue, 'admin-test');
