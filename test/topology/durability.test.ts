@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { LeaderElector } from '../../src/election/leader-elector.js';
+import { RedisLeaseLock } from '../../src/election/redis-lock.js';
+import { DurabilityError, DurableLock, DurableTickLedger, ReplicaWait } from '../../src/queueing/durability.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { RedisProcess } from '../support/redis-process.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { until } from '../support/until.js';
+
+const token = { generation: 'g1', leaderTransitions: 3 };
+
+describe('durable writes (WAIT) on real servers', () => {
+  let lonely: TestRedis;
+  let primary: TestRedis;
+  let replica: RedisProcess;
+  let lonelyClient: Redis;
+  let primaryClient: Redis;
+
+  before(async () => {
+    lonely = await startRedis();
+    primary = await startRedis();
+    replica = await RedisProcess.start((port) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port), '--repl-diskless-sync-delay', '0']);
+    lonelyClient = lonely.client();
+    primaryClient = primary.client();
+    await until('the replica to be in sync', async () => /slave0:.*state=online/.test(await primaryClient.info('replication')));
+  });
+  after(async () => {
+    lonelyClient.disconnect();
+    primaryClient.disconnect();
+    await replica.kill();
+    await Promise.all([lonely.close(), primary.close()]);
+  });
+
+  it('minReplicas 0 sends no WAIT at all', async () => {
+    const wait = new ReplicaWait(lonelyClient, { minReplicas: 0 });
+    const ledger = new DurableTickLedger(lonelyClient, new KeySpace('leasebeat', 'off'), wait);
+    assert.deepEqual(await ledger.raiseFence(token, 'me', Date.now()), { ok: true });
+    assert.equal((await ledger.claim(token, 'job', 1_000, 'job@1')).kind, 'claimed');
+    assert.deepEqual(wait.stats, { waits: 0, confirmed: 0, unconfirmed: 0 });
+  });
+
+  it('without a replica, the fence raise and a claim count as failed though they stand on the primary; a refused raise needs no WAIT', async () => {
+    const keys = new KeySpace('leasebeat', 'alone');
+    const wait = new ReplicaWait(lonelyClient, { minReplicas: 1, timeoutMs: 50 });
+    const ledger = new DurableTickLedger(lonelyClient, keys, wait);
+    await assert.rejects(ledger.raiseFence(token, 'me', Date.now()), (error: unknown) => error instanceof DurabilityError && error.acknowledged === 0 && error.required === 1);
+    assert.equal(await lonelyClient.hget(keys.fence, 'transitions'), '3', 'the raise itself landed');
+    await assert.rejects(ledger.claim(token, 'job', 1_000, 'job@1'), DurabilityError);
+    assert.match((await ledger.tickState('job', 1_000)) ?? '', /^claimed\|/);
+    const waits = wait.stats.waits;
+    assert.equal((await ledger.raiseFence({ generation: 'g1', leaderTransitions: 2 }, 'old', Date.now())).ok, false);
+    assert.equal(wait.stats.waits, waits, 'a refusal decides nothing: no WAIT');
+  });
+
+  it('with a replica, writes are confirmed, and the claims of one event-loop turn share one WAIT', async () => {
+    const wait = new ReplicaWait(primaryClient, { minReplicas: 1, timeoutMs: 2_000 });
+    const ledger = new DurableTickLedger(primaryClient, new KeySpace('leasebeat', 'burst'), wait);
+    assert.deepEqual(await ledger.raiseFence(token, 'me', Date.now()), { ok: true });
+    const before = wait.stats.waits;
+    const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.claim(token, `job-${i}`, 1_000, `job-${i}@1`)));
+    assert.deepEqual(new Set(outcomes.map((o) => o.kind)), new Set(['claimed']));
+    assert.ok(wait.stats.waits - before <= 2, `20 concurrent claims took ${wait.stats.waits - before} WAITs`);
+    const replicaClient = replica.client();
+    try {
+      assert.match((await replicaClient.hget(ledger.keys.ledger('job-19'), '1000')) ?? '', /^claimed\|/, 'the replica has the claim once it is confirmed');
+    } finally {
+      replicaClient.disconnect();
+    }
+  });
+
+  it('an elector on a durable lock whose writes cannot be confirmed never leads, and does not churn terms', { timeout: 20_000 }, async () => {
+    const name = 'unconfirmable';
+    const inner = new RedisLeaseLock({ connection: lonelyClient, name, identity: 'me' });
+    const lock = new DurableLock(inner, inner.key, new ReplicaWait(lonelyClient, { minReplicas: 1, timeoutMs: 50 }));
+    let led = false;
+    const elector = new LeaderElector({
+      lock,
+      leaseDurationMs: 2_000,
+      renewDeadlineMs: 1_500,
+      retryPeriodMs: 200,
+      callbacks: { onStartedLeading: () => void (led = true), onStoppedLeading: () => undefined },
+    });
+    const stop = new AbortController();
+    const run = elector.run(stop.signal);
+    const startedAt = Date.now();
+    await until('a few attempts', async () => ((await inner.history()).length >= 3 ? true : undefined), 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    stop.abort();
+    await run;
+    const elapsed = Date.now() - startedAt;
+    const writes = await inner.history();
+    assert.equal(led, false, 'no term starts on an unconfirmed write');
+    // One attempt per retry period (plus jitter), not one per feed echo of its own write.
+    assert.ok(writes.length <= Math.ceil(elapsed / 200) + 2, `${writes.length} lease writes in ${elapsed} ms`);
+  });
+});
