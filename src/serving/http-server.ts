@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { withTimeout } from '../util/abort.js';
 import { systemClock } from '../util/clock.js';
 import { silentLogger } from '../util/logger.js';
+import { adminRoutes } from './admin-routes.js';
 import { requireCredentials, resolveBoardAccess, type BoardOptions } from './auth.js';
 import { BOARD_PATH, createBoard } from './board.js';
 import { scrapeMetrics } from './exposition.js';
@@ -80,8 +81,9 @@ const noStore: RequestHandler = (_req, res, next) => {
 /**
  * Serves, on one port:
  * - `/livez`, `/readyz`, `/metrics`: always open, for the kubelet and Prometheus;
- * - `/`, `/api/status`, `/admin/queues` (Bull Board): behind basic auth or a bearer token when credentials
- *   are configured, since they reveal job names and the board can change queues.
+ * - `/`, `/api/status`, `/api/history`, the admin API under `/api` (when the source has one) and
+ *   `/admin/queues` (Bull Board): behind basic auth or a bearer token when credentials are configured,
+ *   since they reveal job names and can change queues.
  * Rejects before listening when the board would be open on a non-loopback address without `board.insecure`.
  * Every mutating request must come from this origin (or from a non-browser client), and on a loopback bind
  * every request must name a loopback host (DNS rebinding).
@@ -174,6 +176,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     res.setHeader('Content-Security-Policy', statusPagePolicy(nonce));
     res.type('html').send(html);
   });
+
+  // The admin API the CLI uses, over HTTP; its writes pass the same-origin check above and the credentials.
+  if (source.admin) app.use('/api', guard, noStore, adminRoutes(source.admin, { readOnly: options.board?.readOnly ?? false }));
 
   const board = createBoard({
     queues: () => source.queues(),

@@ -1,4 +1,5 @@
 import type { Queue } from 'bullmq';
+import type { Admin } from '../admin/admin.js';
 import type { DisruptionState } from '../members/health.js';
 import type { MemberStatus } from '../members/status.js';
 import type { HistorySnapshot } from './history.js';
@@ -37,6 +38,11 @@ export interface InstanceSource {
    * timeline (`HistoryReader.read`). Optional: without it the page shows the tables only.
    */
   history?(): Promise<HistorySnapshot>;
+  /**
+   * The cluster's admin API (the CLI's): served under `/api` (cluster, members, runs, trigger, pause,
+   * resume, cordon, uncordon, drain) when present. `Scheduler.admin` is one.
+   */
+  readonly admin?: Admin;
 }
 
 /** The leadership term as the status API shows it; times are RFC 3339. */

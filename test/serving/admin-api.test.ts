@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { createAdmin, type Admin } from '../../src/admin/admin.js';
+import { MemberStore } from '../../src/members/store.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
+import { createMetrics } from '../../src/serving/metrics.js';
+import { rawRequest } from '../support/http-request.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { basicAuth, fixedSource } from './fixture.js';
+
+const JOBS = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
+const USER = 'ops';
+const PASSWORD = 'pw';
+
+/** The CLI's admin API served over HTTP, on a real Redis with the real job definitions. */
+describe('the admin API over HTTP', () => {
+  let redis: TestRedis;
+  let client: Redis;
+  let admin: Admin;
+  let server: HttpServerHandle;
+  let readOnly: HttpServerHandle;
+  const auth = { authorization: basicAuth(USER, PASSWORD) };
+
+  before(async () => {
+    redis = await startRedis();
+    client = redis.client();
+    admin = createAdmin({ connection: redis.url, jobsDir: JOBS, timeoutMs: 5_000 });
+    const source = Object.assign(fixedSource([]), { admin });
+    const options = { host: '127.0.0.1', port: 0, source, metrics: createMetrics() };
+    server = await startHttpServer({ ...options, board: { user: USER, password: PASSWORD } });
+    readOnly = await startHttpServer({ ...options, board: { user: USER, password: PASSWORD, readOnly: true } });
+    await new MemberStore(client, new KeySpace()).beat({
+      identity: 'pod-a_1', version: 'test', startedAt: 0, seq: 1, role: 'follower', workers: 'running',
+      activeJobs: 0, activeJobIds: [], cordoned: false, draining: false, ready: true,
+    });
+  });
+  after(async () => {
+    await server.close();
+    await readOnly.close();
+    await admin.close();
+    client.disconnect();
+    await redis.close();
+  });
+
+  const post = (path: string, payload?: unknown, base = server.url) =>
+    rawRequest(base + path, {
+      method: 'POST',
+      headers: { ...auth, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(payload === undefined ? {} : { body: JSON.stringify(payload) }),
+    });
+
+  it('triggers a job through the same enqueue as a tick', async () => {
+    const response = await post('/api/jobs/nightly-report/trigger');
+    assert.equal(response.status, 200, response.body);
+    const { jobId, queue } = JSON.parse(response.body) as { jobId: string; queue: string };
+    const bull = new Queue(queue, { connection: client });
+    try {
+      assert.equal((await bull.getJob(jobId))?.name, 'nightly-report');
+    } finally {
+      await bull.close();
+    }
+  });
+
+  it('pauses and resumes a known job, and refuses an unknown one with 404 and its code', async () => {
+    assert.equal((await post('/api/jobs/nightly-report/pause', { note: 'maintenance' })).status, 200);
+    const cluster = JSON.parse((await rawRequest(server.url + '/api/cluster', { headers: auth })).body) as { jobs: Array<{ name: string; paused: boolean; pauseNote: string | null }> };
+    assert.deepEqual(cluster.jobs.filter((job) => job.name === 'nightly-report').map((job) => [job.paused, job.pauseNote]), [[true, 'maintenance']]);
+    assert.deepEqual(JSON.parse((await post('/api/jobs/nightly-report/resume')).body), { resumed: true });
+
+    const unknown = await post('/api/jobs/no-such-job/pause', {});
+    assert.equal(unknown.status, 404);
+    assert.equal((JSON.parse(unknown.body) as { code: string }).code, 'unknown-job');
+  });
+
+  it('cordons and uncordons a member by a unique prefix, lists the members and the runs', async () => {
+    assert.deepEqual(JSON.parse((await post('/api/members/pod-a/cordon', { note: 'disk' })).body), { identity: 'pod-a_1' });
+    const members = JSON.parse((await rawRequest(server.url + '/api/members', { headers: auth })).body) as { members: Array<{ identity: string; cordonRequested: boolean }> };
+    assert.deepEqual(members.members.map((m) => [m.identity, m.cordonRequested]), [['pod-a_1', true]]);
+    assert.equal((JSON.parse((await post('/api/members/pod-a_1/uncordon')).body) as { changed: boolean }).changed, true);
+    assert.equal((await post('/api/members/pod-z/cordon')).status, 404);
+    const runs = await rawRequest(server.url + '/api/jobs/nightly-report/runs?limit=5', { headers: auth });
+    assert.equal(runs.status, 200);
+    assert.ok(Array.isArray(JSON.parse(runs.body)));
+  });
+
+  it('refuses writes without credentials, with a non-JSON body, from another site, or when read-only', async () => {
+    assert.equal((await rawRequest(server.url + '/api/jobs/nightly-report/trigger', { method: 'POST' })).status, 401);
+    const form = await rawRequest(server.url + '/api/jobs/nightly-report/pause', {
+      method: 'POST', headers: { ...auth, 'content-type': 'text/plain' }, body: 'note=x',
+    });
+    assert.equal(form.status, 415);
+    const crossSite = await rawRequest(server.url + '/api/jobs/nightly-report/pause', {
+      method: 'POST', headers: { ...auth, origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' },
+    });
+    assert.equal(crossSite.status, 403);
+    assert.equal((await post('/api/jobs/nightly-report/trigger', undefined, readOnly.url)).status, 405);
+    assert.equal((await rawRequest(readOnly.url + '/api/cluster', { headers: auth })).status, 200, 'reads stay open');
+    const cluster = JSON.parse((await rawRequest(server.url + '/api/cluster', { headers: auth })).body) as { jobs: Array<{ name: string; paused: boolean }> };
+    assert.equal(cluster.jobs.find((job) => job.name === 'nightly-report')?.paused, false, 'none of them paused the job');
+  });
+});
