@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
+import { RedisLeaseLock } from '../../src/election/redis-lock.js';
+import { DurableLock, ReplicaWait } from '../../src/queueing/durability.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { RedisConnections, keySlot } from '../../src/queueing/redis-topology.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
@@ -30,9 +32,13 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
     const control = connections.open('control');
     control.on('error', () => undefined);
     const keys = new KeySpace('leasebeat', 'cluster');
+    // WAIT goes to the node serving the key's slot (ioredis would send a keyless command anywhere).
+    const replicas = new ReplicaWait(control, { minReplicas: connections.defaultMinReplicas(), timeoutMs: 2_000 });
+    const inner = new RedisLeaseLock({ connection: control as unknown as Redis, name: 'cluster', identity: 'only' });
     // The elector, fence and ledger scripts all run on the Cluster client: a CROSSSLOT anywhere fails the run.
     const scheduler = createScheduler({
       connection: control as unknown as Redis,
+      lock: new DurableLock(inner, inner.key, replicas),
       jobsDir: JOBS,
       leaseName: 'cluster',
       bullPrefix,
@@ -43,6 +49,7 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
     try {
       await scheduler.start();
       await until('every job to run a few times', () => JOB_NAMES.every((job) => runs.filter((run) => run.startsWith(`${job}@`)).length >= 3), 30_000);
+      assert.ok(replicas.stats.confirmed > 0 && replicas.stats.unconfirmed === 0, `lease writes confirmed by a replica: ${JSON.stringify(replicas.stats)}`);
       // The queues Bull Board is built from see the runs, in the hash-tagged prefix.
       for (const queue of scheduler.queues()) {
         assert.equal(queue.opts.prefix, bullPrefix);
@@ -56,6 +63,9 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
       const runsBefore = runs.length;
       await old.kill();
       const promoted = await cluster.waitForFailover(old, slot);
+      // The promoted node has no replica of its own, so with minReplicas 1 nothing can be confirmed on it
+      // until one follows it: the killed node restarts (as an orchestrator would) and rejoins as its replica.
+      await old.launch();
       const ranSince = (since: number) => JOB_NAMES.every((job) => runs.some((run) => run.startsWith(`${job}@`) && Number(run.split('@')[1]) >= since));
       const failedOverAt = Date.now();
       await until('runs of ticks after the failover', () => ranSince(failedOverAt), 30_000);
