@@ -2,7 +2,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { LeaderElectionRecord, LockObservation, LockVersion } from '../election/record.js';
 import type { LockFeedListener, ResourceLock } from '../election/resource-lock.js';
 import type { KeySpace } from './keys.js';
-import { keySlot, type RedisClient } from './redis-topology.js';
+import { keySlot, type RedisClient, type RedisConnections } from './redis-topology.js';
 import { TickLedger, type ClaimOutcome, type ClaimRequest, type FencingToken, type SkippedRange, type SkipRangeOutcome } from './tick-ledger.js';
 
 /**
@@ -133,6 +133,23 @@ export class ReplicaWait {
     if (!node) throw new DurabilityError(`WAIT for ${key}: no node known for slot ${keySlot(key)}`, 0, this.minReplicas);
     return node;
   }
+}
+
+/**
+ * The `ReplicaWait` a topology calls for, for writes made on `client` (the control connection): the
+ * topology's `minReplicas` (URL `minReplicas=`, else 1 on Sentinel and Cluster, 0 on one server) and on
+ * Sentinel the check that the node is the primary the sentinels agree on. `close()` ends the sentinel
+ * connections of that check.
+ */
+export function replicaWaitFor(
+  connections: RedisConnections,
+  client: RedisClient,
+  overrides: Partial<Omit<DurabilitySettings, 'primaryCheck'>> = {},
+): { wait: ReplicaWait; close(): void } {
+  const minReplicas = overrides.minReplicas ?? connections.defaultMinReplicas();
+  const check = minReplicas > 0 ? connections.sentinelPrimaryCheck() : undefined;
+  const wait = new ReplicaWait(client, { minReplicas, ...(overrides.timeoutMs ? { timeoutMs: overrides.timeoutMs } : {}), ...(check ? { primaryCheck: check } : {}) });
+  return { wait, close: () => check?.close() };
 }
 
 function isCluster(client: RedisClient): client is Cluster {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
-import { DurableLock, ReplicaWait } from '../../src/queueing/durability.js';
+import { DurableLock, replicaWaitFor } from '../../src/queueing/durability.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { RedisConnections, keySlot } from '../../src/queueing/redis-topology.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
@@ -33,7 +33,7 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
     control.on('error', () => undefined);
     const keys = new KeySpace('leasebeat', 'cluster');
     // WAIT goes to the node serving the key's slot (ioredis would send a keyless command anywhere).
-    const replicas = new ReplicaWait(control, { minReplicas: connections.defaultMinReplicas(), timeoutMs: 2_000 });
+    const { wait: replicas } = replicaWaitFor(connections, control, { timeoutMs: 2_000 });
     const inner = new RedisLeaseLock({ connection: control as unknown as Redis, name: 'cluster', identity: 'only' });
     // The elector, fence and ledger scripts all run on the Cluster client: a CROSSSLOT anywhere fails the run.
     const scheduler = createScheduler({

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import type { LeaderElectionRecord } from '../../src/election/record.js';
-import { DurabilityError, DurableLock, DurableTickLedger, ReplicaWait } from '../../src/queueing/durability.js';
+import { DurabilityError, DurableLock, DurableTickLedger, ReplicaWait, replicaWaitFor } from '../../src/queueing/durability.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { RedisConnections } from '../../src/queueing/redis-topology.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
@@ -120,13 +120,11 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
     const control = connections.open('control') as Redis;
     const worker = connections.open('worker') as Redis;
     for (const client of [control, worker]) client.on('error', () => undefined);
-    const primaryCheck = connections.sentinelPrimaryCheck()!;
+    // What createScheduler is to do with a topology: the durable lock on the control connection.
+    const durability = replicaWaitFor(connections, control);
     const leaseName = 'sentinel-run';
-    const lock = new DurableLock(
-      new RedisLeaseLock({ connection: control, name: leaseName, identity: 'only' }),
-      `leasebeat:{${leaseName}}:lease`,
-      new ReplicaWait(control, { minReplicas: connections.defaultMinReplicas(), primaryCheck }),
-    );
+    const inner = new RedisLeaseLock({ connection: control, name: leaseName, identity: 'only' });
+    const lock = new DurableLock(inner, inner.key, durability.wait);
     const scheduler = createScheduler({
       connection: control,
       lock,
@@ -165,7 +163,7 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
       await scheduler.stop();
       control.disconnect();
       worker.disconnect();
-      primaryCheck.close();
+      durability.close();
     }
   });
 });
