@@ -66,15 +66,19 @@ export interface DurabilitySettings {
 export const DEFAULT_WAIT_TIMEOUT_MS = 500;
 
 /**
- * Runs `WAIT` after writes, on the connection (the Cluster node) that made them. Confirmations asked in
- * the same event-loop turn share one WAIT: WAIT covers every write sent before it on the connection, so a
- * burst of claims (a catch-up, several jobs due at one tick) costs one round trip, not one each.
+ * Runs `WAIT` after writes, on the connection (the Cluster node) that made them. WAIT covers every write
+ * sent before it on the connection, so confirmations share WAITs: at most one is in flight per connection,
+ * and the confirmations asked meanwhile are answered by the next one. A burst of claims (a catch-up,
+ * several jobs due at one tick) costs a round trip or two, not one each.
  */
 export class ReplicaWait {
   readonly minReplicas: number;
   readonly timeoutMs: number;
   private readonly primaryCheck: DurabilitySettings['primaryCheck'];
+  /** Per connection: the batch still collecting confirmations (its WAIT not sent yet). */
   private readonly batches = new Map<Redis, Promise<{ acknowledged: number; primary: boolean }>>();
+  /** Per connection: the last batch sent, settled or not; the next one is sent after it. */
+  private readonly sent = new Map<Redis, Promise<unknown>>();
   /** Counts for the bench and metrics. */
   readonly stats = { waits: 0, confirmed: 0, unconfirmed: 0 };
 
@@ -102,8 +106,10 @@ export class ReplicaWait {
     const connection = this.connectionFor(key);
     let batch = this.batches.get(connection);
     if (!batch) {
-      // Sent on the next turn, so the confirmations of writes that completed in this turn join it.
-      batch = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+      // Sent once the previous WAIT on this connection has answered, and on a later turn, so that the
+      // confirmations of writes completing meanwhile join it: at most one WAIT in flight per connection.
+      const previous = this.sent.get(connection) ?? Promise.resolve();
+      batch = previous.then(() => new Promise<void>((resolve) => setImmediate(resolve))).then(async () => {
         this.batches.delete(connection);
         this.stats.waits++;
         const acknowledged = await connection.wait(this.minReplicas, this.timeoutMs);
@@ -113,6 +119,11 @@ export class ReplicaWait {
         return { acknowledged, primary };
       });
       this.batches.set(connection, batch);
+      const settled = batch.catch(() => undefined);
+      this.sent.set(connection, settled);
+      void settled.then(() => {
+        if (this.sent.get(connection) === settled) this.sent.delete(connection);
+      });
     }
     const { acknowledged, primary } = await batch;
     if (acknowledged < this.minReplicas || !primary) {

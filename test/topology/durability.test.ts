@@ -54,14 +54,15 @@ describe('durable writes (WAIT) on real servers', () => {
     assert.equal(wait.stats.waits, waits, 'a refusal decides nothing: no WAIT');
   });
 
-  it('with a replica, writes are confirmed, and the claims of one event-loop turn share one WAIT', async () => {
+  it('with a replica, writes are confirmed, and concurrent claims share WAITs (one in flight per connection)', async () => {
     const wait = new ReplicaWait(primaryClient, { minReplicas: 1, timeoutMs: 2_000 });
     const ledger = new DurableTickLedger(primaryClient, new KeySpace('leasebeat', 'burst'), wait);
     assert.deepEqual(await ledger.raiseFence(token, 'me', Date.now()), { ok: true });
     const before = wait.stats.waits;
     const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.claim(token, `job-${i}`, 1_000, `job-${i}@1`)));
     assert.deepEqual(new Set(outcomes.map((o) => o.kind)), new Set(['claimed']));
-    assert.ok(wait.stats.waits - before <= 2, `20 concurrent claims took ${wait.stats.waits - before} WAITs`);
+    // Replies arrive over several socket reads, more so under load: the bound is loose, the saving is not.
+    assert.ok(wait.stats.waits - before <= 10, `20 concurrent claims took ${wait.stats.waits - before} WAITs`);
     const replicaClient = replica.client();
     try {
       assert.match((await replicaClient.hget(ledger.keys.ledger('job-19'), '1000')) ?? '', /^claimed\|/, 'the replica has the claim once it is confirmed');
