@@ -374,11 +374,16 @@ class ClusterAdmin implements Admin {
   private async readLease(
     signal: AbortSignal,
   ): Promise<{ record?: { holderIdentity: string; leaderTransitions: number; renewTime: number; leaseDurationSeconds: number }; missing?: true; error?: string }> {
+    // Half the operation's bound: a hung lock API (the Kubernetes API server, say) costs the leader column,
+    // not the whole answer, which Redis can still give.
+    const boundMs = Math.max(1, Math.floor(this.timeoutMs / 2));
+    const read = AbortSignal.any([signal, AbortSignal.timeout(boundMs)]);
     try {
-      return { record: (await this.lock.get(signal)).record };
+      return { record: (await this.lock.get(read)).record };
     } catch (error) {
       if (error instanceof LockNotFoundError) return { missing: true };
-      return { error: `could not read the lease ${this.lock.describe()}: ${(error as Error).message}` };
+      const why = read.aborted && !signal.aborted ? `no answer within ${formatDuration(boundMs)}` : (error as Error).message;
+      return { error: `could not read the lease ${this.lock.describe()}: ${why}` };
     }
   }
 

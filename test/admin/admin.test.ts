@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { AdminError, createAdmin, createScheduler, type Admin, type Scheduler } from '../../src/index.js';
+import { AdminError, createAdmin, createScheduler, KubernetesLeaseLock, type Admin, type Scheduler } from '../../src/index.js';
+import { FakeLeaseServer } from '../support/fake-lease-server.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 
@@ -108,6 +109,25 @@ describe('createAdmin on a running instance', () => {
       await until('the flow to complete', async () => (await queue.getJobState(result.jobId)) === 'completed', 30_000);
     } finally {
       await queue.close();
+    }
+  });
+
+  it('with the lock API hung, status still answers from Redis and says the lease did not answer', { timeout: 30_000 }, async () => {
+    const api = await FakeLeaseServer.start();
+    const k8sAdmin = createAdmin({
+      connection: server.url,
+      lock: new KubernetesLeaseLock({ namespace: 'ops', name: 'leasebeat', identity: 'admin', kubeConfig: api.kubeConfig() }),
+      timeoutMs: 2_000,
+    });
+    try {
+      api.hangNext(10, 'get');
+      const status = await k8sAdmin.status();
+      assert.equal(status.leader, null);
+      assert.equal(status.leaseError, 'could not read the lease ops/leasebeat: no answer within 1s');
+      assert.ok(status.members.some((member) => member.identity === 'admin-a'), 'the Redis side still answered');
+    } finally {
+      await k8sAdmin.close();
+      await api.close();
     }
   });
 
