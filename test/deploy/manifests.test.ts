@@ -18,6 +18,7 @@ import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import { parse as parseYaml } from 'yaml';
 import { JITTER_FACTOR } from '../../src/election/config.js';
+import { parseDuration } from '../../src/scheduling/duration.js';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
 const kubeDir = join(repoRoot, 'deploy/kubernetes');
@@ -32,12 +33,11 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** `15s`, `500ms`, `1m` → milliseconds; the duration format of the configuration contract. */
+/** `15s`, `500ms`, `1m` → milliseconds, by the parser the settings use. */
 function durationMs(text: string | undefined): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text ?? '');
-  assert.ok(match, `not a duration: ${text}`);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
-  return Number(match[1]) * unit;
+  const ms = parseDuration(text);
+  assert.ok(ms !== undefined, `not a duration: ${text}`);
+  return ms;
 }
 
 /**
