@@ -112,7 +112,7 @@ const definitionSchema = z.strictObject({
     .superRefine((expression, ctx) => {
       const unsupported = unsupportedCronForm(expression);
       if (unsupported) return custom(ctx, unsupported);
-      cronProblems(expression).forEach((problem) => custom(ctx, problem));
+      cronProblems(expression).forEach((problem) => custom(ctx, withDayForms(problem)));
     })
     .optional(),
   every: durationField(MIN_EVERY_MS).optional(),
@@ -208,6 +208,16 @@ function unsupportedCronForm(expression: string): string | undefined {
     );
   }
   return undefined;
+}
+
+const GENERIC_FORMS = 'use numbers, ranges (1-5), lists (1,3), steps (*/15) or *';
+
+/** The day fields take more forms than the generic hint lists: name them where they apply. */
+function withDayForms(problem: string): string {
+  if (!problem.endsWith(GENERIC_FORMS)) return problem;
+  if (problem.startsWith('day of month')) return `${problem.slice(0, -' or *'.length)}, * or L (the last day of the month)`;
+  if (problem.startsWith('day of week')) return `${problem.slice(0, -' or *'.length)}, *, 5L (the last Friday) or 1#2 (the second Monday)`;
+  return problem;
 }
 
 /** What is legal in a definition but almost certainly not what its author meant. */

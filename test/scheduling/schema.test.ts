@@ -248,6 +248,13 @@ describe('validateJobDefinition: errors name the file, the field and the fix', (
         'steps (*/2) or L (the last day of the month); day of week also takes 5L (the last Friday) and 1#2 (the second Monday)',
     ]);
     assert.deepEqual(errorsOf({ ...valid, schedule: '0 0 * * WED' }), []);
+    // The generic hint names the day fields' own forms too.
+    assert.deepEqual(errorsOf({ ...valid, schedule: '0 0 * * 5X' }), [
+      'jobs/x.ts: schedule "0 0 * * 5X": day of week "5X" is not valid; use numbers, ranges (1-5), lists (1,3), steps (*/15), *, 5L (the last Friday) or 1#2 (the second Monday)',
+    ]);
+    assert.deepEqual(errorsOf({ ...valid, schedule: '0 0 1X * *' }), [
+      'jobs/x.ts: schedule "0 0 1X * *": day of month "1X" is not valid; use numbers, ranges (1-5), lists (1,3), steps (*/15), * or L (the last day of the month)',
+    ]);
   });
 
   it('warns about an endAt in the past and a "?" outside the day fields, and keeps the job', () => {
