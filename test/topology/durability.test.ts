@@ -21,7 +21,8 @@ describe('durable writes (WAIT) on real servers', () => {
   before(async () => {
     lonely = await startRedis();
     primary = await startRedis();
-    replica = await RedisProcess.start((port) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port), '--repl-diskless-sync-delay', '0']);
+    // The replica stores the primary's snapshot on sync: in the primary's temporary directory, not the cwd.
+    replica = await RedisProcess.start((port) => ['--port', String(port), '--bind', '127.0.0.1', '--dir', primary.dir, '--dbfilename', `replica-${port}.rdb`, '--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port), '--repl-diskless-sync-delay', '0']);
     lonelyClient = lonely.client();
     primaryClient = primary.client();
     await until('the replica to be in sync', async () => /slave0:.*state=online/.test(await primaryClient.info('replication')));
