@@ -29,6 +29,7 @@ export {
   type ServiceConfig,
 } from './config/settings.js';
 export { loadJobs, type LoadError, type LoadResult } from './scheduling/loader.js';
+export { parseRedisUrl, RedisConnections, RedisTopologyError, type RedisTopology, type ConnectionRole } from './queueing/redis-topology.js';
 export { nextTicks } from './scheduling/plan.js';
 export { parseDuration, formatDuration, type Duration } from './scheduling/duration.js';
 export { createLogger } from './util/logger.js';

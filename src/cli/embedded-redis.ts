@@ -1,19 +1,30 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { Redis } from 'ioredis';
+import { RedisConnections } from '../index.js';
 
 /** Whether a Redis server answers PING at `url` within `timeoutMs`. */
 export async function redisAnswers(url: string, timeoutMs = 1500): Promise<boolean> {
-  // Both bounds: a hung server (SIGSTOP) accepts the connection and then never answers the PING.
-  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: timeoutMs, commandTimeout: timeoutMs });
+  // Through the topology, so a Sentinel or Cluster URL is probed as such. Both bounds: a hung server
+  // (SIGSTOP) accepts the connection and then never answers the PING.
+  const probe = RedisConnections.fromUrl(url).open('control', {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+  });
   probe.on('error', () => undefined);
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
+    const answer = (async () => {
+      if (probe.status === 'wait') await probe.connect();
+      return (await probe.ping()) === 'PONG';
+    })();
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 2 * timeoutMs)));
+    return await Promise.race([answer.catch(() => false), late]);
   } finally {
+    clearTimeout(timer);
     probe.disconnect();
   }
 }
