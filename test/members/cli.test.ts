@@ -80,7 +80,7 @@ describe('leasebeat cordon, uncordon, drain and status against registered member
   it('the member settings are checked at start-up, with the settings named', async () => {
     const result = await leasebeatCli(['status'], { ...env, LEASEBEAT_HEARTBEAT_INTERVAL: '10s', LEASEBEAT_MEMBER_GRACE: '15s' });
     assert.equal(result.code, 2);
-    assert.match(result.stderr, /LEASEBEAT_MEMBER_GRACE \(15000\) must be more than twice LEASEBEAT_HEARTBEAT_INTERVAL \(10000\)/);
+    assert.match(result.stderr, /LEASEBEAT_MEMBER_GRACE \(15s\) must be more than twice LEASEBEAT_HEARTBEAT_INTERVAL \(10s\)/);
   });
 
   it('drain --wait gives up after --timeout with exit code 1 when the member never reports drained, and leaves it cordoned', async () => {
