@@ -1,18 +1,22 @@
 /**
  * A soak run of leasebeat on replicated Redis, with faults, until `scripts/chaos` takes `--redis`:
  *
- *   node --import tsx scripts/topology-soak.ts sentinel|cluster [minutes=10]
+ *   node --import tsx scripts/topology-soak.ts sentinel|cluster [minutes=10] [--durable-ledger]
  *
  * Two in-process instances (createScheduler, durable Redis lock) run three every-second jobs on three
  * queues through a `redis+sentinel://` or `redis+cluster://` URL. Every ~20 s a fault hits the primary
  * holding leasebeat's keys: a kill (restarted after the failover) or a freeze past down-after / node
  * timeout (then resumed). At the end: faults, fault → first run of a new tick, and the invariants (no
  * (job, tick) run twice; no silent gap).
+ *
+ * `--durable-ledger` stands in for the integration createScheduler does not have yet: it turns each
+ * instance's ledger into a `DurableTickLedger` (same object, so the producer uses it too). Without it only
+ * the lock is durable, which is what the scheduler can be given today.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { RedisLeaseLock } from '../src/election/redis-lock.js';
-import { DurableLock, replicaWaitFor } from '../src/queueing/durability.js';
+import { DurableLock, DurableTickLedger, replicaWaitFor } from '../src/queueing/durability.js';
 import { KeySpace } from '../src/queueing/keys.js';
 import { keySlot, RedisConnections } from '../src/queueing/redis-topology.js';
 import { TickLedger } from '../src/queueing/tick-ledger.js';
@@ -24,8 +28,10 @@ import { startSentinelGroup } from '../test/support/redis-sentinel.js';
 import { auditTicks } from '../test/support/topology-audit.js';
 import { until } from '../test/support/until.js';
 
-const kind = process.argv[2];
-const minutes = Number(process.argv[3] ?? 10);
+const args = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
+const durableLedger = process.argv.includes('--durable-ledger');
+const kind = args[0];
+const minutes = Number(args[1] ?? 10);
 if (kind !== 'sentinel' && kind !== 'cluster') throw new Error('usage: topology-soak.ts sentinel|cluster [minutes]');
 const JOBS = new URL('../test/topology/fixtures/jobs/', import.meta.url).pathname;
 const JOB_NAMES = ['alpha', 'beta', 'gamma'];
@@ -69,6 +75,12 @@ for (const identity of ['soak-a', 'soak-b']) {
     election: { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 },
     members: { heartbeatIntervalMs: 1_000, graceMs: 3_000 },
   });
+  if (durableLedger) {
+    // A stand-in for createScheduler's missing option: the ledger the producer holds, made durable in place.
+    const ledger = (scheduler as unknown as { ledger: TickLedger }).ledger;
+    Object.setPrototypeOf(ledger, DurableTickLedger.prototype);
+    Object.assign(ledger, { replicas: durability.wait });
+  }
   await scheduler.start();
   instances.push({ scheduler, client, close: () => durability.close() });
 }
@@ -103,6 +115,7 @@ const recoveries = faults.map((f) => f.recoveredMs).filter((ms): ms is number =>
 console.log(JSON.stringify({
   topology: kind,
   minutes,
+  durable: durableLedger ? 'lock and ledger' : 'lock only',
   faults: faults.length,
   byKind: Object.fromEntries(['kill primary', 'freeze primary past down-after'].map((k) => [k, faults.filter((f) => f.kind === k).length])),
   recoveryMs: { min: recoveries[0], median: recoveries[Math.floor(recoveries.length / 2)], max: recoveries.at(-1), unrecovered: faults.length - recoveries.length },
