@@ -300,6 +300,31 @@ describe('Producer on a real Redis and BullMQ', () => {
     for (const state of states.slice(2)) assert.equal(state, 'skipped|overlap');
   });
 
+  it('one job that cannot be added holds back only its own later ticks, in order; other jobs tick on time', async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    let broken = true;
+    const flow = (): { data: unknown } => {
+      if (broken) throw new Error('flow builder failed');
+      return { data: {} };
+    };
+    jobs.set('broken', scheduled({ name: 'broken', flow }));
+    const stop = new AbortController();
+    const run = producer().run(term(1), stop.signal);
+    await sleep(2_300);
+    const stuck = await ledger.pendingTicks('broken');
+    assert.equal(stuck.length, 1, 'one claimed tick waits for its add; no later tick is claimed past it');
+    assert.equal((await ledger.jobState('broken')).lastScheduledTick, stuck[0]);
+    const fast = (await queueJobs()).filter((job) => job.name === 'fast');
+    assert.ok(fast.length >= 2, `the other job enqueued ${fast.length} ticks`);
+    for (const job of fast) assert.ok(job.timestamp - (job.data as { tick: number }).tick < 250, 'on time');
+    broken = false;
+    await waitFor('the held-back ticks of the broken job', async () => (await ledger.jobState('broken')).enqueued >= 2, 10_000);
+    stop.abort();
+    await run;
+    const ticks = (await redis.zrange(ledger.keys.ledgerIndex('broken'), 0, -1)).map(Number);
+    assert.deepEqual(await silentGaps(ledger, 'broken', ticksBetween(ticks[0]!, ticks.at(-1)!, 1000)), []);
+  });
+
   it('hot reload: a job added while producing starts ticking without a restart', async () => {
     jobs.set('fast', scheduled({ name: 'fast' }));
     const stop = new AbortController();
