@@ -14,6 +14,9 @@ export const LEASE_NAMESPACE = 'default';
 /** The Redis lock's record, under the default prefix and lease name. */
 export const REDIS_LEASE_KEY = `leasebeat:{${LEASE_NAME}}:lease`;
 
+/** How soon the supervisor restarts a process that exited by itself. */
+const SUPERVISOR_RESTART_MS = 1000;
+
 /** One process incarnation: its identity, slot and parsed log. */
 export interface Incarnation {
   identity: string;
@@ -23,6 +26,9 @@ export interface Incarnation {
   /** Set while the process is SIGSTOPped. */
   stopped: boolean;
   exitedAt?: number;
+  exitCode?: number | null;
+  /** True when the suite asked it to end (SIGKILL, SIGTERM): any other exit is the process's own. */
+  ended?: boolean;
 }
 
 /** Everything one slot's processes connect through: a Redis proxy and, for Kubernetes, an API proxy. */
@@ -65,6 +71,8 @@ export interface ClusterOptions {
 export class ChaosCluster {
   readonly incarnations: Incarnation[] = [];
   private readonly slots: Slot[] = [];
+  /** Set once the suite stops the cluster: no more supervisor restarts. */
+  private closing = false;
   /** The lock's own write history (ground truth for the lease invariants), followed from the start. */
   readonly history: LeaseHistory;
   private readonly historyClient: Redis;
@@ -131,12 +139,14 @@ export class ChaosCluster {
 
   /** Kills the process (SIGKILL) and waits for it to exit. */
   async kill(incarnation: Incarnation): Promise<void> {
+    incarnation.ended = true;
     incarnation.instance.child.kill('SIGKILL');
     await this.exited(incarnation);
   }
 
   /** Sends SIGTERM and waits for a clean exit, killing the process if it hangs past `graceMs`. */
   async terminate(incarnation: Incarnation, graceMs: number): Promise<{ code: number | null; forced: boolean }> {
+    incarnation.ended = true;
     incarnation.instance.child.kill('SIGTERM');
     const code = await Promise.race([incarnation.instance.exited(), new Promise<'hung'>((r) => setTimeout(() => r('hung'), graceMs))]);
     if (code !== 'hung') {
@@ -177,6 +187,7 @@ export class ChaosCluster {
 
   /** Stops every process gracefully, killing any that hangs past `graceMs`. */
   async stopAll(graceMs = 15_000): Promise<void> {
+    this.closing = true;
     await Promise.all(
       this.live().map(async (incarnation) => {
         if (incarnation.stopped) this.resume(incarnation);
@@ -244,9 +255,17 @@ export class ChaosCluster {
       ...this.options.env,
     };
     const incarnation: Incarnation = { identity, slot: slot.index, instance: startInstance(identity, env), startedAt: Date.now(), stopped: false };
-    void incarnation.instance.exited().then(() => {
+    void incarnation.instance.exited().then((code) => {
       incarnation.exitedAt ??= Date.now();
+      incarnation.exitCode = code;
       if (slot.current === incarnation) slot.current = undefined;
+      // A supervisor's job (a Deployment's restartPolicy): a process that ended by itself, e.g. `start`
+      // refusing to run while Redis does not answer, is started again, or the cluster would shrink.
+      if (!incarnation.ended && !this.closing) {
+        setTimeout(() => {
+          if (!this.closing && slot.current === undefined) this.launch(slot);
+        }, SUPERVISOR_RESTART_MS).unref();
+      }
     });
     slot.current = incarnation;
     this.incarnations.push(incarnation);

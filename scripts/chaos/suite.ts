@@ -123,6 +123,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await cluster.history.stop();
     const result = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
     const fence = await ledger.fence();
+    result.invariants.push(processesBehaved(cluster));
     const report = buildReport({ options, timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
     await writeResults(outDir, report, cluster);
     return { report, outDir };
@@ -139,6 +140,30 @@ async function observed(cluster: ChaosCluster): Promise<{ lease: ReturnType<Chao
   const runEnds = (await cluster.client.lrange(RUN_ENDS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunEndRecord);
   const exits = new Map(cluster.incarnations.flatMap((i) => (i.exitedAt === undefined ? [] : [[i.identity, i.exitedAt] as const])));
   return { lease: cluster.history.snapshot(), runEnds, exits };
+}
+
+/**
+ * No process the suite started ended by itself: a crash silently shrinks the cluster the faults are
+ * tested on (the supervisor restarts it, and this reports it).
+ */
+function processesBehaved(cluster: ChaosCluster): InvariantResult {
+  const violations: string[] = [];
+  for (const i of cluster.incarnations) {
+    const stderr = i.instance.stderr.slice(-3).join(' | ');
+    // `start` refuses to run while Redis does not answer (exit 2, one line): by design, and the
+    // supervisor starts it again. Anything else that ends a process by itself is a crash.
+    const refusedWithoutRedis = i.exitCode === 2 && /no Redis answers/.test(stderr);
+    if (i.exitedAt === undefined || i.ended || refusedWithoutRedis) continue;
+    violations.push(`${i.identity} (started ${new Date(i.startedAt).toISOString()}, ${i.instance.logs.length} log lines) exited by itself at ` +
+      `${new Date(i.exitedAt).toISOString()} with ${i.exitCode}; stderr: ${stderr}`);
+  }
+  return {
+    name: 'no process ends by itself (a refusal to start while Redis does not answer aside; those are restarted)',
+    ok: violations.length === 0,
+    checked: cluster.incarnations.length,
+    violations: violations.slice(0, 25),
+    violationCount: violations.length,
+  };
 }
 
 async function readRuns(cluster: ChaosCluster): Promise<RunRecord[]> {
@@ -214,4 +239,14 @@ async function writeResults(outDir: string, report: ChaosReport, cluster: ChaosC
   await writeFile(join(outDir, 'report.md'), toMarkdown(report));
   const lines = cluster.logs().map(({ identity, line }) => JSON.stringify({ identity, ...line }));
   await writeFile(join(outDir, 'instances.ndjson'), lines.join('\n') + '\n');
+  const processes = cluster.incarnations.map((i) => ({
+    identity: i.identity,
+    startedAt: new Date(i.startedAt).toISOString(),
+    exitedAt: i.exitedAt === undefined ? undefined : new Date(i.exitedAt).toISOString(),
+    exitCode: i.exitCode,
+    endedBySuite: i.ended ?? false,
+    logLines: i.instance.logs.length,
+    stderr: i.instance.stderr,
+  }));
+  await writeFile(join(outDir, 'processes.json'), JSON.stringify(processes, null, 2));
 }

@@ -14,6 +14,8 @@ export interface Instance {
   identity: string;
   child: ChildProcess;
   logs: LogLine[];
+  /** What the process wrote to stderr, line by line (a crash before the logger exists lands here). */
+  stderr: string[];
   waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
   exited(): Promise<number | null>;
 }
@@ -53,6 +55,7 @@ export function startInstance(identity: string, env: Record<string, string>): In
     identity,
     child,
     logs,
+    stderr,
     exited: () => exit,
     waitForLog(predicate, timeoutMs = 20_000) {
       const seen = logs.find(predicate);
