@@ -10,7 +10,7 @@ import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { until } from '../members/support.js';
 
-const JOBS = new URL('../fixtures/jobs-multiprocess/', import.meta.url).pathname;
+const JOBS = new URL('../fixtures/jobs-plain/', import.meta.url).pathname;
 const ELECTION = { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 };
 
 describe('a leader that cannot produce gives the lease up', () => {
