@@ -164,10 +164,13 @@ export class JobLane {
     // before its first tick cannot lose that tick.
     const owedSince = await ledger.markScheduledSince(job.name, now);
     const { lastScheduledTick } = await ledger.jobState(job.name);
+    // A pause set at run time (`leasebeat pause`, perhaps while no instance ran) counts like the
+    // definition's: the missed ticks are `paused`, not lost to the catch-up limit or window.
+    const paused = job.paused || (await ledger.isPaused(job.name));
     this.term.reached();
     this.watermark = lastScheduledTick;
     this.cursor = lastScheduledTick ?? owedSince;
-    const plan = planCatchup(job, this.cursor, now);
+    const plan = planCatchup(job, this.cursor, now, paused);
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
     for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;
     this.cursor = Math.max(now, this.cursor);

@@ -215,6 +215,11 @@ export class TickLedger {
     return (await this.redis.hdel(this.keys.paused, job)) === 1;
   }
 
+  /** Whether the job is paused at run time (the definition's own `paused` is not seen here). */
+  async isPaused(job: string): Promise<boolean> {
+    return (await this.redis.hexists(this.keys.paused, job)) === 1;
+  }
+
   /** Jobs paused at run time, with their notes. */
   async pausedJobs(): Promise<Map<string, { note: string; at: number }>> {
     const fields = await this.redis.hgetall(this.keys.paused);

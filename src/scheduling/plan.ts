@@ -236,13 +236,19 @@ export interface CatchupPlan {
  * enqueues nothing, `latest` the newest one, and `all` up to `catchup.max` of the newest; the others
  * are skipped as `catchup-limit`. A paused job skips all of them as `paused`. Counting never
  * enumerates the skipped ticks.
+ *
+ * `paused` is whether the job is paused at `now`: its definition's `paused`, or a pause set at run time
+ * (`leasebeat pause`, kept in Redis), which the caller reads. The pause at the takeover decides for the
+ * whole missed span: a job paused now runs none of its missed ticks, so none of them is a `catchup-limit`
+ * or `missed-window` loss. A pause lifted before the takeover left no record (resume deletes it), so those
+ * ticks follow the catch-up policy like any missed ticks: a resumed job is meant to run again.
  */
-export function planCatchup(job: ScheduledJob, lastTick: number | undefined, now: number): CatchupPlan {
+export function planCatchup(job: ScheduledJob, lastTick: number | undefined, now: number, paused = job.paused): CatchupPlan {
   if (lastTick === undefined) return { enqueue: [], skipped: [] };
   [lastTick, now] = [Math.floor(lastTick), Math.floor(now)];
   if (now <= lastTick) return { enqueue: [], skipped: [] };
   const series = seriesOf(job);
-  if (job.paused) return { enqueue: [], skipped: compact([skipped(series, lastTick, now, 'paused')]) };
+  if (paused) return { enqueue: [], skipped: compact([skipped(series, lastTick, now, 'paused')]) };
 
   const { windowMs, mode, max } = job.catchup;
   const recentAfter = Math.max(lastTick, now - windowMs - 1);

@@ -266,6 +266,28 @@ describe('Producer on a real Redis and BullMQ', () => {
     assert.ok(((await ledger.jobState('fast')).skipped.paused ?? 0) >= 2);
   });
 
+  it('catch-up on takeover of a job paused at run time while no leader ran records every missed tick as paused', async () => {
+    jobs.set('fast', scheduled({ name: 'fast', catchup: { window: '1m', mode: 'latest' } }));
+    await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'old', Date.now());
+    const watermark = Math.floor(Date.now() / 1000) * 1000 - 9_000;
+    await redis.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(watermark));
+    await ledger.pause('fast', 'paused while every instance was down');
+    const stop = new AbortController();
+    const run = producer().run(term(2), stop.signal);
+    // The takeover records at least the 9 missed ticks (a 10th may come due meanwhile, also paused).
+    await waitFor('the missed ticks recorded', async () => ((await ledger.jobState('fast')).lastScheduledTick ?? 0) >= watermark + 9_000);
+    stop.abort();
+    await run;
+    const state = await ledger.jobState('fast');
+    assert.deepEqual(Object.keys(state.skipped), ['paused'], JSON.stringify(state.skipped));
+    assert.ok(state.skipped.paused! >= 9, JSON.stringify(state.skipped));
+    assert.deepEqual(
+      (await ledger.skippedRanges('fast')).map((r) => r.reason),
+      ['paused'],
+    );
+    assert.equal((await queueJobs()).length, 0);
+  });
+
   it('a failover just before a job\'s very first tick does not lose that tick', { timeout: 20_000 }, async () => {
     const job = scheduled({ name: 'every-3s', every: '3s' });
     jobs.set(job.name, job);

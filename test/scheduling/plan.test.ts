@@ -263,6 +263,14 @@ describe('planCatchup', () => {
     });
   });
 
+  it('a pause set at run time (passed by the caller) skips all missed ticks as paused; false plans as unpaused', () => {
+    assert.deepEqual(planCatchup(job(), last, now, true), {
+      enqueue: [],
+      skipped: [{ from: minute(1), to: minute(30), count: 30, reason: 'paused' }],
+    });
+    assert.deepEqual(planCatchup(job(), last, now, false), planCatchup(job(), last, now));
+  });
+
   it('respects endAt', () => {
     assert.deepEqual(planCatchup(job({ mode: 'all' }, { endAt: iso(minute(27)) }), last, now), {
       enqueue: [minute(26), minute(27)],
