@@ -21,7 +21,7 @@ import { KeySpace } from '../src/queueing/keys.js';
 import { keySlot, RedisConnections } from '../src/queueing/redis-topology.js';
 import { TickLedger } from '../src/queueing/tick-ledger.js';
 import { createScheduler, type Scheduler } from '../src/scheduler.js';
-import { runs } from '../test/topology/fixtures/runs.js';
+import { runDetails, runs } from '../test/topology/fixtures/runs.js';
 import { startRedisCluster, TEST_CLUSTER_NODE_TIMEOUT_MS } from '../test/support/redis-cluster.js';
 import type { RedisProcess } from '../test/support/redis-process.js';
 import { startSentinelGroup } from '../test/support/redis-sentinel.js';
@@ -122,6 +122,7 @@ console.log(JSON.stringify({
   term: (await ledger.fence()).leaderTransitions,
   summary: audit.summary,
   duplicates: audit.duplicates,
+  duplicateRuns: runDetails.filter((detail) => audit.duplicates.some((d) => d.startsWith(`${detail.run} `))),
   silentGaps: audit.silentGaps,
 }, null, 2));
 for (const instance of instances) {
