@@ -1,4 +1,4 @@
-import { DelayedError, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { DelayedError, MetricsTime, Worker, type ConnectionOptions, type Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerState } from '../members/record.js';
 import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
@@ -189,6 +189,8 @@ export class WorkerPool {
       connection: this.options.connection,
       prefix: this.options.prefix,
       concurrency,
+      // BullMQ counts finished jobs (bullmq_job_completed_total/failed_total) only in workers given this option.
+      metrics: { maxDataPoints: MetricsTime.ONE_WEEK },
       lockDuration: tuning.lockDurationMs ?? DEFAULT_WORKER_TUNING.lockDurationMs,
       stalledInterval: tuning.stalledIntervalMs ?? DEFAULT_WORKER_TUNING.stalledIntervalMs,
       maxStalledCount: tuning.maxStalledCount ?? DEFAULT_WORKER_TUNING.maxStalledCount,
