@@ -2,21 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { Watch } from '@kubernetes/client-node';
 import { KubernetesLeaseLock } from '../../src/election/kubernetes-lock.js';
-import { LeaderElector } from '../../src/election/leader-elector.js';
 import type { LockObservation } from '../../src/election/record.js';
+import { leaderAndFollower } from '../support/contenders.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
+import { until } from '../support/until.js';
 
 const NS = 'default';
 const PATH = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`;
-
-/** Waits for `probe` to hold, polling every 5 ms, or fails after `timeoutMs`. */
-async function until(what: string, probe: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 describe('the fake API server watches Leases like the apiserver', () => {
   let server: FakeLeaseServer;
@@ -133,32 +125,17 @@ describe('KubernetesLeaseLock change feed', () => {
 
   it('electors on the watch do not poll, and a release is taken over within 150 ms', async () => {
     const timing = { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 };
-    let bLedAt = 0;
-    const elector = (identity: string, onLead: () => void): LeaderElector =>
-      new LeaderElector({
-        lock: new KubernetesLeaseLock({ namespace: NS, name, identity, kubeConfig: server.kubeConfig() }),
-        ...timing,
-        releaseOnCancel: true,
-        callbacks: { onStartedLeading: onLead, onStoppedLeading: () => undefined },
-      });
-    const a = elector('a', () => undefined);
-    const b = elector('b', () => void (bLedAt = Date.now()));
-    const stopA = new AbortController();
-    const stopB = new AbortController();
-    const runA = a.run(stopA.signal);
-    await until('a to lead', () => a.isLeader());
-    const runB = b.run(stopB.signal);
+    const lock = (identity: string): KubernetesLeaseLock => new KubernetesLeaseLock({ namespace: NS, name, identity, kubeConfig: server.kubeConfig() });
+    const { leader, follower } = await leaderAndFollower(lock('a'), lock('b'), timing, 0);
     await until('b to follow on a live watch', () => server.openWatches() >= 2);
     await new Promise((resolve) => setTimeout(resolve, 300));
     const gets = server.verbs().filter((v) => v === 'get').length;
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     assert.ok(server.verbs().filter((v) => v === 'get').length - gets <= 1, 'followers on a live watch do not poll');
     const releasedAt = Date.now();
-    stopA.abort();
-    await runA;
-    await until('b to lead', () => bLedAt > 0);
-    assert.ok(bLedAt - releasedAt < 150, `took over ${bLedAt - releasedAt} ms after the release began`);
-    stopB.abort();
-    await runB;
+    await leader.stop();
+    await until('b to lead', () => follower.ledAt > 0);
+    assert.ok(follower.ledAt - releasedAt < 150, `took over ${follower.ledAt - releasedAt} ms after the release began`);
+    await follower.stop();
   });
 });

@@ -5,7 +5,9 @@ import { LeaderElector } from '../../src/election/leader-elector.js';
 import type { LeaderElectionRecord } from '../../src/election/record.js';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import { LockConflictError } from '../../src/election/resource-lock.js';
+import { leaderAndFollower } from '../support/contenders.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { until } from '../support/until.js';
 import { runLockContract } from './lock-contract.js';
 
 runLockContract('RedisLeaseLock', async () => {
@@ -126,98 +128,53 @@ describe('RedisLeaseLock specifics', () => {
 
   describe('change feed', () => {
     const timing = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 200 };
+    const connections: Redis[] = [];
+    after(() => connections.forEach((c) => c.disconnect()));
 
-    /** An elector on its own connection, so that a test can cut it off as a crash would. */
-    function candidate(name: string, identity: string, onLead: () => void): { elector: LeaderElector; connection: Redis } {
+    /** A lock on its own connection, so that a test can cut one candidate off as a crash would. */
+    function lockOn(name: string, identity: string): { lock: RedisLeaseLock; connection: Redis } {
       const connection = server.client();
       connection.on('error', () => undefined);
-      const elector = new LeaderElector({
-        lock: new RedisLeaseLock({ connection, name, identity }),
-        ...timing,
-        releaseOnCancel: true,
-        callbacks: { onStartedLeading: onLead, onStoppedLeading: () => undefined },
-      });
-      return { elector, connection };
-    }
-
-    async function until(what: string, probe: () => boolean, timeoutMs = 10_000): Promise<void> {
-      const deadline = Date.now() + timeoutMs;
-      while (!probe()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+      connections.push(connection);
+      return { lock: new RedisLeaseLock({ connection, name, identity }), connection };
     }
 
     it('publishes every write; a release wakes the follower, which takes over within milliseconds', async () => {
-      let bLedAt = 0;
-      const a = candidate('feed-release', 'a', () => undefined);
-      const b = candidate('feed-release', 'b', () => void (bLedAt = Date.now()));
-      const stopA = new AbortController();
-      const stopB = new AbortController();
-      const runA = a.elector.run(stopA.signal);
-      await until('a to lead', () => a.elector.isLeader());
-      const runB = b.elector.run(stopB.signal);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      const { leader, follower } = await leaderAndFollower(lockOn('feed-release', 'a').lock, lockOn('feed-release', 'b').lock, timing, 500);
       const releasedAt = Date.now();
-      stopA.abort();
-      await runA;
-      await until('b to lead', () => bLedAt > 0);
+      await leader.stop();
+      await until('b to lead', () => follower.ledAt > 0);
       // Polling would take up to 2.2 × RetryPeriod (440 ms); the feed wakes b at once.
-      assert.ok(bLedAt - releasedAt < 150, `took over ${bLedAt - releasedAt} ms after the release began`);
-      stopB.abort();
-      await runB;
-      a.connection.disconnect();
-      b.connection.disconnect();
+      assert.ok(follower.ledAt - releasedAt < 150, `took over ${follower.ledAt - releasedAt} ms after the release began`);
+      await follower.stop();
     });
 
     it('a crashed leader is taken over at its lease expiry, to within a few tens of ms', async () => {
-      let bLedAt = 0;
-      const a = candidate('feed-crash', 'a', () => undefined);
-      const b = candidate('feed-crash', 'b', () => void (bLedAt = Date.now()));
-      const stopA = new AbortController();
-      const stopB = new AbortController();
-      const runA = a.elector.run(stopA.signal);
-      await until('a to lead', () => a.elector.isLeader());
-      const runB = b.elector.run(stopB.signal);
-      await new Promise((resolve) => setTimeout(resolve, 700));
+      const a = lockOn('feed-crash', 'a');
+      const { leader, follower } = await leaderAndFollower(a.lock, lockOn('feed-crash', 'b').lock, timing, 700);
       // A crash from the outside: a's connection goes away, so it neither renews nor releases.
       a.connection.disconnect();
       const history = await new RedisLeaseLock({ connection: redis, name: 'feed-crash' }).history();
       const lastWriteByA = history.filter((h) => h.record.holderIdentity === 'a').at(-1)!.at;
-      await until('b to lead', () => bLedAt > 0);
-      const afterLastRenewal = bLedAt - lastWriteByA;
+      await until('b to lead', () => follower.ledAt > 0);
+      const afterLastRenewal = follower.ledAt - lastWriteByA;
       assert.ok(afterLastRenewal >= timing.leaseDurationMs - 50, `b took over only ${afterLastRenewal} ms after a's last renewal`);
       assert.ok(afterLastRenewal < timing.leaseDurationMs + 150, `b took over ${afterLastRenewal} ms after a's last renewal`);
-      stopA.abort();
-      stopB.abort();
-      await Promise.all([runA, runB]);
-      b.connection.disconnect();
+      await Promise.all([leader.stop(), follower.stop()]);
     });
 
     it('a dropped subscriber (lost messages) resyncs; the takeover still happens exactly once', async () => {
-      let bLed = 0;
-      const a = candidate('feed-lost', 'a', () => undefined);
-      const b = candidate('feed-lost', 'b', () => void bLed++);
-      const stopA = new AbortController();
-      const stopB = new AbortController();
-      const runA = a.elector.run(stopA.signal);
-      await until('a to lead', () => a.elector.isLeader());
-      const runB = b.elector.run(stopB.signal);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      const { leader, follower } = await leaderAndFollower(lockOn('feed-lost', 'a').lock, lockOn('feed-lost', 'b').lock, timing, 500);
       await redis.client('KILL', 'TYPE', 'pubsub');
-      stopA.abort();
-      await runA;
-      await until('b to lead', () => bLed > 0, timing.leaseDurationMs + 2_000);
+      await leader.stop();
+      await until('b to lead', () => follower.ledAt > 0, timing.leaseDurationMs + 2_000);
       await new Promise((resolve) => setTimeout(resolve, 500));
-      assert.equal(bLed, 1);
+      assert.equal(follower.terms, 1);
       const history = await new RedisLeaseLock({ connection: redis, name: 'feed-lost' }).history();
       const holders = new Map<number, Set<string>>();
       for (const h of history) if (h.record.holderIdentity) holders.set(h.record.leaderTransitions, (holders.get(h.record.leaderTransitions) ?? new Set()).add(h.record.holderIdentity));
       assert.deepEqual([...holders.values()].map((set) => [...set]), [['a'], ['b']]);
-      stopB.abort();
-      await runB;
-      a.connection.disconnect();
-      b.connection.disconnect();
+      await follower.stop();
     });
   });
 });
