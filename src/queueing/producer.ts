@@ -1,11 +1,12 @@
-import type { FlowJobNode, JobsOptions } from 'bullmq';
+import type { JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Term } from '../election/record.js';
-import type { ScheduledJob, TickFlow, TickFlowChild } from '../scheduling/define-job.js';
+import type { ScheduledJob } from '../scheduling/define-job.js';
 import type { RunState } from '../scheduling/plan.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { measureClockOffset } from './authoritative-clock.js';
+import { addRun } from './enqueue.js';
 import type { TickJobData } from './job-data.js';
 import { JobLane, type LaneTerm } from './job-lane.js';
 import type { QueueSet } from './queue-set.js';
@@ -252,19 +253,7 @@ export class Producer {
     // The job id makes a repeated add a no-op while the job exists; deduplication keeps it one after
     // removeOnComplete deleted the job, for as long as the ledger remembers the tick.
     const opts: JobsOptions = { ...job.jobOptions, jobId, deduplication: { id: jobId, ttl: retentionMs(job) } };
-    if (!job.flow) {
-      await this.options.queues.get(job.queue).add(job.name, data, opts);
-      return;
-    }
-    const flow: TickFlow = await job.flow({ tick: new Date(tick), data: job.data });
-    await this.options.queues.flows().add({
-      ...flow,
-      name: job.name,
-      queueName: job.queue,
-      data: { ...data, flow: flow.data as unknown },
-      opts: { ...flow.opts, ...opts },
-      children: flow.children?.map((child) => withQueue(child, job.queue)),
-    });
+    await addRun(this.options.queues, job, data, opts);
   }
 
   /**
@@ -307,9 +296,4 @@ export class Producer {
     this.offsetMs = sync.offsetMs;
     this.log.debug(sync, 'synchronised with Redis TIME');
   }
-}
-
-/** Gives every node of a tick's flow a queue: its own, or the job's. */
-function withQueue(child: TickFlowChild, queue: string): FlowJobNode {
-  return { ...child, queueName: child.queueName ?? queue, children: child.children?.map((c) => withQueue(c, queue)) };
 }

@@ -5,6 +5,7 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import type { Term } from '../../src/election/record.js';
+import type { TickJobData } from '../../src/queueing/job-data.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { Producer, type ProducerMetrics } from '../../src/queueing/producer.js';
 import { QueueSet } from '../../src/queueing/queue-set.js';
@@ -320,6 +321,39 @@ describe('Producer on a real Redis and BullMQ', () => {
     assert.match(states[1] ?? '', /^buffered\|/);
     assert.deepEqual(await ledger.pendingTicks('buffered'), [ticks[1]], 'the next leader will finish it');
     for (const state of states.slice(2)) assert.equal(state, 'skipped|overlap');
+  });
+
+  it("a flow job's tick adds the flow under the tick's job id, children on the job's queue unless they name one", async () => {
+    const flow = ({ tick }: { tick: Date }) => ({
+      name: 'fan',
+      data: { at: tick.getTime() },
+      children: [
+        { name: 'shard', data: { shard: 0 } },
+        { name: 'shard', queueName: 'other', data: { shard: 1 } },
+      ],
+    });
+    jobs.set('fan', scheduled({ name: 'fan', flow }));
+    const stop = new AbortController();
+    const run = producer().run(term(1), stop.signal);
+    try {
+      await waitFor('a tick of the flow job', async () => (await ledger.jobState('fan')).enqueued >= 1);
+    } finally {
+      stop.abort();
+      await run;
+    }
+    const { lastJobTick } = await ledger.jobState('fan');
+    const queue = new Queue('leasebeat', { connection: redis });
+    try {
+      const parent = await queue.getJob(`fan@${lastJobTick}`);
+      assert.equal(await parent?.getState(), 'waiting-children');
+      const data = parent?.data as TickJobData & { flow: unknown };
+      assert.deepEqual([data.tick, data.manual, data.flow], [lastJobTick, false, { at: lastJobTick }]);
+    } finally {
+      await queue.close();
+    }
+    const shards = (jobs: Awaited<ReturnType<typeof queueJobs>>): unknown[] => jobs.filter((job) => job.name === 'shard').map((job) => job.data as unknown);
+    assert.deepEqual(shards(await queueJobs()), [{ shard: 0 }]);
+    assert.deepEqual(shards(await queueJobs('other')), [{ shard: 1 }]);
   });
 
   it('one job that cannot be added holds back only its own later ticks, in order; other jobs tick on time', async () => {
