@@ -27,7 +27,11 @@ export class KeySpace {
     return `${this.base}:paused`;
   }
 
-  /** Hash: nominal tick (ms) → its fate: `claimed|…`, `enqueued|<jobId>` or `skipped|<reason>`. */
+  /**
+   * Hash: nominal tick (ms) → its fate: `claimed|<gen>|<transitions>|<jobId>` (to be added now),
+   * `buffered|<gen>|<transitions>|<jobId>` (to be added once the previous run finished), `enqueued|<jobId>`
+   * or `skipped|<reason>`.
+   */
   ledger(job: string): string {
     return `${this.base}:ledger:${job}`;
   }
@@ -37,7 +41,7 @@ export class KeySpace {
     return `${this.base}:ledger-index:${job}`;
   }
 
-  /** Sorted set of ticks claimed but not yet confirmed as added: what a new leader must finish. */
+  /** Sorted set of ticks claimed or buffered but not yet confirmed as added: what a new leader must finish. */
   pending(job: string): string {
     return `${this.base}:pending:${job}`;
   }
