@@ -25,6 +25,9 @@ import type { ScheduledJob } from './scheduling/define-job.js';
 import { formatDuration } from './scheduling/duration.js';
 import { JobRegistry } from './scheduling/loader.js';
 import { nextTicks } from './scheduling/plan.js';
+import { KubernetesLeaseLock } from './election/kubernetes-lock.js';
+import { HistoryReader, kubernetesHistoryNote, type HistorySnapshot } from './serving/history.js';
+import type { KnownLabels } from './serving/metrics.js';
 import type { InstanceSource, ReadinessCheck, StatusSnapshot } from './serving/sources.js';
 import { systemClock, type Clock } from './util/clock.js';
 import { silentLogger } from './util/logger.js';
@@ -107,6 +110,7 @@ class LeasebeatScheduler implements Scheduler {
   private readonly ownsRedis: boolean;
   private readonly workerRedis: Redis;
   private readonly queueSet: QueueSet;
+  private readonly historyReader: HistoryReader;
   private readonly workers: WorkerPool | undefined;
   private readonly producer: Producer;
   private readonly log: Logger;
@@ -152,6 +156,15 @@ class LeasebeatScheduler implements Scheduler {
       onError: (error) => this.log.warn({ err: error }, 'BullMQ queue connection error'),
     });
     this.registry = new JobRegistry(options.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
+    // The status page's strips and timeline, from what Redis already holds (the ledger, BullMQ, the lease's writes).
+    const [namespace = '', lease = ''] = lock.describe().split('/');
+    this.historyReader = new HistoryReader({
+      redis: this.redis,
+      keys,
+      jobs: () => [...this.registry.jobs.values()].map((job) => ({ name: job.name, queue: this.queueSet.get(job.queue) })),
+      ...(lock instanceof RedisLeaseLock ? { leaseHistoryKey: lock.historyKey } : {}),
+      ...(lock instanceof KubernetesLeaseLock ? { noHistoryNote: kubernetesHistoryNote(namespace, lease) } : {}),
+    });
     this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: options.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs });
     if (options.workers !== false) {
       this.workers = new WorkerPool({ connection: this.workerRedis, prefix: options.bullPrefix, logger: this.log.child({ component: 'workers' }), tuning: options.workerTuning });
@@ -254,6 +267,14 @@ class LeasebeatScheduler implements Scheduler {
     return this.queueSet.all();
   }
 
+  history(): Promise<HistorySnapshot> {
+    return this.historyReader.read();
+  }
+
+  metricLabels(): KnownLabels {
+    return { election: this.elector.settings.name, jobs: [...this.registry.jobs.keys()] };
+  }
+
   async status(): Promise<StatusSnapshot> {
     const term = this.elector.term();
     const leader = this.elector.getLeader();
@@ -277,7 +298,8 @@ class LeasebeatScheduler implements Scheduler {
       };
     }));
     const [records, cordons, view] = await Promise.all([this.members.list(), this.members.cordons(), this.members.health()]);
-    const { members, disruption } = membersReport(records, cordons, view);
+    // The lease holder, not the records: a dead leader's last record still says "leader".
+    const { members, disruption } = membersReport(records, cordons, view, leader);
     return {
       instance: { identity: this.identity, role: this.elector.isLeader() ? 'leader' : 'follower', startedAt: this.startedAt.toISOString(), version: VERSION },
       cluster: {
