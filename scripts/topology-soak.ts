@@ -109,7 +109,10 @@ for (let n = 0; Date.now() < endAt - 30_000; n++) {
 }
 await sleep(Math.max(0, endAt - Date.now()));
 for (const instance of instances) await instance.scheduler.stop();
-const ledger = new TickLedger(instances[0]!.client, keys);
+// A connection of its own for the audit: the instances' ones went through every fault.
+const auditClient = connections.open('worker') as Redis;
+auditClient.on('error', () => undefined);
+const ledger = new TickLedger(auditClient, keys);
 const audit = await auditTicks(ledger, JOB_NAMES, runs);
 const recoveries = faults.map((f) => f.recoveredMs).filter((ms): ms is number => ms !== undefined).sort((a, b) => a - b);
 console.log(JSON.stringify({
@@ -125,6 +128,7 @@ console.log(JSON.stringify({
   duplicateRuns: runDetails.filter((detail) => audit.duplicates.some((d) => d.startsWith(`${detail.run} `))),
   silentGaps: audit.silentGaps,
 }, null, 2));
+auditClient.disconnect();
 for (const instance of instances) {
   instance.client.disconnect();
   instance.close();
