@@ -251,7 +251,8 @@ export class Producer {
   private async add(job: ScheduledJob, tick: number, jobId: string, token: FencingToken): Promise<void> {
     const data: TickJobData = { tick, token, data: job.data, manual: false };
     // The job id makes a repeated add a no-op while the job exists; deduplication keeps it one after
-    // removeOnComplete deleted the job, for as long as the ledger remembers the tick.
+    // removeOnComplete deleted the job, for as long as the ledger remembers the tick (for a run without
+    // children only: BullMQ refuses deduplication on a flow parent, see addRun).
     const opts: JobsOptions = { ...job.jobOptions, jobId, deduplication: { id: jobId, ttl: retentionMs(job) } };
     await addRun(this.options.queues, job, data, opts);
   }
