@@ -94,6 +94,12 @@ export class LeaderElector {
   private readonly feed: LeaseFeed;
   /** A write based on the feed's record failed: read before trusting the feed again (until its next change). */
   private feedBehind = false;
+  /**
+   * The last write failed for a reason other than a lost race (a timeout, an unconfirmed write): it may
+   * have landed, and the feed may echo it back. Wait a jittered RetryPeriod before the next attempt, as
+   * client-go would, instead of answering the echo at once.
+   */
+  private backOff = false;
   private readonly releaseStaggerMs: number;
 
   constructor(config: LeaderElectionConfig) {
@@ -246,6 +252,7 @@ export class LeaderElector {
         const version = await this.request('create', signal, (s) => lock.create(desired, s));
         this.observeOwnWrite(desired, version, now);
       } catch (createError) {
+        if (!(createError instanceof LockConflictError)) this.backOff = true;
         this.log.warn({ err: createError }, 'failed to create the lock record');
         return false;
       }
@@ -284,7 +291,10 @@ export class LeaderElector {
       // The feed's record was not the latest after all: read before trusting it again.
       if (known) this.feedBehind = true;
       if (error instanceof LockConflictError) this.log.debug('lost the race to update the lock record');
-      else this.log.warn({ err: error }, 'failed to update the lock record');
+      else {
+        this.backOff = true;
+        this.log.warn({ err: error }, 'failed to update the lock record');
+      }
       return false;
     }
     if (observation.damaged) this.log.warn({ damage: observation.damaged }, 'took over a damaged lock record under a new generation');
@@ -391,8 +401,15 @@ export class LeaderElector {
    * many candidates the first writer's change usually reaches the others before they write too.
    */
   private async waitForNextAttempt(signal: AbortSignal): Promise<void> {
+    const jitteredRetry = this.config.retryPeriodMs * (1 + this.random() * JITTER_FACTOR);
+    if (this.backOff) {
+      this.backOff = false;
+      await this.clock.sleep(jitteredRetry, signal);
+      this.feed.takeChange();
+      return;
+    }
     if (!this.feed.takeChange()) {
-      const wait = this.feedObservation() ? this.untilExpiry() : this.config.retryPeriodMs * (1 + this.random() * JITTER_FACTOR);
+      const wait = this.feedObservation() ? this.untilExpiry() : jitteredRetry;
       await this.feed.sleep(this.clock, wait, signal);
       this.feed.takeChange();
     }

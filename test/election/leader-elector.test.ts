@@ -762,6 +762,28 @@ describe('followers on a change feed (no polling)', () => {
     await c.stopAll();
   });
 
+  it('a write whose reply is lost backs off a RetryPeriod: its own record on the feed does not set off a loop of takeovers', async () => {
+    const c = await cluster(2);
+    const [, follower] = c.members as [Harness, Harness];
+    // Every write by m1 lands and then fails (a timeout, an unconfirmed write): the feed echoes each one.
+    c.store.failAfterApplying('update', 'm1', new Error('timed out'), 5);
+    c.store.resetCalls();
+    await c.release(0);
+    await c.clock.advance(RETRY / 2);
+    assert.equal(writesBy(c.store, 'm1'), 1, 'one write, then a back-off, not a write per echo');
+    const releasedAt = c.clock.now() - RETRY / 2;
+    let ledAt = 0;
+    while (follower.started.length === 0 && c.clock.now() - releasedAt < RETRY * 20) {
+      await c.clock.advance(RETRY / 4);
+      if (follower.started.length > 0) ledAt = c.clock.now();
+    }
+    assert.equal(follower.started.length, 1, 'it leads once a write is acknowledged');
+    // Five lost replies, each followed by a (jitter-free here) RetryPeriod of back-off, then the sixth write.
+    assert.ok(ledAt - releasedAt >= 5 * RETRY, `led ${ledAt - releasedAt} ms after the release`);
+    assert.equal(c.store.writes.filter((w) => w.identity === 'm1' && w.record.holderIdentity === 'm1').length >= 6, true);
+    await c.stopAll();
+  });
+
   it('with the feed down, followers poll every jittered RetryPeriod, as client-go does', async () => {
     const c = await cluster(2);
     c.store.setFeedsLive(false);

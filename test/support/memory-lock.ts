@@ -35,6 +35,7 @@ export class MemoryLeaseStore {
   private failures: Array<{ verb: Verb; error: Error }> = [];
   private hangs: Array<{ verb: Verb; identity: string | undefined; remaining: number }> = [];
   private holds: Hold[] = [];
+  private lostReplies: Array<{ verb: Verb; identity: string; error: Error }> = [];
   private latency: { ms: number; clock: Clock } | undefined;
   private readonly feeds = new Set<LockFeedListener>();
   /** While true, changes are not delivered to feeds: lost notifications. */
@@ -74,6 +75,11 @@ export class MemoryLeaseStore {
 
   failNext(verb: Verb, error: Error): void {
     this.failures.push({ verb, error });
+  }
+
+  /** The next `count` calls of `verb` by `identity` take effect and then fail: a reply lost on the wire. */
+  failAfterApplying(verb: Verb, identity: string, error: Error, count = 1): void {
+    for (let i = 0; i < count; i++) this.lostReplies.push({ verb, identity, error });
   }
 
   /** Holds the next `count` calls of `verb` (by `identity`, or by anyone) open until their signal aborts. */
@@ -130,6 +136,8 @@ export class MemoryLeaseStore {
 
   /** Called once a call took effect: delays its reply if a test holds it. */
   async reply(verb: Verb, identity: string): Promise<void> {
+    const lost = this.lostReplies.findIndex((l) => l.verb === verb && l.identity === identity);
+    if (lost >= 0) throw this.lostReplies.splice(lost, 1)[0]!.error;
     const index = this.holds.findIndex((h) => h.verb === verb && h.identity === identity);
     if (index < 0) return;
     const [hold] = this.holds.splice(index, 1);
