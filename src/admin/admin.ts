@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import { RedisLeaseLock } from '../election/redis-lock.js';
 import { LockNotFoundError, type ResourceLock } from '../election/resource-lock.js';
@@ -7,9 +7,8 @@ import { waitForDrain, type DrainOutcome } from '../members/drain.js';
 import type { MemberRecord } from '../members/record.js';
 import { membersReport, type MembersReport } from '../members/status.js';
 import { MemberStore } from '../members/store.js';
-import { addRun } from '../queueing/enqueue.js';
-import type { TickJobData } from '../queueing/job-data.js';
 import { KeySpace } from '../queueing/keys.js';
+import { abandonTrigger, submitTrigger, triggerOutcome, type TriggerOutcome } from '../queueing/manual-triggers.js';
 import { QueueSet } from '../queueing/queue-set.js';
 import { RedisConnections, redact } from '../queueing/redis-topology.js';
 import { TickLedger, type FenceState } from '../queueing/tick-ledger.js';
@@ -20,7 +19,7 @@ import { nextTicks } from '../scheduling/plan.js';
 import { systemClock } from '../util/clock.js';
 
 /** Why an admin operation was refused or failed; `code` is stable for scripts, `message` is for people. */
-export type AdminErrorCode = 'unknown-job' | 'unknown-member' | 'ambiguous-member' | 'no-definitions' | 'timeout' | 'unreachable';
+export type AdminErrorCode = 'unknown-job' | 'paused' | 'unknown-member' | 'ambiguous-member' | 'no-definitions' | 'timeout' | 'unreachable';
 
 export class AdminError extends Error {
   override readonly name = 'AdminError';
@@ -45,8 +44,8 @@ export interface AdminOptions {
    */
   lock?: ResourceLock;
   /**
-   * The folder of job files. Only `trigger` needs it (it runs the job's own definition, flows included);
-   * `status` uses it, when it loads, for next run times and for jobs no leader has scheduled yet.
+   * The folder of job files. `status` uses it, when it loads, for next run times and for jobs no leader
+   * has scheduled yet. (`trigger` does not: the leader runs the definition it has loaded.)
    */
   jobsDir?: string;
   /**
@@ -133,7 +132,12 @@ export interface DrainOptions {
 export interface Admin {
   status(): Promise<ClusterStatus>;
   members(): Promise<MembersReport>;
-  /** Runs a job now, outside its schedule, through the same enqueue as a tick (flows included); `manual` is true. */
+  /**
+   * Runs a job now, outside its schedule: the leader takes the request and adds it under its term's fence
+   * through the same enqueue as a tick (flows included; `manual` is true), at most once. Fails with
+   * `unknown-job` or `paused` when the leader refuses it, and `timeout` when no leader took it within the
+   * bound (it then never runs).
+   */
   trigger(job: string): Promise<TriggerResult>;
   /**
    * Pauses a job at run time. Refuses a name neither known to the cluster (scheduled by a leader) nor
@@ -153,6 +157,10 @@ export interface Admin {
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
+/** How often `trigger` looks for the leader's outcome. */
+const TRIGGER_RESULT_POLL_MS = 100;
+/** The share of the bound within which a leader must take a trigger request (the rest is for its add). */
+const TRIGGER_WINDOW_SHARE = 0.75;
 
 /** Creates the admin API over a cluster's Redis (and, for the leader, its lock). */
 export function createAdmin(options: AdminOptions): Admin {
@@ -249,23 +257,35 @@ class ClusterAdmin implements Admin {
   }
 
   trigger(name: string): Promise<TriggerResult> {
-    return this.bounded(`trigger ${name}`, async () => {
-      const definitions = await this.definitions(true);
-      const job = definitions!.jobs.get(name);
-      if (!job) {
-        const broken = definitions!.errors.map((e) => e.message).join('; ');
-        throw new AdminError(
-          'unknown-job',
-          `no job named "${name}" is defined in ${this.options.jobsDir ?? 'the loaded jobs'}${broken ? ` (load errors: ${broken})` : ''}: \`leasebeat validate\` lists the jobs`,
-        );
+    // A leader must take the request within the first part of the bound; the rest is for its add.
+    const windowMs = Math.max(1, Math.floor(this.timeoutMs * TRIGGER_WINDOW_SHARE));
+    return this.bounded(`trigger ${name}`, async (signal) => {
+      const request = await submitTrigger(this.redis, this.keys, name, windowMs);
+      const started = Date.now();
+      for (;;) {
+        const outcome = await triggerOutcome(this.redis, this.keys, request.id);
+        if (outcome) return this.triggered(name, outcome);
+        if (Date.now() - started >= windowMs && (await abandonTrigger(this.redis, this.keys, request))) {
+          // Recorded as refused before any leader took it: no leader will ever run it.
+          throw new AdminError(
+            'timeout',
+            `no leader took request ${request.id} within ${formatDuration(windowMs)}; it will not run (is an instance of the cluster running?)`,
+          );
+        }
+        // Taken, or not yet time to give up: the leader pushes the outcome right after its add.
+        await sleep(TRIGGER_RESULT_POLL_MS, undefined, { signal }).catch(() => undefined);
+        if (signal.aborted) throw signal.reason;
       }
-      const now = Date.now();
-      const jobId = `${job.name}@manual-${now}-${randomUUID().slice(0, 8)}`;
-      // Manual runs carry no term's token (generation ''): no leader enqueued them.
-      const data: TickJobData = { tick: now, token: { generation: '', leaderTransitions: -1 }, data: job.data, manual: true };
-      const id = await addRun(this.queues, job, data, { ...job.jobOptions, jobId });
-      return { jobId: id ?? jobId, queue: job.queue, flow: job.flow !== undefined };
     });
+  }
+
+  private triggered(name: string, outcome: TriggerOutcome): TriggerResult {
+    if (!('refused' in outcome)) return outcome;
+    if (outcome.refused === 'paused') throw new AdminError('paused', `${name} is paused: \`leasebeat resume ${name}\` first; the trigger did not run`);
+    if (outcome.refused === 'unknown-job') {
+      throw new AdminError('unknown-job', `the leader has no job named "${name}" loaded: \`leasebeat status\` lists the jobs`);
+    }
+    throw new AdminError('timeout', `the leader refused the trigger of ${name} (${outcome.refused}); it will not run`);
   }
 
   pause(name: string, options: { note?: string; force?: boolean } = {}): Promise<void> {

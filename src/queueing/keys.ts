@@ -56,6 +56,27 @@ export class KeySpace {
     return `${this.base}:job:${job}`;
   }
 
+  /**
+   * Stream of manual trigger requests (`leasebeat trigger`), capped near 1000 entries: fields `id`
+   * (uuid), `job`, `requestedAt` and `deadline` (Redis TIME, ms). The leader reads it while it leads.
+   */
+  get triggers(): string {
+    return `${this.base}:triggers`;
+  }
+
+  /**
+   * Hash: trigger request id → its fate: `claimed|<gen>|<transitions>|<jobId>` (to be added now),
+   * `enqueued|<jobId>` or `refused|<reason>`. A request with a record is never run again.
+   */
+  manual(job: string): string {
+    return `${this.base}:manual:${job}`;
+  }
+
+  /** List: the outcome (JSON) of one trigger request, for the admin that waits on it; expires after 1 h. */
+  triggerResult(id: string): string {
+    return `${this.base}:trigger-result:${id}`;
+  }
+
   /** Hash: member identity → its latest heartbeat record (JSON), written by the member itself. */
   get members(): string {
     return `${this.base}:members`;

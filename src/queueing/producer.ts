@@ -9,6 +9,7 @@ import { measureClockOffset } from './authoritative-clock.js';
 import { addRun } from './enqueue.js';
 import type { TickJobData } from './job-data.js';
 import { JobLane, type LaneTerm } from './job-lane.js';
+import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
 import type { QueueSet } from './queue-set.js';
 import { RedisReachability } from './redis-reachability.js';
 import type { FencingToken, TickLedger } from './tick-ledger.js';
@@ -66,7 +67,7 @@ export function retentionMs(job: ScheduledJob): number {
 }
 
 /** The term as the producer and its lanes see it. */
-interface ProducerTerm extends LaneTerm {
+interface ProducerTerm extends LaneTerm, DeskTerm {
   /** Ends the term's production (the elector's term may go on). */
   stop(): void;
 }
@@ -176,6 +177,11 @@ export class Producer {
       }
     };
     const stopped = new Set<Promise<void>>();
+    // Manual triggers (`leasebeat trigger`) run beside the lanes, under the same term and fence.
+    const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context)
+      .run()
+      .catch((error: unknown) => context.log.error({ err: error }, 'trigger desk failed'));
+    stopped.add(desk);
     try {
       reconcile();
       let nextResync = this.clock.now() + CLOCK_RESYNC_MS;
@@ -233,6 +239,7 @@ export class Producer {
         return pause;
       },
       add: (job, tick, jobId) => this.add(job, tick, jobId, token),
+      addManual: (job, requestedAt, jobId) => this.add(job, requestedAt, jobId, token, true),
       previousRun: (job) => this.previousRun(job),
       reached: () => reachability.reached(),
       fenced: () => {
@@ -248,8 +255,8 @@ export class Producer {
     };
   }
 
-  private async add(job: ScheduledJob, tick: number, jobId: string, token: FencingToken): Promise<void> {
-    const data: TickJobData = { tick, token, data: job.data, manual: false };
+  private async add(job: ScheduledJob, tick: number, jobId: string, token: FencingToken, manual = false): Promise<void> {
+    const data: TickJobData = { tick, token, data: job.data, manual };
     // The job id makes a repeated add a no-op while the job exists; deduplication keeps it one after
     // removeOnComplete deleted the job, for as long as the ledger remembers the tick (for a run without
     // children only: BullMQ refuses deduplication on a flow parent, see addRun).

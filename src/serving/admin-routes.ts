@@ -7,6 +7,7 @@ const STATUS_OF: Record<AdminErrorCode, number> = {
   'unknown-member': 404,
   'ambiguous-member': 409,
   'no-definitions': 409,
+  paused: 409,
   timeout: 504,
   unreachable: 503,
 };

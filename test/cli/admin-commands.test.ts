@@ -10,6 +10,7 @@ import { KubernetesLeaseLock } from '../../src/election/kubernetes-lock.js';
 import { runCli, oneLine, type CliResult } from '../support/cli.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { leadInProcess } from '../support/trigger-leader.js';
 
 const goodJobs = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
 
@@ -49,8 +50,14 @@ describe('admin commands of the CLI, on a real Redis', () => {
     await rm(elsewhere, { recursive: true, force: true });
   });
 
-  it('trigger of a flow-only job adds the flow the job defines: the parent waits for its children', async () => {
-    const result = await runCli(['trigger', 'fan-out'], { env });
+  it('trigger of a flow-only job has the leader add the flow the job defines: the parent waits for its children', async () => {
+    const leader = await leadInProcess(redis, goodJobs);
+    let result: CliResult;
+    try {
+      result = await runCli(['trigger', 'fan-out'], { env });
+    } finally {
+      await leader.stop();
+    }
     assert.equal(result.code, 0, result.stderr);
     const id = /job (\S+) on queue etl/.exec(result.stdout)?.[1] ?? '';
     assert.ok(id.startsWith('fan-out@manual-'), result.stdout);
@@ -80,10 +87,10 @@ describe('admin commands of the CLI, on a real Redis', () => {
     assert.match(text.stdout, /no jobs folder here/);
   });
 
-  it('trigger outside the repository refuses in one line that names LEASEBEAT_JOBS_DIR', async () => {
-    const result = await runCli(['trigger', 'heartbeat'], { env: { LEASEBEAT_REDIS_URL: server.url }, cwd: elsewhere });
-    assert.equal(result.code, 2);
-    assert.match(oneLine(result), /^leasebeat: the jobs folder .*jobs does not exist: .*LEASEBEAT_JOBS_DIR/);
+  it('trigger needs no jobs folder; with no leader it says in one line that no leader took it and it will not run', async () => {
+    const result = await runCli(['trigger', 'heartbeat'], { env: { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_COMMAND_TIMEOUT: '2s' }, cwd: elsewhere });
+    assert.equal(result.code, 3, result.stderr);
+    assert.match(oneLine(result), /no leader took request \S+ within .*; it will not run/);
   });
 
   it('pause refuses a name no leader scheduled and no job file defines; --force stores it anyway', async () => {

@@ -9,6 +9,7 @@ import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-s
 import { createMetrics } from '../../src/serving/metrics.js';
 import { rawRequest } from '../support/http-request.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { leadInProcess } from '../support/trigger-leader.js';
 import { basicAuth, fixedSource } from './fixture.js';
 
 const JOBS = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
@@ -52,8 +53,20 @@ describe('the admin API over HTTP', () => {
       ...(payload === undefined ? {} : { body: JSON.stringify(payload) }),
     });
 
-  it('triggers a job through the same enqueue as a tick', async () => {
-    const response = await post('/api/jobs/nightly-report/trigger');
+  it('triggers a job through the leader, as a tick; a paused job answers 409 with its code', async () => {
+    const leader = await leadInProcess(client, JOBS);
+    let response: Awaited<ReturnType<typeof post>>;
+    let paused: Awaited<ReturnType<typeof post>>;
+    try {
+      response = await post('/api/jobs/nightly-report/trigger');
+      await admin.pause('nightly-report');
+      paused = await post('/api/jobs/nightly-report/trigger');
+      await admin.resume('nightly-report');
+    } finally {
+      await leader.stop();
+    }
+    assert.equal(paused.status, 409, paused.body);
+    assert.equal((JSON.parse(paused.body) as { code: string }).code, 'paused');
     assert.equal(response.status, 200, response.body);
     const { jobId, queue } = JSON.parse(response.body) as { jobId: string; queue: string };
     const bull = new Queue(queue, { connection: client });

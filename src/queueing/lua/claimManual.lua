@@ -1,0 +1,53 @@
+--[[
+  Decides the fate of one manual trigger request under the caller's fencing token, atomically: a request
+  runs at most once across any number of leaders, never after the admin gave up on it, never while its
+  job is paused.
+  KEYS[1] fence  KEYS[2] retired generations  KEYS[3] manual records of the job  KEYS[4] paused jobs
+  KEYS[5] the request's result list
+  ARGV[1] generation  ARGV[2] transitions  ARGV[3] job name  ARGV[4] request id  ARGV[5] job id
+  ARGV[6] deadline (ms, Redis TIME)  ARGV[7] refusal decided by the caller ('unknown-job', 'paused' for
+          a job paused in its definition) or ''
+  Records: 'claimed|<gen>|<transitions>|<jobId>', 'enqueued|<jobId>', 'refused|<reason>'.
+  Returns:
+    { 1 }            claimed: add the job, then confirm it
+    { 2 }            claimed by an earlier term and never confirmed: add it again (same job id), then confirm
+    { 0, record }    already settled (enqueued or refused): nothing to do
+    { 3, reason }    refused now (the outcome is pushed to the result list)
+    { -1 }           fenced: a newer term exists
+]]
+local generation, transitions = ARGV[1], tonumber(ARGV[2])
+local job, id, jobId, deadline, refusal = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7]
+
+local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
+if fence[1] ~= generation or tonumber(fence[2]) ~= transitions
+    or redis.call('SISMEMBER', KEYS[2], generation) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'fenced', 1)
+  return { -1 }
+end
+
+local existing = redis.call('HGET', KEYS[3], id)
+if existing then
+  -- A claim the previous term did not confirm: its add may have landed, so finish it with the same id.
+  if string.sub(existing, 1, 8) == 'claimed|' then
+    redis.call('HSET', KEYS[3], id, 'claimed|' .. generation .. '|' .. transitions .. '|' .. jobId)
+    return { 2 }
+  end
+  return { 0, existing }
+end
+
+local function refuse(reason)
+  redis.call('HSET', KEYS[3], id, 'refused|' .. reason)
+  redis.call('RPUSH', KEYS[5], cjson.encode({ refused = reason }))
+  redis.call('EXPIRE', KEYS[5], 3600)
+  return { 3, reason }
+end
+
+if refusal ~= '' then return refuse(refusal) end
+if redis.call('HEXISTS', KEYS[4], job) == 1 then return refuse('paused') end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- The admin gave up at its deadline (and said so): the request must never run late.
+if now > deadline then return refuse('expired') end
+
+redis.call('HSET', KEYS[3], id, 'claimed|' .. generation .. '|' .. transitions .. '|' .. jobId)
+return { 1 }

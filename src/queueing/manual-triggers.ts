@@ -1,0 +1,149 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { ScheduledJob } from '../scheduling/define-job.js';
+import { LuaScript } from '../util/lua.js';
+import type { KeySpace } from './keys.js';
+import type { LaneTerm } from './job-lane.js';
+
+const claimManualScript = new LuaScript(new URL('./lua/claimManual.lua', import.meta.url));
+const confirmManualScript = new LuaScript(new URL('./lua/confirmManual.lua', import.meta.url));
+
+/** The stream keeps about this many requests: far more than can be pending within any admin's bound. */
+const STREAM_MAXLEN = 1000;
+/** How often the leader reads new trigger requests. */
+export const TRIGGER_POLL_MS = 200;
+
+/** A trigger request as written to the stream. */
+export interface TriggerRequest {
+  /** The stream entry id (where to read on from). */
+  entry: string;
+  id: string;
+  job: string;
+  requestedAt: number;
+  deadline: number;
+}
+
+/** What became of a request: the run that was added, or why it was refused. */
+export type TriggerOutcome = { jobId: string; queue: string; flow: boolean } | { refused: string };
+
+/** The BullMQ job id of a manual run: one per request, so a retried add adds nothing. */
+export function manualJobId(job: string, requestId: string): string {
+  return `${job}@manual-${requestId}`;
+}
+
+const redisNow = async (redis: Redis): Promise<number> => {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+};
+
+/** Writes a trigger request that a leader must take before `windowMs` has passed (by Redis TIME). */
+export async function submitTrigger(redis: Redis, keys: KeySpace, job: string, windowMs: number): Promise<TriggerRequest> {
+  const requestedAt = await redisNow(redis);
+  const request = { id: randomUUID(), job, requestedAt, deadline: requestedAt + windowMs };
+  const entry = await redis.xadd(
+    keys.triggers,
+    'MAXLEN',
+    '~',
+    STREAM_MAXLEN,
+    '*',
+    'id',
+    request.id,
+    'job',
+    job,
+    'requestedAt',
+    String(requestedAt),
+    'deadline',
+    String(request.deadline),
+  );
+  return { entry: entry ?? '', ...request };
+}
+
+/** The outcome of a request, once a leader has decided it; undefined until then. */
+export async function triggerOutcome(redis: Redis, keys: KeySpace, id: string): Promise<TriggerOutcome | undefined> {
+  const raw = await redis.lindex(keys.triggerResult(id), 0);
+  return raw === null ? undefined : (JSON.parse(raw) as TriggerOutcome);
+}
+
+/**
+ * Gives up on a request no leader has taken: records it as refused (expired) unless a leader recorded it
+ * first. True when it is now refused, so it will never run; false when a leader already took it.
+ */
+export async function abandonTrigger(redis: Redis, keys: KeySpace, request: TriggerRequest): Promise<boolean> {
+  return (await redis.hsetnx(keys.manual(request.job), request.id, 'refused|expired')) === 1;
+}
+
+function parseEntries(entries: Array<[string, string[]]>): TriggerRequest[] {
+  return entries.map(([entry, fields]) => {
+    const field = (name: string): string => fields[fields.indexOf(name) + 1] ?? '';
+    return { entry, id: field('id'), job: field('job'), requestedAt: Number(field('requestedAt')), deadline: Number(field('deadline')) };
+  });
+}
+
+/** What the leader's trigger desk needs from its term, beyond a lane's view. */
+export interface DeskTerm extends LaneTerm {
+  /** Adds one manual run to BullMQ (flows included) under the term's token. */
+  addManual(job: ScheduledJob, requestedAt: number, jobId: string): Promise<void>;
+}
+
+/**
+ * The leader's side of `leasebeat trigger`: reads the request stream while this instance leads and runs
+ * each request once, under the fence, through the same add as a tick. A trigger ignores the job's overlap
+ * policy and does not become its previous run (the ledger's job state is not touched).
+ */
+export class TriggerDesk {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: KeySpace,
+    private readonly term: DeskTerm,
+  ) {}
+
+  async run(): Promise<void> {
+    // At takeover, every request still in the stream: the script settles those already recorded, finishes
+    // those an earlier term claimed, and refuses those past their deadline.
+    let cursor = '-';
+    while (!this.term.signal.aborted) {
+      try {
+        const start = cursor === '-' ? '-' : `(${cursor}`;
+        const requests = parseEntries(await this.redis.xrange(this.keys.triggers, start, '+', 'COUNT', 100));
+        this.term.reached();
+        for (const request of requests) {
+          if (!(await this.handle(request))) return;
+          cursor = request.entry;
+        }
+        if (requests.length === 100) continue;
+      } catch (error) {
+        if (this.term.signal.aborted) return;
+        this.term.log.warn({ err: error }, 'reading or running trigger requests failed; retrying');
+      }
+      await this.term.clock.sleep(TRIGGER_POLL_MS, this.term.signal).catch(() => undefined);
+    }
+  }
+
+  /** Runs or refuses one request. False when the term is over (fenced or lost). */
+  private async handle(request: TriggerRequest): Promise<boolean> {
+    if (!(await this.term.waitLeading())) return false;
+    const job = this.term.job(request.job);
+    const jobId = manualJobId(request.job, request.id);
+    const refusal = !job ? 'unknown-job' : job.paused ? 'paused' : '';
+    const [code, detail] = await claimManualScript.run<[number, string?]>(
+      this.redis,
+      [this.keys.fence, this.keys.retiredGenerations, this.keys.manual(request.job), this.keys.paused, this.keys.triggerResult(request.id)],
+      [this.term.token.generation, this.term.token.leaderTransitions, request.job, request.id, jobId, request.deadline, refusal],
+    );
+    this.term.reached();
+    const log = { job: request.job, request: request.id };
+    if (code === -1) {
+      this.term.fenced();
+      return false;
+    }
+    if (code === 3) this.term.log.warn({ ...log, reason: detail }, 'trigger refused');
+    if ((code !== 1 && code !== 2) || !job) return true;
+    // The last moment to notice a lost term before the (unfenced) add; the claim stays for the next term.
+    if (!this.term.leading()) return false;
+    await this.term.addManual(job, request.requestedAt, jobId);
+    const outcome: TriggerOutcome = { jobId, queue: job.queue, flow: job.flow !== undefined };
+    await confirmManualScript.run(this.redis, [this.keys.manual(request.job), this.keys.triggerResult(request.id)], [request.id, jobId, JSON.stringify(outcome)]);
+    this.term.log.info({ ...log, jobId }, 'trigger enqueued');
+    return true;
+  }
+}
