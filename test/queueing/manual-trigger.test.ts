@@ -104,6 +104,19 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
     assert.equal(await redis.llen(keys.triggerResult(request.id)), 1);
   });
 
+  it('a claim an earlier term left unconfirmed is finished by the next term with the same job id, once', async () => {
+    assert.deepEqual(await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'leader-1', Date.now()), { ok: true });
+    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    const jobId = manualJobId('report', request.id);
+    // What a leader that died between its claim and its add leaves behind.
+    await redis.hset(keys.manual('report'), request.id, `claimed|gen-1|1|${jobId}`);
+    lead(2);
+    assert.deepEqual(await outcomeOf(request.id), { jobId, queue: 'manual-test', flow: false });
+    assert.equal(await redis.hget(keys.manual('report'), request.id), `enqueued|${jobId}`);
+    const added = await queueJobs('manual-test');
+    assert.deepEqual(added.map((job) => [job.id, (job.data as { token: { leaderTransitions: number } }).token.leaderTransitions]), [[jobId, 2]]);
+  });
+
   it("a stale term's claim is refused by the fence: the request waits for the current leader", async () => {
     const stale = lead(1);
     await until('the first term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 1);
