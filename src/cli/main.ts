@@ -344,7 +344,7 @@ withSettings(program.command('status').description('leader (from the configured 
   .option('--json', 'print JSON')
   .action(status);
 
-withSettings(program.command('trigger').description("run a job now, outside its schedule, as a tick runs it (flows included; recorded as manual); needs the job's definition"), 'connection')
+withSettings(program.command('trigger').description('ask the leader to run a job now, outside its schedule, through the fenced path of a tick (flows included; recorded as manual; at most once, even across failovers)'), 'connection')
   .argument('<job>', 'job name')
   .action(trigger);
 

@@ -7,6 +7,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { runCli, type CliResult } from '../support/cli.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { leadInProcess } from '../support/trigger-leader.js';
 
 const goodJobs = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
 const badJobs = new URL('../fixtures/jobs-bad/', import.meta.url).pathname;
@@ -79,8 +80,16 @@ describe('the leasebeat CLI, run as a real process', () => {
     assert.match((await leasebeat(['resume', 'heartbeat'], env)).stdout, /was not paused/);
   });
 
-  it('trigger adds a manual run of the job to its queue', async () => {
-    const result = await leasebeat(['trigger', 'heartbeat'], env);
+  it('trigger has the leader add a manual run of the job to its queue', async () => {
+    const leader = await leadInProcess(redis, goodJobs);
+    let result: CliResult;
+    let unknown: CliResult;
+    try {
+      result = await leasebeat(['trigger', 'heartbeat'], env);
+      unknown = await leasebeat(['trigger', 'nope'], env);
+    } finally {
+      await leader.stop();
+    }
     assert.equal(result.code, 0, result.stderr);
     const id = /job (\S+) on queue/.exec(result.stdout)?.[1];
     assert.ok(id && id.startsWith('heartbeat@manual-'), result.stdout);
@@ -88,9 +97,8 @@ describe('the leasebeat CLI, run as a real process', () => {
     const job = await queue.getJob(id);
     await queue.close();
     assert.equal((job?.data as { manual: boolean }).manual, true);
-    const unknown = await leasebeat(['trigger', 'nope'], env);
-    assert.equal(unknown.code, 2);
-    assert.match(unknown.stderr, /no job named "nope"/);
+    assert.equal(unknown.code, 2, unknown.stderr);
+    assert.match(unknown.stderr, /nope/);
   });
 
   it('a bad job file never stops the good ones: an instance with a mixed folder enqueues the good job', { timeout: 60_000 }, async () => {
