@@ -219,6 +219,12 @@ export const SETTINGS = {
     env: 'LEASEBEAT_STALLED_INTERVAL', flag: '--stalled-interval', valueName: '<duration>', default: '10s', unit: 'duration', scope: 'start',
     description: 'BullMQ stalledInterval: how often workers look for runs whose worker died', schema: durationSchema(),
   },
+  WORKER_CONCURRENCY: {
+    env: 'LEASEBEAT_WORKER_CONCURRENCY', flag: '--worker-concurrency', valueName: '<n>', default: '64', scope: 'start',
+    description: "Most runs at once per queue on each instance (a queue's worker takes the sum of its jobs' concurrency up to this); " +
+      "each job's own concurrency still holds",
+    schema: z.string().regex(/^\s*[1-9]\d*\s*$/, { message: 'must be a positive whole number, e.g. 64' }).transform(Number),
+  },
   COMMAND_TIMEOUT: {
     env: 'LEASEBEAT_COMMAND_TIMEOUT', flag: '--command-timeout', valueName: '<duration>', default: '10s', unit: 'duration', scope: 'connection',
     description: 'Bound on each admin command (status, trigger, pause, cordon, ...) and on reaching Redis at start', schema: durationSchema(),
@@ -310,7 +316,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     LEASE_DURATION: number; RENEW_DEADLINE: number; RETRY_PERIOD: number; JOBS_DIR: string; HTTP_HOST: string; HTTP_PORT: number; HTTP_REQUEST_TIMEOUT: number; HTTP_ALLOWED_HOSTS?: string[];
     BOARD_USER?: string; BOARD_PASSWORD?: string; BOARD_TOKEN?: string; BOARD_READONLY: boolean; INSECURE_BOARD: boolean;
     SHUTDOWN_TIMEOUT: number; HEARTBEAT_INTERVAL: number; MEMBER_GRACE: number; MEMBER_REMOVAL: number;
-    LOCK_DURATION: number; STALLED_INTERVAL: number; COMMAND_TIMEOUT: number; LOG_LEVEL: (typeof LOG_LEVELS)[number];
+    LOCK_DURATION: number; STALLED_INTERVAL: number; WORKER_CONCURRENCY: number; COMMAND_TIMEOUT: number; LOG_LEVEL: (typeof LOG_LEVELS)[number];
   };
 
   checkRules(v, raw);
@@ -338,7 +344,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     board: { user: v.BOARD_USER, password: v.BOARD_PASSWORD, token: v.BOARD_TOKEN, readOnly: v.BOARD_READONLY, insecure: v.INSECURE_BOARD },
     shutdownTimeoutMs: v.SHUTDOWN_TIMEOUT,
     members: resolveMemberSettings({ heartbeatIntervalMs: v.HEARTBEAT_INTERVAL, graceMs: v.MEMBER_GRACE, removalTimeoutMs: v.MEMBER_REMOVAL }),
-    workerTuning: { lockDurationMs: v.LOCK_DURATION, stalledIntervalMs: v.STALLED_INTERVAL },
+    workerTuning: { lockDurationMs: v.LOCK_DURATION, stalledIntervalMs: v.STALLED_INTERVAL, concurrency: v.WORKER_CONCURRENCY },
     commandTimeoutMs: v.COMMAND_TIMEOUT,
     logLevel: v.LOG_LEVEL,
   };

@@ -31,9 +31,17 @@ export interface WorkerTuning {
    * fails after its third run instead of taking the fleet down one instance at a time.
    */
   maxStalledCount?: number;
+  /**
+   * Most runs at once per queue on this instance; default 64. A queue's worker takes the sum of its jobs'
+   * `concurrency` up to this bound, so 10,000 schedules on the shared queue do not make a worker of
+   * concurrency 10,000 that pulls a whole burst into memory at once. Each job's own `concurrency` still
+   * holds inside the bound. 64 rather than a multiple of the CPU count: handlers mostly wait on I/O, and in
+   * a container the CPU count Node sees is the host's, not the pod's limit, so it would size nothing.
+   */
+  concurrency?: number;
 }
 
-export const DEFAULT_WORKER_TUNING: Required<WorkerTuning> = { lockDurationMs: 30_000, stalledIntervalMs: 10_000, maxStalledCount: 2 };
+export const DEFAULT_WORKER_TUNING: Required<WorkerTuning> = { lockDurationMs: 30_000, stalledIntervalMs: 10_000, maxStalledCount: 2, concurrency: 64 };
 
 /** One run executing on this instance. */
 interface ActiveRun {
@@ -54,6 +62,8 @@ const CONCURRENCY_BACKOFF_MS = 250;
 export class WorkerPool {
   private readonly workers = new Map<string, Worker>();
   private readonly runs = new Map<string, ActiveRun>();
+  /** Active runs by job name, for the per-job limit. */
+  private readonly runningByName = new Map<string, number>();
   private jobs: ReadonlyMap<string, ScheduledJob> = new Map();
   private closing: Promise<void> | undefined;
   private closed = false;
@@ -71,13 +81,17 @@ export class WorkerPool {
     },
   ) {}
 
-  /** Starts or adjusts workers so that every queue in `jobs` has one, sized to its jobs' concurrency. */
+  /**
+   * Starts or adjusts workers so that every queue in `jobs` has one, sized to its jobs' concurrency up to
+   * the tuning's bound.
+   */
   update(jobs: ReadonlyMap<string, ScheduledJob>): void {
     if (this.closing) return;
     this.jobs = jobs;
+    const bound = this.options.tuning?.concurrency ?? DEFAULT_WORKER_TUNING.concurrency;
     const concurrencyByQueue = new Map<string, number>();
     for (const job of jobs.values()) {
-      concurrencyByQueue.set(job.queue, (concurrencyByQueue.get(job.queue) ?? 0) + job.concurrency);
+      concurrencyByQueue.set(job.queue, Math.min(bound, (concurrencyByQueue.get(job.queue) ?? 0) + job.concurrency));
     }
     for (const [queue, concurrency] of concurrencyByQueue) {
       const existing = this.workers.get(queue);
@@ -224,7 +238,7 @@ export class WorkerPool {
           'every instance must load the same jobs/ folder',
       );
     }
-    const running = [...this.runs.values()].filter((run) => run.name === job.name).length;
+    const running = this.runningByName.get(job.name) ?? 0;
     if (running >= definition.concurrency && token) {
       // This instance already runs as many as the job allows: hand the run back for a moment.
       await job.moveToDelayed(Date.now() + CONCURRENCY_BACKOFF_MS, token);
@@ -235,6 +249,7 @@ export class WorkerPool {
     // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
     signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
     this.runs.set(key, { queue, id: job.id ?? '', name: job.name, abort });
+    this.runningByName.set(job.name, running + 1);
     try {
       const data = job.data as Partial<TickJobData>;
       const context: HandlerContext = {
@@ -250,6 +265,9 @@ export class WorkerPool {
       return await job.getChildrenValues();
     } finally {
       this.runs.delete(key);
+      const left = this.runningByName.get(job.name)! - 1;
+      if (left === 0) this.runningByName.delete(job.name);
+      else this.runningByName.set(job.name, left);
     }
   }
 }

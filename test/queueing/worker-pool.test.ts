@@ -4,10 +4,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { FlowProducer, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { WorkerPool } from '../../src/queueing/worker-pool.js';
+import { DEFAULT_WORKER_TUNING, WorkerPool } from '../../src/queueing/worker-pool.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { until } from '../support/until.js';
 
 function scheduled(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
   const result = validateJobDefinition({ every: '1m', ...definition }, `/jobs/${definition.name}.ts`);
@@ -120,6 +121,61 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     await sleep(100);
     await pool.close(5_000);
     assert.equal(await last.getState(), 'completed', 'close() let the active run finish');
+  });
+
+  it('bounds the runs at once per queue (LEASEBEAT_WORKER_CONCURRENCY), not one slot per job, and keeps each job\'s own limit', async () => {
+    // 40 jobs of concurrency 1 on the shared queue: before the bound, one worker of concurrency 40.
+    let active = 0;
+    let peak = 0;
+    const perJob = new Map<string, number>();
+    let peakOfWide = 0;
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const handler = async (job: { name: string }): Promise<string> => {
+      active++;
+      peak = Math.max(peak, active);
+      perJob.set(job.name, (perJob.get(job.name) ?? 0) + 1);
+      if (job.name === 'wide') peakOfWide = Math.max(peakOfWide, perJob.get('wide')!);
+      await gate;
+      perJob.set(job.name, perJob.get(job.name)! - 1);
+      active--;
+      return 'done';
+    };
+    const jobs = new Map(Array.from({ length: 40 }, (_, i) => [`tenant-${i}`, scheduled({ name: `tenant-${i}`, handler })]));
+    jobs.set('wide', scheduled({ name: 'wide', concurrency: 3, handler }));
+    pool = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning: { concurrency: 6 } });
+    pool.update(jobs);
+    const runs = [
+      ...(await Promise.all(Array.from({ length: 5 }, () => queue.add('wide', tickData())))),
+      ...(await Promise.all([...jobs.keys()].filter((name) => name !== 'wide').map((name) => queue.add(name, tickData())))),
+    ];
+    await until('the worker to fill its slots', () => active === 6);
+    // Slots stay full; nothing past the bound starts however long the runs take.
+    await sleep(300);
+    assert.equal(pool.activeCount(), 6);
+    open();
+    await Promise.all(runs.map((run) => run.waitUntilFinished(events, 30_000)));
+    assert.equal(peak, 6, 'never more runs at once than the bound');
+    assert.ok(peakOfWide <= 3, `wide ran ${peakOfWide} at once; its own concurrency is 3`);
+  });
+
+  it('defaults the bound to 64 runs at once per queue', async () => {
+    let active = 0;
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const handler = async (): Promise<void> => {
+      active++;
+      await gate;
+    };
+    const jobs = new Map(Array.from({ length: 80 }, (_, i) => [`tenant-${i}`, scheduled({ name: `tenant-${i}`, handler })]));
+    pool = new WorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(jobs);
+    const runs = await Promise.all([...jobs.keys()].map((name) => queue.add(name, tickData())));
+    await until('64 runs to start', () => active === DEFAULT_WORKER_TUNING.concurrency);
+    await sleep(300);
+    assert.equal(active, 64);
+    open();
+    await Promise.all(runs.map((run) => run.waitUntilFinished(events, 30_000)));
   });
 
   it('close() returns within its timeout when Redis is gone, so the shutdown can go on to exit', async () => {
