@@ -69,8 +69,14 @@ function describeFieldError(field: string, value: string, message: string): stri
   return `${field} "${value}" is not valid (${message})`;
 }
 
+/**
+ * A fixed start date: without one cron-parser builds "now" in the zone for every parse, which was most of
+ * the cost (0.6 ms a parse, so 20 s for 10,000 schedules). Only the fields and `includesDate` are used here.
+ */
+const PARSE_EPOCH = new Date(0);
+
 function parse(text: string, hashSeed: string): CronExpression {
-  return CronExpressionParser.parse(text, { tz: 'UTC', hashSeed });
+  return CronExpressionParser.parse(text, { tz: 'UTC', hashSeed, currentDate: PARSE_EPOCH });
 }
 
 /**
@@ -82,6 +88,8 @@ export function cronProblems(expression: string): string[] {
   const parts = split(expression);
   if ('problem' in parts) return [parts.problem];
   if ('shortcut' in parts) return [];
+  // The common case, a valid expression, costs one parse; the field-by-field probes only explain a failure.
+  if (parses(parts.fields.join(' '))) return [];
   const problems: string[] = [];
   parts.fields.forEach((value, index) => {
     const probe = ['0', '*', '*', '*', '*', '*'];
@@ -104,6 +112,15 @@ export function cronProblems(expression: string): string[] {
     );
   }
   return problems;
+}
+
+function parses(text: string): boolean {
+  try {
+    parse(text, 'probe');
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -28,14 +28,19 @@ interface Cell {
   transition: OffsetTransition | undefined;
 }
 
+/** Zones already found valid: thousands of definitions share a handful, and each check builds a formatter. */
+const knownZones = new Set<string>();
+
 /** Whether `name` is a time zone `Intl` knows (IANA names such as `Europe/Berlin`, or `UTC`). */
 export function isTimeZone(name: string): boolean {
+  if (knownZones.has(name)) return true;
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: name });
-    return true;
   } catch {
     return false;
   }
+  knownZones.add(name);
+  return true;
 }
 
 /** The IANA zone names this runtime supports. */
