@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import { createAdmin, type Admin } from './admin/admin.js';
@@ -16,9 +16,11 @@ import { MAX_LISTED_JOBS, type WorkerState } from './members/record.js';
 import { resolveMemberSettings, type MemberSettings } from './members/settings.js';
 import { membersReport } from './members/status.js';
 import { MemberStore, type CordonRequest } from './members/store.js';
+import { DurableLock, DurableTickLedger, ReplicaWait, replicaWaitFor } from './queueing/durability.js';
 import { KeySpace } from './queueing/keys.js';
 import { Producer, type ProducerMetrics } from './queueing/producer.js';
 import { QueueSet } from './queueing/queue-set.js';
+import { CLUSTER_BULL_PREFIX, hashTag, isCluster, RedisConnections, RedisTopologyError } from './queueing/redis-topology.js';
 import { TickLedger } from './queueing/tick-ledger.js';
 import { WorkerPool, type WorkerTuning } from './queueing/worker-pool.js';
 import type { ScheduledJob } from './scheduling/define-job.js';
@@ -36,17 +38,27 @@ const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.
 
 /** Options of `createScheduler`. Durations are milliseconds. */
 export interface SchedulerOptions {
-  /** The application's ioredis client (not closed by leasebeat), or a Redis URL. */
-  connection: Redis | string;
+  /**
+   * A Redis URL (one server, `redis+sentinel://` or `redis+cluster://`; see `parseRedisUrl`), or the
+   * application's ioredis client (not closed by leasebeat). With a URL, leasebeat opens the connections
+   * each of its parts needs; with a client, everything shares it.
+   */
+  connection: Redis | Cluster | string;
   /** The folder of job files. */
   jobsDir: string;
   /** The lock to campaign on. Default: a `RedisLeaseLock` named `leaseName` on `connection`. */
   lock?: ResourceLock;
   /** Name of the lease and of the cluster's Redis keys. Default `leasebeat`. */
   leaseName?: string;
-  /** Redis key prefix, for leasebeat's keys and BullMQ's. Default `leasebeat` and BullMQ's `bull`. */
+  /** Redis key prefix, for leasebeat's keys and BullMQ's. Default `leasebeat` and BullMQ's `bull` (`{leasebeat-bull}` on Cluster). */
   prefix?: string;
   bullPrefix?: string;
+  /**
+   * Replicas that must acknowledge (`WAIT`) each write that decides safety (the Redis lock's writes, the
+   * fence, the claims) before it counts; see docs/deployment.md. Default: the URL's `minReplicas`, else 1
+   * on Sentinel and Cluster and 0 on one server; 0 when a client is given.
+   */
+  durability?: { minReplicas?: number; waitTimeoutMs?: number };
   /** Identity for the default lock. Default `hostname_<uuid>`. */
   identity?: string;
   election?: { leaseDurationMs?: number; renewDeadlineMs?: number; retryPeriodMs?: number };
@@ -109,6 +121,9 @@ class LeasebeatScheduler implements Scheduler {
   private readonly redis: Redis;
   private readonly ownsRedis: boolean;
   private readonly workerRedis: Redis;
+  private readonly bullPrefix: string | undefined;
+  /** Ends what durable writes hold open (the Sentinel primary check's connections). */
+  private closeDurability: () => void = () => undefined;
   private readonly queueSet: QueueSet;
   private readonly historyReader: HistoryReader;
   private readonly workers: WorkerPool | undefined;
@@ -133,26 +148,40 @@ class LeasebeatScheduler implements Scheduler {
     this.log = options.logger ?? silentLogger;
     this.clock = options.clock ?? systemClock;
     this.ownsRedis = typeof options.connection === 'string';
+    const connections = typeof options.connection === 'string' ? RedisConnections.fromUrl(options.connection) : undefined;
+    const leaseName = options.leaseName ?? 'leasebeat';
+    // Key rules first: a configuration that would break on Cluster opens no connection.
+    connections?.checkLeaseName(leaseName, options.prefix);
+    this.bullPrefix = connections ? connections.bullPrefix(options.bullPrefix) : clusterCheckedPrefix(options.connection as Redis | Cluster, options.bullPrefix);
     // Our own control connection does not replay commands across a lost connection (they fail at the
     // first failed reconnect instead): a claim or an add arriving late, after another leader took over, is
     // exactly what fencing is about. Workers get a separate connection with BullMQ's required settings.
-    this.redis = typeof options.connection === 'string' ? new Redis(options.connection, { maxRetriesPerRequest: 0 }) : options.connection;
-    this.workerRedis = typeof options.connection === 'string' ? new Redis(options.connection, { maxRetriesPerRequest: null }) : options.connection;
+    // leasebeat's modules are typed with ioredis' `Redis`; a Cluster client serves every command they send
+    // (each script's keys share one hash tag).
+    this.redis = (connections?.open('control') ?? options.connection) as Redis;
+    this.workerRedis = (connections?.open('worker') ?? options.connection) as Redis;
     if (this.ownsRedis) {
       for (const client of [this.redis, this.workerRedis]) {
         client.on('error', (error: Error) => this.log.warn({ err: error }, 'Redis connection error; reconnecting'));
       }
     }
-    const leaseName = options.leaseName ?? 'leasebeat';
-    const lock = options.lock ?? new RedisLeaseLock({ connection: this.redis, name: leaseName, identity: options.identity ?? defaultIdentity(), prefix: options.prefix });
+    const durability = this.durableWrites(connections, options.durability);
+    let lock = options.lock;
+    let leaseHistoryKey = lock instanceof RedisLeaseLock ? lock.historyKey : undefined;
+    if (!lock) {
+      const own = new RedisLeaseLock({ connection: this.redis, name: leaseName, identity: options.identity ?? defaultIdentity(), prefix: options.prefix });
+      leaseHistoryKey = own.historyKey;
+      lock = durability ? new DurableLock(own, own.key, durability) : own;
+    }
     this.identity = lock.identity();
     const keys = new KeySpace(options.prefix, leaseName);
-    this.ledger = new TickLedger(this.redis, keys);
+    // Fence and claims must outlive a failover as much as the lease does, whichever lock is used.
+    this.ledger = durability ? new DurableTickLedger(this.redis, keys, durability) : new TickLedger(this.redis, keys);
     this.members = new MemberStore(this.redis, keys);
     this.memberSettings = resolveMemberSettings(options.members);
     this.queueSet = new QueueSet({
       connection: this.redis,
-      prefix: options.bullPrefix,
+      prefix: this.bullPrefix,
       onError: (error) => this.log.warn({ err: error }, 'BullMQ queue connection error'),
     });
     this.registry = new JobRegistry(options.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
@@ -162,12 +191,12 @@ class LeasebeatScheduler implements Scheduler {
       redis: this.redis,
       keys,
       jobs: () => [...this.registry.jobs.values()].map((job) => ({ name: job.name, queue: this.queueSet.get(job.queue) })),
-      ...(lock instanceof RedisLeaseLock ? { leaseHistoryKey: lock.historyKey } : {}),
+      ...(leaseHistoryKey ? { leaseHistoryKey } : {}),
       ...(lock instanceof KubernetesLeaseLock ? { noHistoryNote: kubernetesHistoryNote(namespace, lease) } : {}),
     });
-    this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: options.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs });
+    this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: this.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs });
     if (options.workers !== false) {
-      this.workers = new WorkerPool({ connection: this.workerRedis, prefix: options.bullPrefix, logger: this.log.child({ component: 'workers' }), tuning: options.workerTuning });
+      this.workers = new WorkerPool({ connection: this.workerRedis, prefix: this.bullPrefix, logger: this.log.child({ component: 'workers' }), tuning: options.workerTuning });
     }
     this.elector = new LeaderElector({
       lock,
@@ -314,6 +343,22 @@ class LeasebeatScheduler implements Scheduler {
     };
   }
 
+  /**
+   * The replica acknowledgement every deciding write waits for, or undefined when none is asked for. From a
+   * URL the topology decides the default (and on Sentinel adds the check that the node is still the
+   * agreed primary); a given client waits only when `minReplicas` is set.
+   */
+  private durableWrites(connections: RedisConnections | undefined, settings: SchedulerOptions['durability']): ReplicaWait | undefined {
+    const overrides = { ...(settings?.minReplicas !== undefined ? { minReplicas: settings.minReplicas } : {}), ...(settings?.waitTimeoutMs ? { timeoutMs: settings.waitTimeoutMs } : {}) };
+    if (connections) {
+      const durable = replicaWaitFor(connections, this.redis, overrides);
+      this.closeDurability = () => durable.close();
+      return durable.wait.enabled ? durable.wait : undefined;
+    }
+    const minReplicas = settings?.minReplicas ?? 0;
+    return minReplicas > 0 ? new ReplicaWait(this.redis, { minReplicas, ...overrides }) : undefined;
+  }
+
   private lead(signal: AbortSignal, term: Term): void {
     this.producerRun = this.producer.run(term, signal);
     // A fresh monitor per term: a new leader rebuilds member health from scratch.
@@ -436,11 +481,20 @@ class LeasebeatScheduler implements Scheduler {
     await this.heartbeat.leave().catch((error: unknown) => this.log.warn({ err: error }, 'could not leave the member registry'));
     await this.queueSet.close();
     await this.admin.close();
+    this.closeDurability();
     if (this.ownsRedis) {
       await Promise.all([this.redis, this.workerRedis].map((client) => client.quit().catch(() => client.disconnect())));
     }
     this.log.info('shut down');
   }
+}
+
+/** A given client's BullMQ prefix: on a Cluster client it must carry a hash tag, as with a Cluster URL. */
+function clusterCheckedPrefix(client: Redis | Cluster, requested: string | undefined): string | undefined {
+  if (!isCluster(client)) return requested;
+  const prefix = requested ?? CLUSTER_BULL_PREFIX;
+  if (!hashTag(prefix)) throw new RedisTopologyError(`bullPrefix "${prefix}" has no hash tag: on Redis Cluster each queue's keys must share a slot; use "{${prefix}}"`);
+  return prefix;
 }
 
 function describeTrigger(job: ScheduledJob): string {

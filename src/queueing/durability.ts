@@ -1,8 +1,8 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { LeaderElectionRecord, LockObservation, LockVersion } from '../election/record.js';
 import type { LockFeedListener, ResourceLock } from '../election/resource-lock.js';
 import type { KeySpace } from './keys.js';
-import { keySlot, type RedisClient, type RedisConnections } from './redis-topology.js';
+import { isCluster, keySlot, type RedisClient, type RedisConnections } from './redis-topology.js';
 import { TickLedger, type ClaimOutcome, type ClaimRequest, type FencingToken, type SkippedRange, type SkipRangeOutcome } from './tick-ledger.js';
 
 /**
@@ -158,13 +158,10 @@ export function replicaWaitFor(
   overrides: Partial<Omit<DurabilitySettings, 'primaryCheck'>> = {},
 ): { wait: ReplicaWait; close(): void } {
   const minReplicas = overrides.minReplicas ?? connections.defaultMinReplicas();
+  const timeoutMs = overrides.timeoutMs ?? connections.topology.waitTimeoutMs;
   const check = minReplicas > 0 ? connections.sentinelPrimaryCheck() : undefined;
-  const wait = new ReplicaWait(client, { minReplicas, ...(overrides.timeoutMs ? { timeoutMs: overrides.timeoutMs } : {}), ...(check ? { primaryCheck: check } : {}) });
+  const wait = new ReplicaWait(client, { minReplicas, ...(timeoutMs ? { timeoutMs } : {}), ...(check ? { primaryCheck: check } : {}) });
   return { wait, close: () => check?.close() };
-}
-
-function isCluster(client: RedisClient): client is Cluster {
-  return (client as Cluster).isCluster === true;
 }
 
 /**

@@ -11,12 +11,13 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
  * - `redis+cluster://[[user]:password@]host:port[,host:port…][?natMap=from:port=to:port,…]`,
  *   `rediss+cluster://…`: a Redis Cluster, through any of its seed nodes.
  *
- * Every scheme also takes `minReplicas=<n>` (see durability.ts).
+ * Every scheme also takes `minReplicas=<n>` and `waitTimeout=<ms>` (see durability.ts).
  */
-export type RedisTopology =
-  | { kind: 'standalone'; url: string; options: RedisOptions; minReplicas?: number }
-  | { kind: 'sentinel'; options: RedisOptions & { sentinels: Array<{ host: string; port: number }>; name: string }; minReplicas?: number }
-  | { kind: 'cluster'; nodes: Array<{ host: string; port: number }>; options: ClusterOptions & { redisOptions: RedisOptions }; minReplicas?: number };
+export type RedisTopology = { minReplicas?: number; waitTimeoutMs?: number } & (
+  | { kind: 'standalone'; url: string; options: RedisOptions }
+  | { kind: 'sentinel'; options: RedisOptions & { sentinels: Array<{ host: string; port: number }>; name: string } }
+  | { kind: 'cluster'; nodes: Array<{ host: string; port: number }>; options: ClusterOptions & { redisOptions: RedisOptions } }
+);
 
 /** A client of either kind; leasebeat's modules type it as ioredis `Redis`, whose commands Cluster shares. */
 export type RedisClient = Redis | Cluster;
@@ -52,7 +53,10 @@ export function parseRedisUrl(input: string): RedisTopology {
   const password = rawPassword.length > 0 ? decodeURIComponent(rawPassword.join(':')) : undefined;
   const params = tail.searchParams;
   const minReplicas = optionalInt(params.get('minReplicas'), 'minReplicas', input);
-  const known = new Set(['minReplicas', 'sentinelPassword', 'sentinelUsername', 'sentinelTls', 'natMap']);
+  const waitTimeoutMs = optionalInt(params.get('waitTimeout'), 'waitTimeout', input);
+  if (waitTimeoutMs === 0) throw new RedisTopologyError(`Redis URL ${redact(input)}: waitTimeout must be > 0 ms (Redis' WAIT 0 would block for ever)`);
+  const durability = { ...(minReplicas !== undefined ? { minReplicas } : {}), ...(waitTimeoutMs !== undefined ? { waitTimeoutMs } : {}) };
+  const known = new Set(['minReplicas', 'waitTimeout', 'sentinelPassword', 'sentinelUsername', 'sentinelTls', 'natMap']);
   for (const key of params.keys()) {
     if (!known.has(key)) throw new RedisTopologyError(`Redis URL ${redact(input)}: unknown option "${key}" (known: ${[...known].join(', ')})`);
   }
@@ -67,7 +71,7 @@ export function parseRedisUrl(input: string): RedisTopology {
     const sentinelTls = params.get('sentinelTls') === 'true';
     return {
       kind: 'sentinel',
-      minReplicas,
+      ...durability,
       options: {
         ...base,
         sentinels: hosts,
@@ -87,7 +91,7 @@ export function parseRedisUrl(input: string): RedisTopology {
     return {
       kind: 'cluster',
       nodes: hosts,
-      minReplicas,
+      ...durability,
       options: { redisOptions: base, ...(natMap ? { natMap: parseNatMap(natMap, input) } : {}) },
     };
   }
@@ -99,7 +103,7 @@ export function parseRedisUrl(input: string): RedisTopology {
   const db = path[0];
   return {
     kind: 'standalone',
-    minReplicas,
+    ...durability,
     url: input,
     options: { ...base, host, port, ...(db !== undefined ? { db: dbNumber(db, input) } : {}) },
   };
@@ -214,6 +218,11 @@ export class RedisConnections {
         return `cluster ${t.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`;
     }
   }
+}
+
+/** Whether a client is an ioredis Cluster client. */
+export function isCluster(client: RedisClient): client is Cluster {
+  return (client as Cluster).isCluster === true;
 }
 
 /** The hash tag Redis Cluster hashes `key` by, or undefined when the whole key is hashed. */
