@@ -28,6 +28,8 @@ export interface LoadResult {
 /** How long a job file may take to import (top-level await included) before it counts as broken. */
 const IMPORT_TIMEOUT_MS = 10_000;
 const DEFAULT_DEBOUNCE_MS = 100;
+/** Files a scan imports at once: enough to overlap reads and transforms, few enough to bound memory. */
+const PARALLEL_FILE_LOADS = 16;
 
 /**
  * Job files are the `.ts`, `.js` and `.mjs` files directly in the folder. Names starting with `_` or
@@ -55,52 +57,130 @@ function shownPath(file: string): string {
 const requireForCache = createRequire(import.meta.url);
 let importVersion = 0;
 
+/** One definition a file produced: its index when the file exports several, so messages can name the entry. */
+interface Entry {
+  job: ScheduledJob;
+  /** Undefined for a file that exports one definition. */
+  index: number | undefined;
+}
+
+/** A definition the file exported that was refused; `name` when a previous version of it may run in its place. */
+interface FailedEntry {
+  name: string | undefined;
+  errors: string[];
+}
+
+/** What one job file gave: a file that could not be read at all is `broken`, with nothing else. */
+type FileOutcome =
+  | { broken: true; errors: string[] }
+  | { broken: false; entries: Entry[]; failed: FailedEntry[]; warnings: string[] };
+
 /**
- * Imports a job file afresh and validates its default export. ES modules are cached by URL, so a
- * query makes every import a new module; files in a CommonJS package scope are cached by path, so
- * their cache entry goes first. A module once imported stays in memory: each reload costs a little.
- * Only the job file is re-imported; modules it imports are cached until restart.
+ * Imports a job file afresh and validates what it default-exports: one definition, an array of them, or a
+ * function (sync or async) returning either. ES modules are cached by URL, so a query makes every import a
+ * new module; files in a CommonJS package scope are cached by path, so their cache entry goes first. A
+ * module once imported stays in memory: each reload costs a little. Only the job file is re-imported;
+ * modules it imports are cached until restart.
  */
-async function loadJobFile(file: string): Promise<{ job: ScheduledJob; warnings: string[] } | { errors: string[] }> {
+async function loadJobFile(file: string): Promise<FileOutcome> {
   const shown = shownPath(file);
   let exports: Record<string, unknown>;
   try {
     delete requireForCache.cache[file];
-    exports = await withTimeout(import(jobFileUrl(file)) as Promise<Record<string, unknown>>);
+    exports = await withTimeout(import(await jobFileUrl(file)) as Promise<Record<string, unknown>>, 'importing');
   } catch (error) {
-    return { errors: [`${shown}: ${describeImportError(error, file)}`] };
+    return { broken: true, errors: [`${shown}: ${describeImportError(error, file)}`] };
   }
-  if (exports.default === undefined) {
-    return { errors: [`${shown}: has no default export; add \`export default defineJob({ ... })\``] };
+  let exported = exports.default;
+  if (exported === undefined) {
+    return { broken: true, errors: [`${shown}: has no default export; add \`export default defineJob({ ... })\``] };
   }
-  const result = validateJobDefinition(exports.default, file, shown);
-  return result.ok ? { job: result.job, warnings: result.warnings } : { errors: result.errors };
+  if (typeof exported === 'function') {
+    try {
+      exported = await withTimeout(Promise.resolve((exported as () => unknown)()), 'building its definitions');
+    } catch (error) {
+      return { broken: true, errors: [`${shown}: threw while building its definitions: ${describeThrown(error)}`] };
+    }
+    if (typeof exported !== 'object' || exported === null) {
+      return { broken: true, errors: [`${shown}: default export (a function) returned ${String(exported)}: must return a job definition or an array of them`] };
+    }
+  }
+  if (Array.isArray(exported)) return validateEntries(exported, file, shown);
+  // A file of one definition is broken as a whole when it is invalid, so its last good version keeps running.
+  const result = validateJobDefinition(exported, file, shown);
+  return result.ok ? { broken: false, entries: [{ job: result.job, index: undefined }], failed: [], warnings: result.warnings } : { broken: true, errors: result.errors };
 }
 
-let esmHooks = false;
+/** Validates each definition of an array on its own; within the file, a name belongs to its first entry. */
+function validateEntries(values: readonly unknown[], file: string, shown: string): FileOutcome {
+  const now = Date.now();
+  const entries: Entry[] = [];
+  const failed: FailedEntry[] = [];
+  const warnings: string[] = [];
+  const entryOf = new Map<string, number>();
+  values.forEach((value, i) => {
+    const rawName = (value as { name?: unknown } | null)?.name;
+    const name = typeof rawName === 'string' ? rawName : undefined;
+    const label = `${shown}: entry ${i}${name === undefined ? '' : ` (${JSON.stringify(name)})`}`;
+    const result = validateJobDefinition(value, file, label, now);
+    if (!result.ok) {
+      failed.push({ name, errors: result.errors });
+      return;
+    }
+    const first = entryOf.get(result.job.name);
+    if (first !== undefined) {
+      // No name: an earlier version of the name never runs in place of a duplicate; the first entry does.
+      failed.push({ name: undefined, errors: [`${label}: name "${result.job.name}" is already defined by entry ${first} of this file; this entry is ignored until one of them is renamed`] });
+      return;
+    }
+    entryOf.set(result.job.name, i);
+    entries.push({ job: result.job, index: i });
+    warnings.push(...result.warnings);
+  });
+  return { broken: false, entries, failed, warnings };
+}
+
+/** Set by bin/leasebeat.js once it registered tsx itself, to run the CLI from its TypeScript sources. */
+const TSX_REGISTERED = Symbol.for('leasebeat.tsx-registered');
+
+/** Whether TypeScript already loads in this process: `node --import tsx`, tsx's CLI, or the bin from source. */
+function tsxPresent(): boolean {
+  return TSX_REGISTERED in globalThis || [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => arg.includes('tsx'));
+}
+
+/**
+ * Registers tsx (unless present) and then the hooks that make a `.ts` job file a module. Only done once a
+ * `.ts` job file is seen: module hooks run on a thread of their own, which costs about 30 MiB and 0.3 s,
+ * so a process loading only `.js`/`.mjs` jobs never pays for it.
+ */
+async function registerTypeScriptHooks(): Promise<void> {
+  if (!tsxPresent()) (await import('tsx/esm/api')).register();
+  // After tsx, so that these run first and hand tsx the format.
+  register(new URL('./esm-job-hooks.mjs', import.meta.url));
+}
+
+let esmHooks: Promise<void> | undefined;
 
 /**
  * The URL a job file is imported by. A `.ts` job file is an ES module whatever package it sits in: tsx
  * would compile it as CommonJS outside a `"type": "module"` package (no top-level await, and with no
  * package.json at all not even TypeScript syntax), so a loader hook marks it as a module.
  */
-function jobFileUrl(file: string): string {
+async function jobFileUrl(file: string): Promise<string> {
   const url = `${pathToFileURL(file).href}?v=${++importVersion}`;
   if (!file.endsWith('.ts')) return url;
-  if (!esmHooks) {
-    register(new URL('./esm-job-hooks.mjs', import.meta.url));
-    esmHooks = true;
-  }
+  esmHooks ??= registerTypeScriptHooks();
+  await esmHooks;
   return `${url}&leasebeat-esm=1`;
 }
 
-async function withTimeout<T>(work: Promise<T>): Promise<T> {
+async function withTimeout<T>(work: Promise<T>, doing: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     // Not unref'd: a top-level await that never settles leaves nothing else keeping the process alive,
     // and `leasebeat validate` must report it rather than exit 13 silently.
     timer = setTimeout(
-      () => reject(new Error(`did not finish importing within ${IMPORT_TIMEOUT_MS / 1000}s (a top-level await that never settles?)`)),
+      () => reject(new Error(`did not finish ${doing} within ${IMPORT_TIMEOUT_MS / 1000}s (an await that never settles?)`)),
       IMPORT_TIMEOUT_MS,
     );
   });
@@ -111,14 +191,16 @@ async function withTimeout<T>(work: Promise<T>): Promise<T> {
   }
 }
 
+function oneLine(text: string): string {
+  return text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .join(' ')
+    .slice(0, 500);
+}
+
 function describeImportError(error: unknown, file: string): string {
-  const oneLine = (text: string): string =>
-    text
-      .split('\n')
-      .map((line) => line.trim())
-      .filter(Boolean)
-      .join(' ')
-      .slice(0, 500);
   if (!(error instanceof Error)) return `threw while being imported: ${String(error)}`;
   // tsx reports TypeScript syntax errors as "Transform failed with N error(s):\n<file>:<line>:<column>: ERROR: <text>".
   if (error.message.startsWith('Transform failed')) {
@@ -130,7 +212,11 @@ function describeImportError(error: unknown, file: string): string {
     const line = syntaxErrorLine(file);
     return `has a syntax error${line === undefined ? '' : ` on line ${line}`}: ${oneLine(error.message)}`;
   }
-  return `threw while being imported: ${error.name}: ${oneLine(error.message)}`;
+  return `threw while being imported: ${describeThrown(error)}`;
+}
+
+function describeThrown(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${oneLine(error.message)}` : String(error);
 }
 
 /** The line of a JavaScript file's syntax error, from `node --check` (only run for a file that failed to parse). */
@@ -144,10 +230,41 @@ function syntaxErrorLine(file: string): number | undefined {
 
 interface FileState {
   file: string;
-  /** The job the file defines, or the last good version while the file is broken. */
-  job: ScheduledJob | undefined;
+  /** The jobs the file defines; while an entry or the whole file is broken, their last good versions. */
+  entries: Entry[];
   errors: string[];
   warnings: string[];
+}
+
+/** How messages name a definition: the file alone when it exports one, else the file and the entry. */
+function entryLabel(file: string, { job, index }: Entry): string {
+  return index === undefined ? shownPath(file) : `${shownPath(file)}: entry ${index} (${JSON.stringify(job.name)})`;
+}
+
+/**
+ * A file's state after a load, keeping last good versions from `previous`: all of its jobs when the file
+ * no longer loads, and a broken entry's job when an entry of the same name ran before.
+ */
+function fileState(file: string, outcome: FileOutcome, previous: FileState | undefined): FileState {
+  const before = new Map((previous?.entries ?? []).map((entry) => [entry.job.name, entry]));
+  if (outcome.broken) {
+    const kept = previous?.entries ?? [];
+    const note =
+      kept.length === 0 ? '' : kept.length === 1 ? ` (the previous version of job "${kept[0]!.job.name}" keeps running)` : ` (the previous versions of its ${kept.length} jobs keep running)`;
+    return { file, entries: kept, errors: outcome.errors.map((message) => message + note), warnings: previous?.warnings ?? [] };
+  }
+  const entries = [...outcome.entries];
+  const errors: string[] = [];
+  const loaded = new Set(entries.map((entry) => entry.job.name));
+  for (const { name, errors: messages } of outcome.failed) {
+    const kept = name === undefined || loaded.has(name) ? undefined : before.get(name);
+    if (kept) {
+      entries.push(kept);
+      loaded.add(name!);
+    }
+    errors.push(...messages.map((message) => (kept ? `${message} (the previous version of job "${name}" keeps running)` : message)));
+  }
+  return { file, entries, errors, warnings: outcome.warnings };
 }
 
 /**
@@ -156,26 +273,26 @@ interface FileState {
  */
 function assemble(states: FileState[], previousOwners: ReadonlyMap<string, string>): LoadResult {
   const owners = new Map<string, string>();
-  const claims = states.filter((state) => state.job !== undefined) as Array<FileState & { job: ScheduledJob }>;
-  for (const { file, job } of claims) if (previousOwners.get(job.name) === file) owners.set(job.name, file);
-  for (const { file, job } of claims) if (!owners.has(job.name)) owners.set(job.name, file);
+  for (const { file, entries } of states) for (const { job } of entries) if (previousOwners.get(job.name) === file) owners.set(job.name, file);
+  for (const { file, entries } of states) for (const { job } of entries) if (!owners.has(job.name)) owners.set(job.name, file);
 
   const jobs = new Map<string, ScheduledJob>();
   const errors: LoadError[] = [];
   const warnings: LoadError[] = [];
-  for (const { file, job, errors: messages, warnings: notes } of states) {
+  for (const { file, entries, errors: messages, warnings: notes } of states) {
     errors.push(...messages.map((message) => ({ file, message })));
     warnings.push(...notes.map((message) => ({ file, message })));
-    if (!job) continue;
-    const owner = owners.get(job.name)!;
-    if (owner === file) {
-      jobs.set(job.name, job);
-    } else {
+    for (const entry of entries) {
+      const owner = owners.get(entry.job.name)!;
+      if (owner === file) {
+        jobs.set(entry.job.name, entry.job);
+        continue;
+      }
       errors.push({
         file,
         message:
-          `${shownPath(file)}: name "${job.name}" is already defined in ${shownPath(owner)}, which keeps running it; ` +
-          'this file is ignored until one of them is renamed',
+          `${entryLabel(file, entry)}: name "${entry.job.name}" is already defined in ${shownPath(owner)}, which keeps running it; ` +
+          `this ${entry.index === undefined ? 'file' : 'entry'} is ignored until one of them is renamed`,
       });
     }
   }
@@ -183,19 +300,13 @@ function assemble(states: FileState[], previousOwners: ReadonlyMap<string, strin
 }
 
 /**
- * Imports and validates every job file in `dir`. A broken file never stops the others: its problems
- * are returned in `errors`. When two files use one name, the first by file name wins.
+ * Imports and validates every job file in `dir`. A broken file or entry never stops the others: its
+ * problems are returned in `errors`. When two files use one name, the first by file name wins.
  */
 export async function loadJobs(dir: string): Promise<LoadResult> {
   const files = await listJobFiles(dir);
   const outcomes = await Promise.all(files.map((file) => loadJobFile(file)));
-  const states = files.map((file, i): FileState => {
-    const outcome = outcomes[i]!;
-    return 'job' in outcome
-      ? { file, job: outcome.job, errors: [], warnings: outcome.warnings }
-      : { file, job: undefined, errors: outcome.errors, warnings: [] };
-  });
-  return assemble(states, new Map());
+  return assemble(files.map((file, i) => fileState(file, outcomes[i]!, undefined)), new Map());
 }
 
 export interface RegistrySnapshot {
@@ -287,8 +398,14 @@ export class JobRegistry extends EventEmitter<{ change: [RegistryChange] }> {
 
   private async scan(): Promise<RegistrySnapshot> {
     const files = await listJobFiles(this.dir);
-    for (const file of this.files.keys()) if (!files.includes(file)) this.files.delete(file);
-    for (const file of files) await this.refresh(file);
+    const present = new Set(files);
+    for (const file of this.files.keys()) if (!present.has(file)) this.files.delete(file);
+    // Several files at once: a folder of 10,000 files one after the other took 40 s.
+    let taken = 0;
+    const refreshing = async (): Promise<void> => {
+      while (taken < files.length) await this.refresh(files[taken++]!);
+    };
+    await Promise.all(Array.from({ length: PARALLEL_FILE_LOADS }, refreshing));
 
     const previous = this.current;
     const owners = new Map([...previous.jobs.values()].map((job) => [job.name, job.file]));
@@ -316,7 +433,7 @@ export class JobRegistry extends EventEmitter<{ change: [RegistryChange] }> {
     return next;
   }
 
-  /** Re-imports a file if its content changed; a broken version keeps the previous job. */
+  /** Re-imports a file if its content changed; a broken file or entry keeps its previous jobs. */
   private async refresh(file: string): Promise<void> {
     let content: Buffer;
     try {
@@ -329,15 +446,7 @@ export class JobRegistry extends EventEmitter<{ change: [RegistryChange] }> {
     const previous = this.files.get(file);
     if (previous?.hash === hash) return;
     const outcome = await loadJobFile(file);
-    if ('job' in outcome) {
-      for (const warning of outcome.warnings) this.log.warn({ file }, warning);
-      this.files.set(file, { file, hash, job: outcome.job, errors: [], warnings: outcome.warnings });
-      return;
-    }
-    const kept = previous?.job;
-    const errors = kept
-      ? outcome.errors.map((message) => `${message} (the previous version of job "${kept.name}" keeps running)`)
-      : outcome.errors;
-    this.files.set(file, { file, hash, job: kept, errors, warnings: previous?.warnings ?? [] });
+    if (!outcome.broken) for (const warning of outcome.warnings) this.log.warn({ file }, warning);
+    this.files.set(file, { ...fileState(file, outcome, previous), hash });
   }
 }
