@@ -5,7 +5,6 @@ import { Producer, type ProducerMetrics } from '../src/queueing/producer.js';
 import { QueueSet } from '../src/queueing/queue-set.js';
 import { TickLedger } from '../src/queueing/tick-ledger.js';
 import type { ScheduledJob } from '../src/scheduling/define-job.js';
-import { systemClock, type Clock } from '../src/util/clock.js';
 
 /** A leasebeat Producer leading alone, in this process, over the given schedules. */
 export interface RunningProducer {
@@ -17,19 +16,11 @@ export interface RunningProducer {
 
 /**
  * Starts the real `Producer` for one term, as the leader's scheduler does, minus the elector: it leads
- * until `stop()`. The loop's start is seen through the clock: the producer's first sleep comes right
- * after it took over every job.
+ * until `stop()`. `looping` resolves when the producer reports every job taken over.
  */
 export function startProducer(options: { redis: Redis; jobs: Map<string, ScheduledJob>; metrics?: ProducerMetrics }): RunningProducer {
   let loopStarted: (at: number) => void = () => undefined;
   const looping = new Promise<number>((resolve) => (loopStarted = resolve));
-  const clock: Clock = {
-    now: () => systemClock.now(),
-    sleep: (ms, signal) => {
-      loopStarted(Date.now());
-      return systemClock.sleep(ms, signal);
-    },
-  };
   const queues = new QueueSet({ connection: options.redis });
   const producer = new Producer({
     redis: options.redis,
@@ -38,8 +29,8 @@ export function startProducer(options: { redis: Redis; jobs: Map<string, Schedul
     jobs: () => options.jobs,
     stillLeading: () => true,
     logger: pino({ level: 'silent' }),
-    clock,
     metrics: options.metrics,
+    onTakenOver: () => loopStarted(Date.now()),
   });
   const term = new AbortController();
   const run = producer.run({ holderIdentity: 'bench', generation: 'bench', leaderTransitions: 1, acquireTime: Date.now() }, term.signal);

@@ -3,7 +3,16 @@ import type { LeaderElectionRecord, LockObservation, LockVersion } from '../elec
 import type { LockFeedListener, ResourceLock } from '../election/resource-lock.js';
 import type { KeySpace } from './keys.js';
 import { isCluster, keySlot, type RedisClient, type RedisConnections } from './redis-topology.js';
-import { TickLedger, type ClaimOutcome, type ClaimRequest, type FencingToken, type SkippedRange, type SkipRangeOutcome } from './tick-ledger.js';
+import {
+  TickLedger,
+  type ClaimOutcome,
+  type ClaimRequest,
+  type FencingToken,
+  type SkippedRange,
+  type SkipRangeOutcome,
+  type TickClaim,
+  type TickConfirmation,
+} from './tick-ledger.js';
 
 /**
  * Durability of the writes that decide safety, on replicated Redis (Sentinel, Cluster, managed services).
@@ -195,6 +204,19 @@ export class DurableTickLedger extends TickLedger {
   override async confirm(job: string, tick: number, jobId: string, now: number): Promise<void> {
     await super.confirm(job, tick, jobId, now);
     await this.replicas.confirm(this.keys.ledger(job), `enqueued record of ${job}@${tick}`);
+  }
+
+  override async claimTicks(token: FencingToken, claims: TickClaim[]): Promise<ClaimOutcome[]> {
+    const outcomes = await super.claimTicks(token, claims);
+    // One WAIT covers the whole batch (one script on one connection); as for one claim, `settled` counts.
+    const decided = outcomes.some((outcome) => outcome.kind !== 'fenced' && outcome.kind !== 'hole');
+    if (decided) await this.replicas.confirm(this.keys.ledger(claims[0]!.job), `claims of ${claims.length} ticks`);
+    return outcomes;
+  }
+
+  override async confirmTicks(confirmations: TickConfirmation[], now: number): Promise<void> {
+    await super.confirmTicks(confirmations, now);
+    if (confirmations.length > 0) await this.replicas.confirm(this.keys.ledger(confirmations[0]!.job), `enqueued records of ${confirmations.length} ticks`);
   }
 
   override async skipRange(token: FencingToken, job: string, range: SkippedRange): Promise<SkipRangeOutcome> {

@@ -32,6 +32,50 @@ export async function addRun(queues: QueueSet, job: ScheduledJob, data: TickJobD
   return added.job.id;
 }
 
+/** One run to add: the job, its data and its BullMQ options (with the run's deterministic `jobId`). */
+export interface Run {
+  job: ScheduledJob;
+  data: TickJobData;
+  opts: JobsOptions;
+}
+
+/**
+ * Adds several runs at once: those without a flow with one `addBulk` per queue (one pipelined round
+ * trip for each), flows one by one through {@link addRun}. The same job ids and options as `addRun`, so
+ * a repeated call adds nothing twice. Answers per run: undefined once added, or the error of its add
+ * (a failed `addBulk` fails every run of its queue; a flow fails alone), so one job that cannot be
+ * added does not hold back the others.
+ */
+export async function addRuns(queues: QueueSet, runs: Run[]): Promise<Array<Error | undefined>> {
+  const results: Array<Error | undefined> = runs.map(() => undefined);
+  const byQueue = new Map<string, number[]>();
+  const adds: Array<Promise<unknown>> = [];
+  runs.forEach((run, index) => {
+    if (run.job.flow) {
+      adds.push(addRun(queues, run.job, run.data, run.opts).catch((error: unknown) => (results[index] = asError(error))));
+      return;
+    }
+    let plain = byQueue.get(run.job.queue);
+    if (!plain) byQueue.set(run.job.queue, (plain = []));
+    plain.push(index);
+  });
+  for (const [queue, indexes] of byQueue) {
+    const bulk = indexes.map((i) => ({ name: runs[i]!.job.name, data: runs[i]!.data, opts: runs[i]!.opts }));
+    adds.push(
+      queues
+        .get(queue)
+        .addBulk(bulk)
+        .catch((error: unknown) => {
+          for (const i of indexes) results[i] = asError(error);
+        }),
+    );
+  }
+  await Promise.all(adds);
+  return results;
+}
+
+const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));
+
 /** Gives every node of a tick's flow a queue (its own, or the job's) and an id (its own, or one derived from the run's). */
 function withQueue(child: TickFlowChild, queue: string, jobId: string | undefined): FlowJobNode {
   return {

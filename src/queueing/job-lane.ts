@@ -2,9 +2,11 @@ import type { Logger } from 'pino';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, type RunState, type SkippedTicks } from '../scheduling/plan.js';
 import type { Clock } from '../util/clock.js';
+import type { DueTimer, Nap } from './due-timer.js';
+import type { FencedEnqueue } from './fenced-enqueue.js';
 import { tickJobId } from './job-data.js';
 import type { ProducerMetrics } from './producer.js';
-import type { ClaimRequest, FencingToken, TickLedger } from './tick-ledger.js';
+import type { ClaimRequest, FencingToken, TakeOverState, TickLedger } from './tick-ledger.js';
 
 /** What a lane needs from the leadership term it runs in. */
 export interface LaneTerm {
@@ -14,6 +16,10 @@ export interface LaneTerm {
   readonly log: Logger;
   readonly ledger: TickLedger;
   readonly clock: Clock;
+  /** The term's one timer: every lane naps on it. */
+  readonly timer: DueTimer;
+  /** The term's fenced claim, add and confirm, batched with the other lanes' calls of the same turn. */
+  readonly enqueue: FencedEnqueue;
   readonly metrics: ProducerMetrics | undefined;
   /** The authoritative time (Redis-corrected), in whole ms. */
   now(): number;
@@ -23,8 +29,8 @@ export interface LaneTerm {
   leading(): boolean;
   /** Waits until the self-fence allows writes again; false if the term ended first. */
   waitLeading(): Promise<boolean>;
-  /** Adds one claimed tick to BullMQ (idempotent: the job id is deterministic). */
-  add(job: ScheduledJob, tick: number, jobId: string): Promise<void>;
+  /** What the takeover of a job reads (batched with the other lanes' takeovers). */
+  takeOverState(job: string): Promise<TakeOverState>;
   /** The state of the job's newest run (a claimed run not yet in BullMQ counts as waiting). */
   previousRun(job: ScheduledJob): Promise<RunState>;
   /** A Redis round trip succeeded (feeds the unreachability check). */
@@ -65,9 +71,15 @@ export class JobLane {
   private needsPlan = true;
   /** True while the lane runs late (after a failure or a self-fence pause): the catch-up window applies. */
   private behind = false;
-  private wakeUp = new AbortController();
-  private readonly stopped = new AbortController();
+  /** The definition changed since the lane last planned its nap. */
+  private redefined = false;
+  private stopped = false;
+  /** The lane's current nap on the term's timer, and whether a redefinition may cut it short. */
+  private napping: { nap: Nap; wakeable: boolean } | undefined;
   private readonly log: Logger;
+  private markTakenOver: () => void = () => undefined;
+  /** Resolves once the lane has taken its job over (pending ticks finished, catch-up recorded). */
+  readonly takenOver = new Promise<void>((resolve) => (this.markTakenOver = resolve));
 
   constructor(
     readonly name: string,
@@ -78,50 +90,65 @@ export class JobLane {
 
   /** The job's definition changed: re-read it now. */
   wake(): void {
-    this.wakeUp.abort();
+    this.redefined = true;
+    if (this.napping?.wakeable) this.napping.nap.wake();
   }
 
   /** The job was removed: the lane ends after its current step. */
   stop(): void {
-    this.stopped.abort();
-    this.wakeUp.abort();
+    this.stopped = true;
+    this.napping?.nap.wake();
+  }
+
+  private get over(): boolean {
+    return this.stopped || this.term.signal.aborted;
   }
 
   /** Runs until the term ends or the lane is stopped. */
   async run(): Promise<void> {
-    const signal = AbortSignal.any([this.term.signal, this.stopped.signal]);
-    for (let failures = 0; !signal.aborted; ) {
+    for (let failures = 0; !this.over; ) {
       const job = this.term.job(this.name);
       if (!job) return;
       try {
-        if (this.needsPlan) this.needsPlan = !(await this.takeOver(job));
-        else await this.step(job, signal);
+        if (this.needsPlan) {
+          this.needsPlan = !(await this.takeOver(job));
+          if (!this.needsPlan) this.markTakenOver();
+        }
+        else await this.step(job);
         failures = 0;
       } catch (error) {
-        if (signal.aborted) return;
+        if (this.over) return;
         this.behind = true;
         const retryInMs = Math.min(RETRY_MS * 2 ** failures++, MAX_RETRY_MS);
         this.log.warn({ err: error, retryInMs }, 'could not record a tick; retrying it before any later tick of this job');
-        await this.term.clock.sleep(retryInMs, signal).catch(() => undefined);
+        await this.nap(retryInMs, false);
       }
     }
   }
 
+  /** Naps on the term's timer until `ms` passed, the lane stops, the term ends, or (if `wakeable`) a redefinition. */
+  private async nap(ms: number, wakeable: boolean): Promise<void> {
+    const nap = this.term.timer.nap(ms);
+    this.napping = { nap, wakeable };
+    if (this.over || (wakeable && this.redefined)) nap.wake();
+    await nap.done;
+    this.napping = undefined;
+  }
+
   /** Finishes an unadded claim, releases a buffered tick whose turn came, or fires the next due tick. */
-  private async step(job: ScheduledJob, signal: AbortSignal): Promise<void> {
+  private async step(job: ScheduledJob): Promise<void> {
     if (this.unadded !== undefined) return this.finishAdd(job);
     const tick = nextTick(job, this.cursor);
     const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.term.now();
     if (untilDue > 0) {
       this.behind = false;
-      if (this.wakeUp.signal.aborted) {
-        // Redefined while this step ran: re-read the definition before sleeping on the old schedule.
-        this.wakeUp = new AbortController();
+      if (this.redefined) {
+        // Redefined while this step ran: re-read the definition before napping on the old schedule.
+        this.redefined = false;
         return;
       }
-      const wait = Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS);
-      await this.term.clock.sleep(wait, AbortSignal.any([signal, this.wakeUp.signal])).catch(() => undefined);
-      if (!signal.aborted) await this.release(job);
+      await this.nap(Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS), true);
+      if (!this.over) await this.release(job);
       return;
     }
     // Release first, then decide the new tick against the released run.
@@ -145,12 +172,14 @@ export class JobLane {
    * failure, so a partial takeover is never trusted. Returns false when it must run again.
    */
   private async takeOver(job: ScheduledJob): Promise<boolean> {
-    const { ledger } = this.term;
     if (!(await this.writable())) return false;
     this.buffered = undefined;
     this.unadded = undefined;
-    for (const tick of await ledger.pendingTicks(job.name)) {
-      const state = (await ledger.tickState(job.name, tick)) ?? '';
+    // One batched read: pending ticks and their states, the watermark, the run-time pause, and
+    // `scheduledSince` (recorded by the first takeover that saw the job).
+    const taken = await this.term.takeOverState(job.name);
+    this.term.reached();
+    for (const { tick, state } of taken.pending) {
       if (state.startsWith('buffered|') && job.overlap === 'bufferOne' && this.buffered === undefined && (await this.unfinished(job))) {
         this.buffered = tick;
         continue;
@@ -161,13 +190,13 @@ export class JobLane {
     }
     const now = this.term.now();
     // A job no term has ticked yet owes its ticks from the moment a leader first saw it, so a failover
-    // before its first tick cannot lose that tick.
-    const owedSince = await ledger.markScheduledSince(job.name, now);
-    const { lastScheduledTick } = await ledger.jobState(job.name);
+    // before its first tick cannot lose that tick. (Finishing pending ticks above never moves the
+    // watermark: they are recorded already.)
+    const owedSince = taken.scheduledSince;
+    const { lastScheduledTick } = taken.state;
     // A pause set at run time (`leasebeat pause`, perhaps while no instance ran) counts like the
     // definition's: the missed ticks are `paused`, not lost to the catch-up limit or window.
-    const paused = job.paused || (await ledger.isPaused(job.name));
-    this.term.reached();
+    const paused = job.paused || taken.paused;
     this.watermark = lastScheduledTick;
     this.cursor = lastScheduledTick ?? owedSince;
     const plan = planCatchup(job, this.cursor, now, paused);
@@ -195,7 +224,8 @@ export class JobLane {
     // The self-fence right before the claim: a paused leader must not write, even if it decided earlier.
     if (!this.term.leading()) return false;
     const jobId = tickJobId(job.name, tick);
-    const outcome = await this.term.ledger.claim(this.term.token, job.name, tick, jobId, request);
+    const outcome = await this.term.enqueue.claim(job.name, tick, jobId, request);
+    if (!outcome) return false;
     this.term.reached();
     switch (outcome.kind) {
       case 'fenced':
@@ -246,12 +276,12 @@ export class JobLane {
     // pending in the ledger and is finished by the next term.
     if (!this.term.leading()) return;
     const jobId = tickJobId(job.name, tick);
-    await this.term.add(job, tick, jobId);
-    const now = this.term.now();
-    await this.term.ledger.confirm(job.name, tick, jobId, now);
+    if (!(await this.term.enqueue.add(job, tick, jobId))) return;
+    const addedAt = this.term.now();
+    await this.term.enqueue.confirm(job.name, tick, jobId);
     this.term.reached();
     this.unadded = undefined;
-    this.term.metrics?.enqueued(job.name, Math.max(0, now - tick) / 1000);
+    this.term.metrics?.enqueued(job.name, Math.max(0, addedAt - tick) / 1000);
   }
 
   /** Adds the buffered tick once the run before it has finished. */

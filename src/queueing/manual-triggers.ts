@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { ScheduledJob } from '../scheduling/define-job.js';
 import { LuaScript } from '../util/lua.js';
 import type { KeySpace } from './keys.js';
 import type { LaneTerm } from './job-lane.js';
@@ -10,8 +9,13 @@ const confirmManualScript = new LuaScript(new URL('./lua/confirmManual.lua', imp
 
 /** The stream keeps about this many requests: far more than can be pending within any admin's bound. */
 const STREAM_MAXLEN = 1000;
-/** How often the leader reads new trigger requests. */
-export const TRIGGER_POLL_MS = 200;
+/**
+ * How long one blocking read of the request stream waits for a request before it is sent again. A
+ * request wakes the read at once; idle, the desk costs one command per this interval.
+ */
+export const TRIGGER_BLOCK_MS = 10_000;
+/** After a failed read, the next one waits this long (on a fresh connection). */
+const TRIGGER_RETRY_MS = 500;
 
 /** A trigger request as written to the stream. */
 export interface TriggerRequest {
@@ -79,11 +83,8 @@ function parseEntries(entries: Array<[string, string[]]>): TriggerRequest[] {
   });
 }
 
-/** What the leader's trigger desk needs from its term, beyond a lane's view. */
-export interface DeskTerm extends LaneTerm {
-  /** Adds one manual run to BullMQ (flows included) under the term's token. */
-  addManual(job: ScheduledJob, requestedAt: number, jobId: string): Promise<void>;
-}
+/** What the leader's trigger desk needs from its term: a lane's view (the fenced add included). */
+export type DeskTerm = LaneTerm;
 
 /**
  * The leader's side of `leasebeat trigger`: reads the request stream while this instance leads and runs
@@ -97,26 +98,44 @@ export class TriggerDesk {
     private readonly term: DeskTerm,
   ) {}
 
+  /**
+   * Reads the stream with a blocking XREAD on a connection of its own (duplicated from the leader's, so a
+   * blocked read never delays a claim), from its start at takeover: the script settles requests already
+   * recorded, finishes those an earlier term claimed, and refuses those past their deadline.
+   */
   async run(): Promise<void> {
-    // At takeover, every request still in the stream: the script settles those already recorded, finishes
-    // those an earlier term claimed, and refuses those past their deadline.
-    let cursor = '-';
-    while (!this.term.signal.aborted) {
-      try {
-        const start = cursor === '-' ? '-' : `(${cursor}`;
-        const requests = parseEntries(await this.redis.xrange(this.keys.triggers, start, '+', 'COUNT', 100));
-        this.term.reached();
-        for (const request of requests) {
-          if (!(await this.handle(request))) return;
-          cursor = request.entry;
+    let reader = this.reader();
+    const close = (): void => reader.disconnect();
+    this.term.signal.addEventListener('abort', close, { once: true });
+    let cursor = '0-0';
+    try {
+      while (!this.term.signal.aborted) {
+        try {
+          const reply = await reader.xread('COUNT', 100, 'BLOCK', TRIGGER_BLOCK_MS, 'STREAMS', this.keys.triggers, cursor);
+          this.term.reached();
+          for (const request of parseEntries(reply?.[0]?.[1] ?? [])) {
+            if (!(await this.handle(request))) return;
+            cursor = request.entry;
+          }
+        } catch (error) {
+          if (this.term.signal.aborted) return;
+          this.term.log.warn({ err: error }, 'reading or running trigger requests failed; retrying');
+          reader.disconnect();
+          await this.term.timer.nap(TRIGGER_RETRY_MS).done;
+          reader = this.reader();
         }
-        if (requests.length === 100) continue;
-      } catch (error) {
-        if (this.term.signal.aborted) return;
-        this.term.log.warn({ err: error }, 'reading or running trigger requests failed; retrying');
       }
-      await this.term.clock.sleep(TRIGGER_POLL_MS, this.term.signal).catch(() => undefined);
+    } finally {
+      this.term.signal.removeEventListener('abort', close);
+      reader.disconnect();
     }
+  }
+
+  private reader(): Redis {
+    const reader = this.redis.duplicate({ maxRetriesPerRequest: null, lazyConnect: false });
+    // Errors reach the read that failed; the event would otherwise be printed as unhandled.
+    reader.on('error', () => undefined);
+    return reader;
   }
 
   /** Runs or refuses one request. False when the term is over (fenced or lost). */
@@ -140,7 +159,7 @@ export class TriggerDesk {
     if ((code !== 1 && code !== 2) || !job) return true;
     // The last moment to notice a lost term before the (unfenced) add; the claim stays for the next term.
     if (!this.term.leading()) return false;
-    await this.term.addManual(job, request.requestedAt, jobId);
+    if (!(await this.term.enqueue.add(job, request.requestedAt, jobId, true))) return false;
     const outcome: TriggerOutcome = { jobId, queue: job.queue, flow: job.flow !== undefined };
     await confirmManualScript.run(this.redis, [this.keys.manual(request.job), this.keys.triggerResult(request.id)], [request.id, jobId, JSON.stringify(outcome)]);
     this.term.log.info({ ...log, jobId }, 'trigger enqueued');

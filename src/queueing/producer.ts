@@ -1,4 +1,3 @@
-import type { JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Term } from '../election/record.js';
@@ -6,8 +5,9 @@ import type { ScheduledJob } from '../scheduling/define-job.js';
 import type { RunState } from '../scheduling/plan.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { measureClockOffset } from './authoritative-clock.js';
-import { addRun } from './enqueue.js';
-import type { TickJobData } from './job-data.js';
+import { Coalescer } from './coalescer.js';
+import { DueTimer } from './due-timer.js';
+import { FencedEnqueue, retentionMs } from './fenced-enqueue.js';
 import { JobLane, type LaneTerm } from './job-lane.js';
 import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
 import type { QueueSet } from './queue-set.js';
@@ -48,10 +48,10 @@ export interface ProducerOptions {
   logger: Logger;
   clock?: Clock;
   metrics?: ProducerMetrics;
+  /** Called once per term when every job loaded at its start has been taken over, with how long that took. */
+  onTakenOver?: (jobs: number, ms: number) => void;
 }
 
-/** How long ledger entries and BullMQ deduplication keys outlive a tick, at the least. */
-const MIN_RETENTION_MS = 3_600_000;
 /** How often the producer re-reads Redis time and prunes the ledger. */
 const CLOCK_RESYNC_MS = 60_000;
 /** Setting up a term (clock sync, fence) is retried after this, doubling up to the maximum. */
@@ -60,11 +60,6 @@ const MAX_RESTART_BACKOFF_MS = 10_000;
 /** How often a self-fenced producer looks at the self-fence again. */
 const SELF_FENCE_POLL_MS = 100;
 const DEFAULT_UNREACHABLE_LIMIT_MS = 10_000;
-
-/** How long the ledger remembers a job's ticks: longer than its catch-up window can look back. */
-export function retentionMs(job: ScheduledJob): number {
-  return Math.max(2 * job.catchup.windowMs, MIN_RETENTION_MS);
-}
 
 /** The term as the producer and its lanes see it. */
 interface ProducerTerm extends LaneTerm, DeskTerm {
@@ -184,6 +179,7 @@ export class Producer {
     stopped.add(desk);
     try {
       reconcile();
+      this.reportTakeover(context, [...lanes.values()].map(({ lane }) => lane.takenOver));
       let nextResync = this.clock.now() + CLOCK_RESYNC_MS;
       while (!context.signal.aborted) {
         this.wake = new AbortController();
@@ -206,6 +202,17 @@ export class Producer {
     }
   }
 
+  /** Logs (and reports) when every lane of the term's start has taken its job over. */
+  private reportTakeover(context: ProducerTerm, takenOver: Array<Promise<void>>): void {
+    const started = this.clock.now();
+    void Promise.all(takenOver).then(() => {
+      if (context.signal.aborted) return;
+      const ms = this.clock.now() - started;
+      context.log.info({ jobs: takenOver.length, ms }, 'every job taken over');
+      this.options.onTakenOver?.(takenOver.length, ms);
+    });
+  }
+
   /** The term as its lanes see it. */
   private termContext(token: FencingToken, term$: AbortController, log: Logger, reachability: RedisReachability): ProducerTerm {
     let pause: Promise<boolean> | undefined;
@@ -221,16 +228,22 @@ export class Producer {
       }
       return false;
     };
+    const leading = (): boolean => !term$.signal.aborted && this.options.stillLeading();
+    const { ledger } = this.options;
+    const takeOvers = new Coalescer((jobs: string[]) => ledger.takeOverStates(jobs, this.now()));
+    const enqueue = new FencedEnqueue({ ledger, queues: this.options.queues, token, leading, now: () => this.now() });
     return {
       token,
       signal: term$.signal,
       log,
-      ledger: this.options.ledger,
+      ledger,
       clock: this.clock,
+      timer: new DueTimer(this.clock, term$.signal),
+      enqueue,
       metrics: this.options.metrics,
       now: () => this.now(),
       job: (name) => this.options.jobs().get(name),
-      leading: () => !term$.signal.aborted && this.options.stillLeading(),
+      leading,
       waitLeading: () => {
         if (term$.signal.aborted) return Promise.resolve(false);
         if (this.options.stillLeading()) return Promise.resolve(true);
@@ -238,8 +251,7 @@ export class Producer {
         pause ??= pauseUntilRenewed().finally(() => (pause = undefined));
         return pause;
       },
-      add: (job, tick, jobId) => this.add(job, tick, jobId, token),
-      addManual: (job, requestedAt, jobId) => this.add(job, requestedAt, jobId, token, true),
+      takeOverState: (job) => takeOvers.call(job),
       previousRun: (job) => this.previousRun(job),
       reached: () => reachability.reached(),
       fenced: () => {
@@ -253,15 +265,6 @@ export class Producer {
       },
       stop: () => term$.abort(),
     };
-  }
-
-  private async add(job: ScheduledJob, tick: number, jobId: string, token: FencingToken, manual = false): Promise<void> {
-    const data: TickJobData = { tick, token, data: job.data, manual };
-    // The job id makes a repeated add a no-op while the job exists; deduplication keeps it one after
-    // removeOnComplete deleted the job, for as long as the ledger remembers the tick (for a run without
-    // children only: BullMQ refuses deduplication on a flow parent, see addRun).
-    const opts: JobsOptions = { ...job.jobOptions, jobId, deduplication: { id: jobId, ttl: retentionMs(job) } };
-    await addRun(this.options.queues, job, data, opts);
   }
 
   /**

@@ -3,8 +3,9 @@ import { LuaScript } from '../util/lua.js';
 import type { KeySpace } from './keys.js';
 
 const raiseFenceScript = new LuaScript(new URL('./lua/raiseFence.lua', import.meta.url));
-const claimTickScript = new LuaScript(new URL('./lua/claimTick.lua', import.meta.url));
-const confirmTickScript = new LuaScript(new URL('./lua/confirmTick.lua', import.meta.url));
+const claimTicksScript = new LuaScript(new URL('./lua/claimTicks.lua', import.meta.url));
+const confirmTicksScript = new LuaScript(new URL('./lua/confirmTicks.lua', import.meta.url));
+const takeOverScript = new LuaScript(new URL('./lua/takeOver.lua', import.meta.url));
 const skipRangeScript = new LuaScript(new URL('./lua/skipRange.lua', import.meta.url));
 const pruneLedgerScript = new LuaScript(new URL('./lua/pruneLedger.lua', import.meta.url));
 
@@ -37,6 +38,32 @@ export interface ClaimRequest {
    * it is recorded, so records never leave a hole. Omit only when the job has no earlier tick.
    */
   previousTick?: number;
+}
+
+/** One tick to claim in a batch ({@link TickLedger.claimTicks}). */
+export interface TickClaim {
+  job: string;
+  tick: number;
+  jobId: string;
+  request?: ClaimRequest;
+}
+
+/** One claimed tick whose job is now in BullMQ ({@link TickLedger.confirmTicks}). */
+export interface TickConfirmation {
+  job: string;
+  tick: number;
+  jobId: string;
+}
+
+/** What a new leader needs to know of one job to take it over ({@link TickLedger.takeOverStates}). */
+export interface TakeOverState {
+  /** When leaders started owing the job its ticks (recorded by the first takeover that saw it). */
+  scheduledSince: number;
+  /** Paused at run time (`leasebeat pause`). */
+  paused: boolean;
+  state: JobState;
+  /** Ticks claimed or buffered by some term and never confirmed, oldest first, with their ledger states. */
+  pending: Array<{ tick: number; state: string }>;
 }
 
 /** The outcome of recording a skipped range. */
@@ -75,6 +102,48 @@ export interface FenceState {
 
 const toNumber = (value: string | undefined): number | undefined => (value === undefined ? undefined : Number(value));
 
+function claimOutcome(code: number, detail: string): ClaimOutcome {
+  switch (code) {
+    case 1:
+      return { kind: 'claimed', retry: false };
+    case 2:
+      return { kind: 'claimed', retry: true };
+    case 4:
+      return { kind: 'buffered' };
+    case 3:
+      return { kind: 'skipped', reason: detail };
+    case 0:
+      return { kind: 'settled', state: detail };
+    case -2:
+      return { kind: 'hole', lastScheduledTick: Number(detail) };
+    default:
+      return { kind: 'fenced' };
+  }
+}
+
+/** A flat HGETALL reply (as scripts return it) as an object. */
+function pairs(flat: string[]): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  return fields;
+}
+
+function jobStateOf(fields: Record<string, string>): JobState {
+  const skipped: Record<string, number> = {};
+  for (const [field, value] of Object.entries(fields)) {
+    if (field.startsWith('skipped:')) skipped[field.slice('skipped:'.length)] = Number(value);
+  }
+  return {
+    lastScheduledTick: toNumber(fields.lastScheduledTick),
+    lastJobId: fields.lastJobId,
+    lastJobTick: toNumber(fields.lastJobTick),
+    lastEnqueuedAt: toNumber(fields.lastEnqueuedAt),
+    enqueued: Number(fields.enqueued ?? 0),
+    fenced: Number(fields.fenced ?? 0),
+    skipped,
+  };
+}
+
 /**
  * The fence and the tick ledger: the Redis side of exactly-once, fenced enqueues. Every write that decides
  * the fate of a tick runs in one Lua script that first compares the caller's token with the fence.
@@ -101,35 +170,80 @@ export class TickLedger {
    * A plain claim of a buffered tick releases it.
    */
   async claim(token: FencingToken, job: string, tick: number, jobId: string, request: ClaimRequest = {}): Promise<ClaimOutcome> {
-    const k = this.keys;
-    const mode = request.skip ? 'skip' : request.buffer ? 'buffer' : 'enqueue';
-    const [code, detail] = await claimTickScript.run<[number, string?]>(
-      this.redis,
-      [k.fence, k.retiredGenerations, k.ledger(job), k.ledgerIndex(job), k.pending(job), k.jobState(job), k.paused],
-      [token.generation, token.leaderTransitions, job, tick, jobId, mode, request.skip ?? '', request.previousTick ?? ''],
-    );
-    switch (code) {
-      case 1:
-        return { kind: 'claimed', retry: false };
-      case 2:
-        return { kind: 'claimed', retry: true };
-      case 4:
-        return { kind: 'buffered' };
-      case 3:
-        return { kind: 'skipped', reason: detail ?? '' };
-      case 0:
-        return { kind: 'settled', state: detail ?? '' };
-      case -2:
-        return { kind: 'hole', lastScheduledTick: Number(detail) };
-      default:
-        return { kind: 'fenced' };
-    }
+    return (await this.runClaims(token, [{ job, tick, jobId, request }]))[0]!;
+  }
+
+  /**
+   * Claims many ticks (of different jobs, or one job's in tick order) in one script, under one check of
+   * the fence: each outcome is what {@link claim} would answer for it, in order; all are `fenced` when
+   * the fence is past `token`. Keep batches bounded (a few hundred): the script holds Redis meanwhile.
+   */
+  async claimTicks(token: FencingToken, claims: TickClaim[]): Promise<ClaimOutcome[]> {
+    return this.runClaims(token, claims);
   }
 
   /** Records that the claimed tick's job is in BullMQ. */
   async confirm(job: string, tick: number, jobId: string, now: number): Promise<void> {
+    await this.runConfirms([{ job, tick, jobId }], now);
+  }
+
+  /** {@link confirm} for many ticks in one script. */
+  async confirmTicks(confirmations: TickConfirmation[], now: number): Promise<void> {
+    await this.runConfirms(confirmations, now);
+  }
+
+  /**
+   * Reads what a new leader needs of each job (see {@link TakeOverState}) in one script, and records
+   * `scheduledSince` at `now` for a job no takeover saw before.
+   */
+  async takeOverStates(jobs: string[], now: number): Promise<TakeOverState[]> {
+    if (jobs.length === 0) return [];
     const k = this.keys;
-    await confirmTickScript.run(this.redis, [k.ledger(job), k.pending(job), k.jobState(job)], [tick, jobId, now]);
+    const rows = await takeOverScript.run<Array<[string, number, string[], string[]]>>(
+      this.redis,
+      [k.paused, ...jobs.flatMap((job) => [k.ledger(job), k.pending(job), k.jobState(job)])],
+      [now, ...jobs],
+    );
+    return rows.map(([scheduledSince, paused, fields, ticks]) => {
+      const pending: TakeOverState['pending'] = [];
+      for (let i = 0; i < ticks.length; i += 2) pending.push({ tick: Number(ticks[i]), state: ticks[i + 1]! });
+      return { scheduledSince: Number(scheduledSince), paused: paused === 1, state: jobStateOf(pairs(fields)), pending };
+    });
+  }
+
+  // The scripts behind both the single and the batch methods, so that a subclass that confirms writes
+  // (DurableTickLedger) overrides each public method once and no call is confirmed twice.
+  private async runClaims(token: FencingToken, claims: TickClaim[]): Promise<ClaimOutcome[]> {
+    if (claims.length === 0) return [];
+    const k = this.keys;
+    const reply = await claimTicksScript.run<Array<number | string>>(
+      this.redis,
+      [k.fence, k.retiredGenerations, k.paused, ...claims.flatMap(({ job }) => [k.ledger(job), k.ledgerIndex(job), k.pending(job), k.jobState(job)])],
+      [
+        token.generation,
+        token.leaderTransitions,
+        ...claims.flatMap(({ job, tick, jobId, request = {} }) => [
+          job,
+          tick,
+          jobId,
+          request.skip ? 'skip' : request.buffer ? 'buffer' : 'enqueue',
+          request.skip ?? '',
+          request.previousTick ?? '',
+        ]),
+      ],
+    );
+    if (reply[0] === -1) return claims.map(() => ({ kind: 'fenced' }));
+    return claims.map((_, i) => claimOutcome(Number(reply[2 * i]), String(reply[2 * i + 1])));
+  }
+
+  private async runConfirms(confirmations: TickConfirmation[], now: number): Promise<void> {
+    if (confirmations.length === 0) return;
+    const k = this.keys;
+    await confirmTicksScript.run(
+      this.redis,
+      confirmations.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job)]),
+      [now, ...confirmations.flatMap(({ tick, jobId }) => [tick, jobId])],
+    );
   }
 
   /** Records a range of ticks that will not run. Refuses (`invalid`) an inverted or empty range. */
@@ -141,16 +255,6 @@ export class TickLedger {
       [token.generation, token.leaderTransitions, range.from, range.to, range.count, range.reason, JSON.stringify(range)],
     );
     return result === 1 ? 'recorded' : result === -2 ? 'invalid' : 'fenced';
-  }
-
-  /**
-   * Records, once, when leaders started owing a job its ticks (the first takeover that saw the job), and
-   * returns that time. Catch-up of a job never ticked starts there.
-   */
-  async markScheduledSince(job: string, now: number): Promise<number> {
-    const key = this.keys.jobState(job);
-    await this.redis.hsetnx(key, 'scheduledSince', String(now));
-    return Number(await this.redis.hget(key, 'scheduledSince'));
   }
 
   /** Ticks claimed (or buffered) by some term that never confirmed them: the next leader finishes them. */
@@ -179,20 +283,7 @@ export class TickLedger {
   }
 
   async jobState(job: string): Promise<JobState> {
-    const fields = await this.redis.hgetall(this.keys.jobState(job));
-    const skipped: Record<string, number> = {};
-    for (const [field, value] of Object.entries(fields)) {
-      if (field.startsWith('skipped:')) skipped[field.slice('skipped:'.length)] = Number(value);
-    }
-    return {
-      lastScheduledTick: toNumber(fields.lastScheduledTick),
-      lastJobId: fields.lastJobId,
-      lastJobTick: toNumber(fields.lastJobTick),
-      lastEnqueuedAt: toNumber(fields.lastEnqueuedAt),
-      enqueued: Number(fields.enqueued ?? 0),
-      fenced: Number(fields.fenced ?? 0),
-      skipped,
-    };
+    return jobStateOf(await this.redis.hgetall(this.keys.jobState(job)));
   }
 
   async fence(): Promise<FenceState> {

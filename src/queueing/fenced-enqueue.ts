@@ -1,0 +1,86 @@
+import type { JobsOptions } from 'bullmq';
+import type { ScheduledJob } from '../scheduling/define-job.js';
+import { Coalescer } from './coalescer.js';
+import { addRuns, type Run } from './enqueue.js';
+import type { TickJobData } from './job-data.js';
+import type { QueueSet } from './queue-set.js';
+import type { ClaimOutcome, ClaimRequest, FencingToken, TickClaim, TickConfirmation, TickLedger } from './tick-ledger.js';
+
+/** How long ledger entries and BullMQ deduplication keys outlive a tick, at the least. */
+const MIN_RETENTION_MS = 3_600_000;
+
+/** How long the ledger remembers a job's ticks: longer than its catch-up window can look back. */
+export function retentionMs(job: ScheduledJob): number {
+  return Math.max(2 * job.catchup.windowMs, MIN_RETENTION_MS);
+}
+
+export interface FencedEnqueueOptions {
+  ledger: TickLedger;
+  queues: QueueSet;
+  /** The term's fencing token: every claim is checked against the fence in the same script. */
+  token: FencingToken;
+  /** The local self-fence, checked again right before each batch of claims or adds is sent. */
+  leading: () => boolean;
+  /** The authoritative time (ms), recorded as `lastEnqueuedAt` by confirmations. */
+  now: () => number;
+}
+
+/**
+ * The one fenced enqueue path, for scheduled ticks, manual triggers and the benchmark: claim the tick
+ * in the fenced ledger, add its run to BullMQ under its deterministic job id, confirm it. Each step is
+ * one call per tick for the caller, and shares its round trip with every other call made in the same
+ * turn of the event loop: ticks due together are claimed by one script per {@link MAX_BATCH}, added
+ * with one `addBulk` per queue, and confirmed by one script. Exactly-once does not depend on the
+ * batching: each claim is decided alone, in order, under the fence, inside the script.
+ */
+export class FencedEnqueue {
+  private readonly claims: Coalescer<TickClaim, ClaimOutcome | undefined>;
+  /** Per run: added, not sent (not leading), or the error of its add. */
+  private readonly adds: Coalescer<Run, boolean | Error>;
+  private readonly confirms: Coalescer<TickConfirmation, undefined>;
+
+  constructor(private readonly options: FencedEnqueueOptions) {
+    const { ledger, queues, token, leading, now } = options;
+    this.claims = new Coalescer(async (claims) => (leading() ? ledger.claimTicks(token, claims) : claims.map(() => undefined)));
+    this.adds = new Coalescer(async (runs: Run[]): Promise<Array<boolean | Error>> => {
+      if (!leading()) return runs.map(() => false);
+      return (await addRuns(queues, runs)).map((error) => error ?? true);
+    });
+    this.confirms = new Coalescer(async (confirmations) => {
+      await ledger.confirmTicks(confirmations, now());
+      return confirmations.map(() => undefined);
+    });
+  }
+
+  get token(): FencingToken {
+    return this.options.token;
+  }
+
+  /**
+   * Claims a tick (see {@link TickLedger.claim}). Undefined when the self-fence said this instance no
+   * longer leads when the batch was about to go: nothing was written.
+   */
+  claim(job: string, tick: number, jobId: string, request: ClaimRequest = {}): Promise<ClaimOutcome | undefined> {
+    return this.claims.call({ job, tick, jobId, request });
+  }
+
+  /**
+   * Adds the run of a claimed tick (`tick` is the nominal tick, or the request time of a manual run).
+   * The job id makes a repeated add a no-op while the job exists; deduplication keeps it one after
+   * removeOnComplete deleted the job, for as long as the ledger remembers the tick (for a run without
+   * children only: BullMQ refuses deduplication on a flow parent, see addRun). False when the self-fence
+   * said this instance no longer leads right before the add was sent: nothing was added.
+   */
+  async add(job: ScheduledJob, tick: number, jobId: string, manual = false): Promise<boolean> {
+    const data: TickJobData = { tick, token: this.options.token, data: job.data, manual };
+    const opts: JobsOptions = { ...job.jobOptions, jobId, deduplication: { id: jobId, ttl: retentionMs(job) } };
+    const added = await this.adds.call({ job, data, opts });
+    if (added instanceof Error) throw added;
+    return added;
+  }
+
+  /** Records that the claimed tick's run is in BullMQ. */
+  async confirm(job: string, tick: number, jobId: string): Promise<void> {
+    await this.confirms.call({ job, tick, jobId });
+  }
+}
