@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { RespCommandCounter } from '../../bench/resp-counter.js';
 import type { Term } from '../../src/election/record.js';
 import { KeySpace } from '../../src/queueing/keys.js';
+import { submitTrigger, triggerOutcome } from '../../src/queueing/manual-triggers.js';
 import { Producer } from '../../src/queueing/producer.js';
 import { QueueSet } from '../../src/queueing/queue-set.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
@@ -24,9 +25,9 @@ const logger = pino({ level: 'silent' });
 const term: Term = { holderIdentity: 'leader', generation: 'gen-1', leaderTransitions: 1, acquireTime: Date.now() };
 const JOBS = 1000;
 
-function schedules(every: string): Map<string, ScheduledJob> {
+function schedules(every: string, count = JOBS): Map<string, ScheduledJob> {
   const jobs = new Map<string, ScheduledJob>();
-  for (let i = 0; i < JOBS; i++) {
+  for (let i = 0; i < count; i++) {
     const result = validateJobDefinition({ name: `j${i}`, every, queue: 'burst', handler: () => undefined }, `/jobs/j${i}.ts`);
     if (!result.ok) throw new Error(result.errors.join('\n'));
     jobs.set(result.job.name, result.job);
@@ -111,6 +112,23 @@ describe('Producer batching, by Redis commands', () => {
       await sleep(500);
       const counts = Object.fromEntries(counter.byCommand);
       assert.ok(counter.total <= 100, `commands sent for the takeover: ${counter.total} (${JSON.stringify(counts)})`);
+    } finally {
+      await running.stop();
+    }
+  });
+
+  it('an idle leader waits for trigger requests on a blocking read instead of polling, and still runs a request', { timeout: 30_000 }, async () => {
+    const running = start(schedules('1h', 1));
+    try {
+      await waitFor('the job taken over', async () => (await audit.hget(keys.jobState('j0'), 'scheduledSince')) !== null, 10_000, 50);
+      await sleep(500);
+      counter = new RespCommandCounter();
+      await sleep(4_000);
+      const reads = (counter.byCommand.get('XREAD') ?? 0) + (counter.byCommand.get('XRANGE') ?? 0);
+      assert.ok(reads <= 2, `stream reads by an idle leader in 4 s: ${reads} (${JSON.stringify(Object.fromEntries(counter.byCommand))})`);
+      const request = await submitTrigger(audit, keys, 'j0', 10_000);
+      const outcome = await waitFor('the trigger outcome', () => triggerOutcome(audit, keys, request.id), 10_000, 25);
+      assert.deepEqual(outcome, { jobId: `j0@manual-${request.id}`, queue: 'burst', flow: false });
     } finally {
       await running.stop();
     }
