@@ -145,13 +145,32 @@ export class CronCalendar {
   }
 
   /**
+   * Calendars are immutable, so jobs with the same schedule share one: a parsed expression costs about
+   * 4 KB, which at 100,000 schedules was most of the leader's memory. Held weakly, so that the calendars of
+   * schedules that hot reload removed go away.
+   */
+  private static readonly shared = new Map<string, WeakRef<CronCalendar>>();
+  private static readonly unused = new FinalizationRegistry<string>((key) => {
+    if (CronCalendar.shared.get(key)?.deref() === undefined) CronCalendar.shared.delete(key);
+  });
+
+  /**
    * Compiles a valid expression (check it with {@link cronProblems} first). `hashSeed` makes `H`
    * fields pick the same value on every instance; use the job name.
    */
   static compile(expression: string, hashSeed: string): CronCalendar {
     const parts = split(expression);
     if ('problem' in parts) throw new Error(`cron expression "${expression}" ${parts.problem}`);
-    return new CronCalendar(parse('shortcut' in parts ? parts.shortcut : parts.fields.join(' '), hashSeed));
+    const text = 'shortcut' in parts ? parts.shortcut : parts.fields.join(' ');
+    // Letters may be `H`, whose value depends on the seed: such an expression is named by what it parses to.
+    const parsed = /[a-z]/i.test(text) ? parse(text, hashSeed) : undefined;
+    const key = parsed ? parsed.stringify(true) : text;
+    const known = CronCalendar.shared.get(key)?.deref();
+    if (known) return known;
+    const calendar = new CronCalendar(parsed ?? parse(text, hashSeed));
+    CronCalendar.shared.set(key, new WeakRef(calendar));
+    CronCalendar.unused.register(calendar, key);
+    return calendar;
   }
 
   /** The first matching wall time at or after `wall`, or undefined if none within about 8 years. */
