@@ -169,7 +169,10 @@ class LeasebeatScheduler implements Scheduler {
     let lock = options.lock;
     let leaseHistoryKey = lock instanceof RedisLeaseLock ? lock.historyKey : undefined;
     if (!lock) {
-      const own = new RedisLeaseLock({ connection: this.redis, name: leaseName, identity: options.identity ?? defaultIdentity(), prefix: options.prefix });
+      // Durable writes mean replicated Redis: there the record's replication epoch is held too.
+      const own = new RedisLeaseLock({
+        connection: this.redis, name: leaseName, identity: options.identity ?? defaultIdentity(), prefix: options.prefix, replicationEpochs: durability !== undefined,
+      });
       leaseHistoryKey = own.historyKey;
       lock = durability ? new DurableLock(own, own.key, durability) : own;
     }

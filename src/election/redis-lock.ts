@@ -22,6 +22,12 @@ export interface RedisLeaseLockOptions {
   identity?: string;
   /** Key prefix. Default `leasebeat`. */
   prefix?: string;
+  /**
+   * On replicated Redis: refuse to continue a record written before the last change of primary (its
+   * replication id); such a record is taken over like a damaged one, under a new generation. See
+   * updateLease.lua. Default false (one server, whose restarts would otherwise each cost a lease duration).
+   */
+  replicationEpochs?: boolean;
 }
 
 /** A version of the Redis record: its counter, or the fingerprint of a record that could not be decoded. */
@@ -64,9 +70,11 @@ export class RedisLeaseLock implements ResourceLock {
   private readonly redis: Redis;
   private readonly name: string;
   private readonly holder: string;
+  private readonly replicationEpochs: boolean;
 
   constructor(options: RedisLeaseLockOptions) {
     this.redis = options.connection;
+    this.replicationEpochs = options.replicationEpochs ?? false;
     this.name = options.name;
     this.holder = options.identity ?? defaultIdentity();
     this.key = `${options.prefix ?? 'leasebeat'}:{${options.name}}:lease`;
@@ -77,7 +85,7 @@ export class RedisLeaseLock implements ResourceLock {
   async get(signal: AbortSignal): Promise<LockObservation> {
     const reply = await raceAbort(readLease.run<string[]>(this.redis, [this.key], []), signal);
     if (reply.length === 0) throw new LockNotFoundError(`lease ${this.describe()} not found`);
-    const [fingerprint, ...flat] = reply;
+    const [fingerprint, epoch, ...flat] = reply;
     const fields = new Map<string, string>();
     for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
     const record: LeaderElectionRecord = {
@@ -87,7 +95,7 @@ export class RedisLeaseLock implements ResourceLock {
       renewTime: Number(fields.get('renewTime')),
       leaderTransitions: Number(fields.get('leaderTransitions')),
     };
-    const damaged = damage(fields);
+    const damaged = damage(fields) ?? (this.replicationEpochs && fields.get('epoch') !== epoch ? `written before the last change of Redis primary (replication id ${epoch})` : undefined);
     if (damaged) {
       // Compared by content: the elector sees the record "change" only when someone rewrites it.
       return { record, raw: `damaged:${fingerprint}`, version: new RedisLeaseVersion('', `damaged:${fingerprint}`), damaged };
@@ -112,7 +120,7 @@ export class RedisLeaseLock implements ResourceLock {
       updateLease.run<number>(
         this.redis,
         [this.key, this.historyKey],
-        [base.token, base.generation, ...recordArgs(record), generation, LEASE_HISTORY_LENGTH, this.channel],
+        [base.token, base.generation, ...recordArgs(record), generation, LEASE_HISTORY_LENGTH, this.channel, this.replicationEpochs ? '1' : '0'],
       ),
       signal,
     );

@@ -285,10 +285,12 @@ export function redact(url: string): string {
 }
 
 /**
- * Whether a data connection talks to the primary that a majority of the configured sentinels name now,
- * compared by run id (addresses differ behind NAT). A primary frozen and resumed, or cut off from the
- * sentinels, still believes it is the primary and may even keep a replica for a moment; the sentinels
- * do not.
+ * Whether a data connection talks to the primary that the sentinels name now, compared by run id
+ * (addresses differ behind NAT). A primary frozen and resumed, or cut off from the sentinels, still
+ * believes it is the primary and keeps its replicas for a moment, so a WAIT there can succeed; the
+ * sentinels know better. A majority must name this node, and no sentinel that answers may dissent: name
+ * another, see it down, or be failing it over (a failover chooses its replica when it starts, so a write
+ * a replica acknowledged meanwhile may not be on the one promoted).
  */
 export class SentinelPrimaryCheck {
   private readonly sentinels: Redis[];
@@ -316,12 +318,13 @@ export class SentinelPrimaryCheck {
     const runId = /^run_id:(\w+)/m.exec(info)?.[1];
     if (!runId) return false;
     const views = await Promise.allSettled(this.sentinels.map(async (sentinel) => (await sentinel.call('SENTINEL', 'MASTER', this.options.name)) as string[]));
-    const agreeing = views.filter((view) => {
-      if (view.status !== 'fulfilled') return false;
-      const fields = view.value;
-      const at = fields.indexOf('runid');
-      return at >= 0 && fields[at + 1] === runId && !/o_down|s_down/.test(fields[fields.indexOf('flags') + 1] ?? '');
-    }).length;
+    let agreeing = 0;
+    for (const view of views) {
+      if (view.status !== 'fulfilled') continue;
+      const field = (name: string): string => view.value[view.value.indexOf(name) + 1] ?? '';
+      if (field('runid') !== runId || /o_down|s_down|failover_in_progress/.test(field('flags'))) return false;
+      agreeing++;
+    }
     return agreeing > this.sentinels.length / 2;
   }
 

@@ -9,9 +9,11 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return -1
 end
+-- The replication epoch the record is written in (see updateLease.lua).
+local epoch = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
 redis.call('HSET', KEYS[1],
   'holderIdentity', ARGV[1], 'leaseDurationSeconds', ARGV[2], 'acquireTime', ARGV[3],
-  'renewTime', ARGV[4], 'leaderTransitions', ARGV[5], 'generation', ARGV[6], 'version', 1)
+  'renewTime', ARGV[4], 'leaderTransitions', ARGV[5], 'generation', ARGV[6], 'version', 1, 'epoch', epoch)
 -- The history is written by the same script as the record, so it is the lock's own ground truth:
 -- audits and the status page read who held which term from here, not from the processes' logs.
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*',
