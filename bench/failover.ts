@@ -41,7 +41,7 @@ export interface FailoverResult {
  */
 export async function measureFailover(lock: LockKind, trials: number, timings: ElectionTimings, log: (line: string) => void): Promise<FailoverResult[]> {
   const cluster = await ChaosCluster.start({ lock, instances: 3, jobsDir: TICK_JOBS, timings });
-  const tailClient = cluster.redis.client();
+  const tailClient = cluster.newClient();
   tailClient.on('error', () => undefined);
   const tail = new EventTail(tailClient, [`bull:${QUEUE}:events`]);
   const queue = new Queue(QUEUE, { connection: cluster.client });

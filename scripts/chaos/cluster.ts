@@ -8,6 +8,7 @@ import { startRedis, type TestRedis } from '../../test/support/redis-server.js';
 import { TcpProxy } from '../../test/support/tcp-proxy.js';
 import { ApiLeaseHistory, RedisLeaseHistory, type LeaseHistory } from './lease-history.js';
 import type { ElectionTimings, LockKind } from './plan.js';
+import { startReplicatedRedis, type RedisKind, type ReplicatedRedis } from './topology.js';
 
 export const LEASE_NAME = 'leasebeat';
 export const LEASE_NAMESPACE = 'default';
@@ -31,10 +32,13 @@ export interface Incarnation {
   ended?: boolean;
 }
 
-/** Everything one slot's processes connect through: a Redis proxy and, for Kubernetes, an API proxy. */
+/**
+ * Everything one slot's processes connect through: on a single Redis a proxy to it and, for Kubernetes,
+ * an API proxy. A replicated Redis is reached through its URL (sentinels, cluster nodes), with no proxy.
+ */
 interface Slot {
   index: number;
-  redisProxy: TcpProxy;
+  redisProxy: TcpProxy | undefined;
   apiProxy: TcpProxy | undefined;
   kubeconfig: string | undefined;
   incarnations: number;
@@ -53,6 +57,8 @@ export type TrafficWatcher = (chunk: Buffer, connection: number) => void;
 
 export interface ClusterOptions {
   lock: LockKind;
+  /** The Redis leasebeat runs on; default one server. */
+  redis?: RedisKind;
   instances: number;
   jobsDir: string;
   timings: ElectionTimings;
@@ -64,9 +70,10 @@ export interface ClusterOptions {
 }
 
 /**
- * The system under test: a redis-server with AOF, for Kubernetes the fake Lease API server, and K slots
- * each running one real `leasebeat start` process at a time. Every process reaches Redis (and the API
- * server) through its slot's own TCP proxy, so one process can be partitioned alone.
+ * The system under test: a redis-server with AOF (or a Sentinel group, or a Redis Cluster), for Kubernetes
+ * the fake Lease API server, and K slots each running one real `leasebeat start` process at a time. On one
+ * server every process reaches Redis (and the API server) through its slot's own TCP proxy, so one process
+ * can be partitioned alone.
  */
 export class ChaosCluster {
   readonly incarnations: Incarnation[] = [];
@@ -76,31 +83,56 @@ export class ChaosCluster {
   /** The lock's own write history (ground truth for the lease invariants), followed from the start. */
   readonly history: LeaseHistory;
   private readonly historyClient: Redis;
+  /** A client of the records' server. */
+  readonly recordsClient: Redis;
 
   private constructor(
     readonly options: ClusterOptions,
-    readonly redis: TestRedis,
-    /** A direct client (no proxy) for the suite's own reads and writes. */
+    /** The single server under test; undefined on a replicated Redis. */
+    readonly single: TestRedis | undefined,
+    /** The Sentinel group or Cluster under test, if that is what runs. */
+    readonly replicated: ReplicatedRedis | undefined,
+    /**
+     * Where the chaos jobs record their runs (CHAOS_RECORD_URL): the server under test itself, or beside
+     * a replicated Redis a server of its own, which no fault touches (the audit's ground truth of runs).
+     */
+    readonly records: TestRedis,
+    /** A direct client (no proxy) to the Redis under test, for the suite's own reads and writes. */
     readonly client: Redis,
     readonly api: FakeLeaseServer | undefined,
     private readonly configDir: string,
   ) {
-    this.historyClient = redis.client();
-    this.historyClient.on('error', () => undefined);
+    this.historyClient = this.newClient();
     this.history = api ? new ApiLeaseHistory(api, LEASE_NAMESPACE, LEASE_NAME) : new RedisLeaseHistory(this.historyClient, REDIS_LEASE_KEY);
     this.history.start();
+    this.recordsClient = records.client();
+    this.recordsClient.on('error', () => undefined);
   }
 
   static async start(options: ClusterOptions): Promise<ChaosCluster> {
+    const kind = options.redis ?? 'single';
     // AOF: a Redis restart (SIGTERM) loses nothing acknowledged, the lock's history stream included.
-    const redis = await startRedis({ appendonly: true });
-    const client = redis.client();
+    const records = await startRedis({ appendonly: true });
+    const replicated = kind === 'single' ? undefined : await startReplicatedRedis(kind);
+    const client = replicated ? replicated.client() : records.client();
     client.on('error', () => undefined);
     const api = options.lock === 'kubernetes' ? await FakeLeaseServer.start() : undefined;
     const configDir = await mkdtemp(join(tmpdir(), 'leasebeat-chaos-'));
-    const cluster = new ChaosCluster(options, redis, client, api, configDir);
+    const cluster = new ChaosCluster(options, replicated ? undefined : records, replicated, records, client, api, configDir);
     for (let index = 0; index < options.instances; index++) cluster.slots.push(await cluster.createSlot(index));
     return cluster;
+  }
+
+  /** A new client to the Redis under test (following failovers on a replicated one); the caller disconnects it. */
+  newClient(): Redis {
+    const client = this.replicated ? this.replicated.client() : this.records.client();
+    client.on('error', () => undefined);
+    return client;
+  }
+
+  /** BullMQ's key prefix on the Redis under test. */
+  get bullPrefix(): string {
+    return this.replicated?.bullPrefix ?? 'bull';
   }
 
   /** Starts one process in every slot. */
@@ -172,8 +204,11 @@ export class ChaosCluster {
     return this.launch(this.slots[exited.slot]!);
   }
 
+  /** The slot's proxy to the single Redis (faults that need one are drawn only there). */
   redisProxyOf(incarnation: Incarnation): TcpProxy {
-    return this.slots[incarnation.slot]!.redisProxy;
+    const proxy = this.slots[incarnation.slot]!.redisProxy;
+    if (!proxy) throw new Error('this fault needs a proxy in front of Redis: it applies to a single Redis only');
+    return proxy;
   }
 
   apiProxyOf(incarnation: Incarnation): TcpProxy | undefined {
@@ -202,12 +237,14 @@ export class ChaosCluster {
     await this.history.stop();
     this.historyClient.disconnect();
     for (const slot of this.slots) {
-      await slot.redisProxy.close();
+      await slot.redisProxy?.close();
       await slot.apiProxy?.close();
     }
     await this.api?.close();
     this.client.disconnect();
-    await this.redis.close();
+    this.recordsClient.disconnect();
+    await this.replicated?.close();
+    await this.records.close();
     await rm(this.configDir, { recursive: true, force: true });
   }
 
@@ -217,13 +254,15 @@ export class ChaosCluster {
     const notify = (stream: TrafficStream, chunk: Buffer, connection: number): void => {
       for (const watcher of watchers[stream]) watcher(chunk, connection);
     };
-    const redisProxy = await TcpProxy.start({ port: this.redis.port }, {
-      onClientData: (chunk, connection) => {
-        onRedisData?.(index, chunk);
-        notify('redis-request', chunk, connection);
-      },
-      onDelivered: (chunk, connection) => notify('redis-reply', chunk, connection),
-    });
+    const redisProxy = this.single
+      ? await TcpProxy.start({ port: this.single.port }, {
+          onClientData: (chunk, connection) => {
+            onRedisData?.(index, chunk);
+            notify('redis-request', chunk, connection);
+          },
+          onDelivered: (chunk, connection) => notify('redis-reply', chunk, connection),
+        })
+      : undefined;
     if (!this.api) return { index, redisProxy, apiProxy: undefined, kubeconfig: undefined, incarnations: 0, current: undefined, watchers };
     const apiProxy = await TcpProxy.start({ port: Number(new URL(this.api.url).port) }, {
       onClientData: (chunk, connection) => {
@@ -241,7 +280,7 @@ export class ChaosCluster {
     const { timings, lock } = this.options;
     const identity = `chaos-${slot.index}-${slot.incarnations++}`;
     const env: Record<string, string> = {
-      LEASEBEAT_REDIS_URL: `redis://127.0.0.1:${slot.redisProxy.port}`,
+      LEASEBEAT_REDIS_URL: slot.redisProxy ? `redis://127.0.0.1:${slot.redisProxy.port}` : this.replicated!.url,
       LEASEBEAT_JOBS_DIR: this.options.jobsDir,
       LEASEBEAT_LOCK: lock,
       LEASEBEAT_LEASE_NAME: LEASE_NAME,
@@ -250,7 +289,7 @@ export class ChaosCluster {
       LEASEBEAT_RENEW_DEADLINE: `${timings.renewDeadlineMs}ms`,
       LEASEBEAT_RETRY_PERIOD: `${timings.retryPeriodMs}ms`,
       LEASEBEAT_SHUTDOWN_TIMEOUT: '5s',
-      CHAOS_RECORD_URL: this.redis.url,
+      CHAOS_RECORD_URL: this.records.url,
       ...(slot.kubeconfig ? { KUBECONFIG: slot.kubeconfig } : {}),
       ...this.options.env,
     };

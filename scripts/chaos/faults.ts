@@ -4,9 +4,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import type { LeaseWrite } from '../../test/support/fake-lease-server.js';
+import type { TestRedis } from '../../test/support/redis-server.js';
 import type { TcpProxy } from '../../test/support/tcp-proxy.js';
 import { LEASE_NAME, LEASE_NAMESPACE, type ChaosCluster, type Incarnation } from './cluster.js';
 import type { FaultKind, PlannedFault } from './plan.js';
+import type { ReplicatedRedis } from './topology.js';
 
 /** A fault as it was injected: what it hit, when, and what came of it. */
 export interface ExecutedFault {
@@ -20,6 +22,8 @@ export interface ExecutedFault {
   startedAt: number;
   endedAt: number;
   detail: string;
+  /** Replicated Redis: when another node was seen serving leasebeat's keys as the primary. */
+  promotedAt?: number;
 }
 
 /**
@@ -86,9 +90,10 @@ export async function inject(cluster: ChaosCluster, fault: PlannedFault): Promis
       const holder = await cluster.holder();
       const startedAt = Date.now();
       // SIGTERM: Redis writes its AOF out before exiting, so nothing acknowledged is lost.
-      await cluster.redis.stop(false);
+      const redis = requireSingle(cluster);
+      await redis.stop(false);
       await sleep(fault.downMs);
-      await cluster.redis.restart();
+      await redis.restart();
       return { ...base, target: holder, wasLeader: false, startedAt, endedAt: Date.now(), detail: `redis-server down ${Date.now() - startedAt} ms, restarted from its AOF on the same port` };
     }
     case 'api-5xx': {
@@ -156,7 +161,65 @@ export async function inject(cluster: ChaosCluster, fault: PlannedFault): Promis
       return freezeNearDeadline(cluster, fault, base);
     case 'redis-restart-kill-leader':
       return restartRedisThenKillLeader(cluster, fault, base);
+    case 'primary-kill': {
+      const redis = requireReplicated(cluster);
+      const primary = await redis.primary();
+      const holder = await cluster.holder();
+      const startedAt = Date.now();
+      await primary.kill();
+      const promoted = await redis.waitForPromotion(primary, PROMOTION_WAIT_MS);
+      const promotedAt = Date.now();
+      // An orchestrator restarts the dead node; it comes back empty and rejoins as a replica.
+      await sleep(fault.restartAfterMs);
+      await primary.launch();
+      return {
+        ...base, target: holder, wasLeader: false, startedAt, endedAt: Date.now(), promotedAt,
+        detail: `primary ${primary.port} SIGKILLed; ${promoted.port} promoted after ${promotedAt - startedAt} ms; ${primary.port} restarted`,
+      };
+    }
+    case 'primary-freeze': {
+      const redis = requireReplicated(cluster);
+      const primary = await redis.primary();
+      const holder = await cluster.holder();
+      const startedAt = Date.now();
+      primary.freeze();
+      const promotion = redis.waitForPromotion(primary, fault.stoppedMs).then(
+        (node) => ({ node, at: Date.now() }),
+        () => undefined,
+      );
+      await sleep(fault.stoppedMs);
+      primary.resume();
+      const promoted = await promotion;
+      return {
+        ...base, target: holder, wasLeader: false, startedAt, endedAt: Date.now(), ...(promoted ? { promotedAt: promoted.at } : {}),
+        detail: `primary ${primary.port} SIGSTOPped for ${fault.stoppedMs} ms, SIGCONT; ` +
+          (promoted ? `${promoted.node.port} promoted after ${promoted.at - startedAt} ms` : 'no promotion while it was stopped'),
+      };
+    }
+    case 'replica-restart': {
+      const redis = requireReplicated(cluster);
+      const [replica] = await redis.replicasOf(await redis.primary());
+      if (!replica) return skippedFault(base, 'the primary has no running replica');
+      const startedAt = Date.now();
+      await replica.kill();
+      await sleep(fault.downMs);
+      await replica.launch();
+      return { ...base, wasLeader: false, startedAt, endedAt: Date.now(), detail: `replica ${replica.port} SIGKILLed, restarted after ${fault.downMs} ms` };
+    }
   }
+}
+
+/** Bound on waiting for a replicated Redis to promote a replica after its primary died. */
+const PROMOTION_WAIT_MS = 30_000;
+
+function requireSingle(cluster: ChaosCluster): TestRedis {
+  if (!cluster.single) throw new Error('this fault restarts the one Redis server: it applies to a single Redis only');
+  return cluster.single;
+}
+
+function requireReplicated(cluster: ChaosCluster): ReplicatedRedis {
+  if (!cluster.replicated) throw new Error('this fault needs a replicated Redis (--redis sentinel|cluster)');
+  return cluster.replicated;
 }
 
 type Base = { index: number; kind: FaultKind };
@@ -374,13 +437,14 @@ async function restartRedisThenKillLeader(cluster: ChaosCluster, fault: Extract<
   if (!victim || !(await isHolder(cluster, victim))) return skippedFault(base, 'no leader');
   const ledger = new TickLedger(cluster.client, new KeySpace());
   const before = (await ledger.jobState(STEADY_JOB)).lastScheduledTick ?? 0;
+  const redis = requireSingle(cluster);
   const startedAt = Date.now();
-  await cluster.redis.stop(false);
+  await redis.stop(false);
   await sleep(fault.downMs);
-  await cluster.redis.restart();
+  await redis.restart();
   const upAt = Date.now();
   // A fresh connection: the shared client may still be backing off its reconnects.
-  const probe = cluster.redis.client();
+  const probe = redis.client();
   probe.on('error', () => undefined);
   const probeLedger = new TickLedger(probe, new KeySpace());
   let claimed: number | undefined;

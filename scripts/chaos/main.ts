@@ -1,8 +1,11 @@
 /**
  * The chaos suite's command line:
  *
- *   npm run chaos -- --minutes 10 --instances 3 --lock redis [--seed 42] [--faults k1,k2] [--lead k1,k2]
+ *   npm run chaos -- --minutes 10 --instances 3 --lock redis [--redis single|sentinel|cluster] [--seed 42] [--faults k1,k2] [--lead k1,k2]
  *
+ * `--redis sentinel` runs leasebeat on a Sentinel group (1 primary, 2 replicas, 3 sentinels), `--redis
+ * cluster` on a Redis Cluster (3 primaries, 3 replicas), both started here, with their own faults (the
+ * primary killed or frozen past the failure detector, a replica restarted) besides the processes'.
  * `--faults` draws only those kinds; `--lead` injects those kinds first, then draws from all. *
  * Prints the seeded fault schedule, each fault as it is injected, and the report; writes report.json,
  * report.md and the processes' logs under test-results/chaos/. Exits 1 when an invariant was violated.
@@ -11,12 +14,14 @@ import { parseArgs } from 'node:util';
 import { toMarkdown } from './report.js';
 import { faultKinds } from './plan.js';
 import { runChaos } from './suite.js';
+import { REDIS_KINDS, type RedisKind } from './topology.js';
 
 const { values } = parseArgs({
   options: {
     minutes: { type: 'string', default: '1' },
     instances: { type: 'string', default: '3' },
     lock: { type: 'string', default: 'redis' },
+    redis: { type: 'string', default: 'single' },
     seed: { type: 'string' },
     out: { type: 'string' },
     faults: { type: 'string' },
@@ -27,14 +32,16 @@ const { values } = parseArgs({
 const minutes = Number(values.minutes);
 const instances = Number(values.instances);
 const seed = values.seed === undefined ? Date.now() % 1_000_000 : Number(values.seed);
-if (!(minutes > 0) || !Number.isInteger(instances) || instances < 2 || !Number.isInteger(seed) || !['redis', 'kubernetes'].includes(values.lock)) {
-  console.error('usage: npm run chaos -- --minutes N --instances K (K >= 2) --lock redis|kubernetes [--seed S] [--out DIR] [--faults k1,k2] [--lead k1,k2]');
-  console.error(`fault kinds: redis: ${faultKinds('redis').join(', ')}; kubernetes: ${faultKinds('kubernetes').join(', ')}`);
+const redis = values.redis as RedisKind;
+if (!(minutes > 0) || !Number.isInteger(instances) || instances < 2 || !Number.isInteger(seed) || !['redis', 'kubernetes'].includes(values.lock) || !REDIS_KINDS.includes(redis)) {
+  console.error('usage: npm run chaos -- --minutes N --instances K (K >= 2) --lock redis|kubernetes [--redis single|sentinel|cluster] [--seed S] [--out DIR] [--faults k1,k2] [--lead k1,k2]');
+  for (const kind of REDIS_KINDS) console.error(`fault kinds on ${kind} Redis: redis lock: ${faultKinds('redis', kind).join(', ')}; kubernetes lock: ${faultKinds('kubernetes', kind).join(', ')}`);
   process.exit(2);
 }
 
 const { report, outDir } = await runChaos({
   lock: values.lock as 'redis' | 'kubernetes',
+  redis,
   instances,
   durationMs: Math.round(minutes * 60_000),
   seed,

@@ -1,4 +1,7 @@
 import { seededRandom } from '../../test/support/race.js';
+import { TEST_CLUSTER_NODE_TIMEOUT_MS } from '../../test/support/redis-cluster.js';
+import { DEFAULT_SENTINEL_TIMING } from '../../test/support/redis-sentinel.js';
+import type { RedisKind } from './topology.js';
 
 export type LockKind = 'redis' | 'kubernetes';
 
@@ -46,6 +49,12 @@ export type PlannedFault = { index: number; gapMs: number } & (
   | { kind: 'partition-leader-redis-only'; mode: 'blackhole' | 'reject'; forMs: number; heal: 'deliver' | 'reset' }
   /** Every API request slowed to just under the request timeout. */
   | { kind: 'api-latency-near-timeout'; latencyMs: number; forMs: number }
+  /** Replicated Redis: SIGKILL the primary serving leasebeat's keys; restart it (it rejoins as a replica) after the promotion. */
+  | { kind: 'primary-kill'; restartAfterMs: number }
+  /** Replicated Redis: SIGSTOP that primary past the failure detector (a failover happens), then SIGCONT: it comes back believing it is the primary. */
+  | { kind: 'primary-freeze'; stoppedMs: number }
+  /** Replicated Redis: SIGKILL a replica of that primary, start it again after `downMs`. */
+  | { kind: 'replica-restart'; downMs: number }
 );
 
 export type FaultKind = PlannedFault['kind'];
@@ -63,8 +72,17 @@ type Draw = (
 
 const target = (pick: <T>(items: readonly T[]) => T): FaultTarget => pick(['leader', 'leader', 'follower'] as const);
 
-/** The kinds of fault, as a bag: each is drawn once before any is drawn again. */
-const BAG: Array<{ name: string; locks: readonly LockKind[]; draw: Draw }> = [
+/** How long the test topologies take to call a silent primary down (sentinels' down-after, cluster node timeout). */
+const DETECTOR_MS = Math.max(DEFAULT_SENTINEL_TIMING.downAfterMs, TEST_CLUSTER_NODE_TIMEOUT_MS);
+const REPLICATED: readonly RedisKind[] = ['sentinel', 'cluster'];
+/** Faults of processes and of the lease API: they need no proxy in front of Redis. */
+const ANY_REDIS: readonly RedisKind[] = ['single', ...REPLICATED];
+
+/**
+ * The kinds of fault, as a bag: each is drawn once before any is drawn again. `redis` says on which Redis
+ * a kind can be injected (default: the single server, whose per-process proxies and restarts it uses).
+ */
+const BAG: Array<{ name: string; locks: readonly LockKind[]; redis?: readonly RedisKind[]; draw: Draw }> = [
   {
     name: 'freeze-in-renewal',
     locks: ['redis', 'kubernetes'],
@@ -104,17 +122,33 @@ const BAG: Array<{ name: string; locks: readonly LockKind[]; draw: Draw }> = [
   {
     name: 'api-latency-near-timeout',
     locks: ['kubernetes'],
+    redis: ANY_REDIS,
     draw: (between, _pick, t) => ({ kind: 'api-latency-near-timeout', latencyMs: requestTimeoutMs(t) - between(20, 150), forMs: between(4000, 10_000) }),
   },
-  { name: 'kill-leader', locks: ['redis', 'kubernetes'], draw: (between) => ({ kind: 'kill', target: 'leader', restartAfterMs: between(300, 2000) }) },
-  { name: 'kill-follower', locks: ['redis', 'kubernetes'], draw: (between) => ({ kind: 'kill', target: 'follower', restartAfterMs: between(300, 2000) }) },
+  { name: 'kill-leader', locks: ['redis', 'kubernetes'], redis: ANY_REDIS, draw: (between) => ({ kind: 'kill', target: 'leader', restartAfterMs: between(300, 2000) }) },
+  { name: 'kill-follower', locks: ['redis', 'kubernetes'], redis: ANY_REDIS, draw: (between) => ({ kind: 'kill', target: 'follower', restartAfterMs: between(300, 2000) }) },
   {
     name: 'stop',
     locks: ['redis', 'kubernetes'],
+    redis: ANY_REDIS,
     // Longer than the lease, so that a stopped leader wakes up to find another in its place.
     draw: (between, pick, t) => ({ kind: 'stop', target: target(pick), stoppedMs: t.leaseDurationMs + between(500, 2500) }),
   },
-  { name: 'term', locks: ['redis', 'kubernetes'], draw: (between, pick) => ({ kind: 'term', target: target(pick), restartAfterMs: between(300, 2000) }) },
+  { name: 'term', locks: ['redis', 'kubernetes'], redis: ANY_REDIS, draw: (between, pick) => ({ kind: 'term', target: target(pick), restartAfterMs: between(300, 2000) }) },
+  // Issue 13's three, each twice in the bag: they are what a replicated Redis is run for.
+  ...['primary-kill', 'primary-kill#2'].map((name) => ({
+    name,
+    locks: ['redis', 'kubernetes'] as const,
+    redis: REPLICATED,
+    draw: (between: (low: number, high: number) => number) => ({ kind: 'primary-kill' as const, restartAfterMs: between(300, 3000) }),
+  })),
+  ...['primary-freeze', 'primary-freeze#2'].map((name) => ({
+    name,
+    locks: ['redis', 'kubernetes'] as const,
+    redis: REPLICATED,
+    draw: (between: (low: number, high: number) => number) => ({ kind: 'primary-freeze' as const, stoppedMs: DETECTOR_MS + between(500, 3000) }),
+  })),
+  { name: 'replica-restart', locks: ['redis', 'kubernetes'], redis: REPLICATED, draw: (between) => ({ kind: 'replica-restart', downMs: between(300, 3000) }) },
   { name: 'redis-restart', locks: ['redis', 'kubernetes'], draw: (between) => ({ kind: 'redis-restart', downMs: between(100, 2500) }) },
   {
     name: 'partition-redis',
@@ -127,17 +161,19 @@ const BAG: Array<{ name: string; locks: readonly LockKind[]; draw: Draw }> = [
       heal: pick(['deliver', 'reset'] as const),
     }),
   },
-  { name: 'api-5xx', locks: ['kubernetes'], draw: (between, pick) => ({ kind: 'api-5xx', count: between(5, 30), status: pick([500, 503] as const) }) },
+  { name: 'api-5xx', locks: ['kubernetes'], redis: ANY_REDIS, draw: (between, pick) => ({ kind: 'api-5xx', count: between(5, 30), status: pick([500, 503] as const) }) },
   {
     name: 'api-latency',
     locks: ['kubernetes'],
+    redis: ANY_REDIS,
     // Above RenewDeadline: every request of a renewal round times out.
     draw: (between, _pick, t) => ({ kind: 'api-latency', latencyMs: t.renewDeadlineMs + between(100, 1500), forMs: between(2000, 6000) }),
   },
-  { name: 'api-hang', locks: ['kubernetes'], draw: (between) => ({ kind: 'api-hang', count: between(1, 6), holdMs: between(2000, 5000) }) },
+  { name: 'api-hang', locks: ['kubernetes'], redis: ANY_REDIS, draw: (between) => ({ kind: 'api-hang', count: between(1, 6), holdMs: between(2000, 5000) }) },
   {
     name: 'partition-api',
     locks: ['kubernetes'],
+    redis: ANY_REDIS,
     draw: (between, pick) => ({
       kind: 'partition-api',
       target: target(pick),
@@ -170,14 +206,23 @@ export function estimatedMs(fault: PlannedFault): number {
       return fault.stoppedMs + 2500;
     case 'redis-restart-kill-leader':
       return fault.downMs + fault.restartAfterMs + 9000;
+    case 'primary-kill':
+      return DETECTOR_MS + fault.restartAfterMs + 8000;
+    case 'primary-freeze':
+      return fault.stoppedMs + 2000;
+    case 'replica-restart':
+      return fault.downMs + 2000;
     default:
       return fault.forMs;
   }
 }
 
-/** The names of the fault kinds a lock can be given (for `--faults` and `lead`). */
-export function faultKinds(lock: LockKind): string[] {
-  return BAG.filter((entry) => entry.locks.includes(lock)).map((entry) => entry.name);
+/** Whether a kind of the bag can be injected with this lock on this Redis. */
+const applies = (entry: (typeof BAG)[number], lock: LockKind, redis: RedisKind): boolean => entry.locks.includes(lock) && (entry.redis ?? ['single']).includes(redis);
+
+/** The names of the fault kinds a lock on a Redis can be given (for `--faults` and `lead`). */
+export function faultKinds(lock: LockKind, redis: RedisKind = 'single'): string[] {
+  return [...new Set(BAG.filter((entry) => applies(entry, lock, redis)).map((entry) => entry.name.replace(/#\d+$/, '')))];
 }
 
 /**
@@ -190,6 +235,8 @@ export function planFaults(options: {
   seed: number;
   durationMs: number;
   lock: LockKind;
+  /** The Redis under test; default one server. */
+  redis?: RedisKind;
   timings: ElectionTimings;
   /** Only these kinds (bag names, see {@link faultKinds}); default all of the lock's. */
   only?: readonly string[];
@@ -199,13 +246,15 @@ export function planFaults(options: {
   const random = seededRandom(options.seed);
   const between = (low: number, high: number): number => low + Math.floor(random() * (high - low + 1));
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
-  const kinds = BAG.filter((entry) => entry.locks.includes(options.lock) && (!options.only || options.only.includes(entry.name)));
+  const redis = options.redis ?? 'single';
+  const named = (entry: (typeof BAG)[number], name: string): boolean => entry.name.replace(/#\d+$/, '') === name;
+  const kinds = BAG.filter((entry) => applies(entry, options.lock, redis) && (!options.only || options.only.some((name) => named(entry, name))));
   for (const name of [...(options.only ?? []), ...(options.lead ?? [])]) {
-    if (!BAG.some((entry) => entry.name === name && entry.locks.includes(options.lock))) throw new Error(`no fault kind ${name} for the ${options.lock} lock`);
+    if (!BAG.some((entry) => named(entry, name) && applies(entry, options.lock, redis))) throw new Error(`no fault kind ${name} for the ${options.lock} lock on ${redis} Redis`);
   }
   if (kinds.length === 0) throw new Error('no fault kinds to draw from');
   const plan: PlannedFault[] = [];
-  const leading = (options.lead ?? []).map((name) => BAG.find((entry) => entry.name === name)!);
+  const leading = (options.lead ?? []).map((name) => BAG.find((entry) => named(entry, name))!);
   let bag: typeof kinds = [];
   let elapsed = 0;
   while (elapsed < options.durationMs) {
@@ -253,6 +302,12 @@ export function describeFault(fault: PlannedFault): string {
       return `${head} leader's Redis only: ${fault.mode} ${fault.forMs}ms, heal ${fault.heal}`;
     case 'api-latency-near-timeout':
       return `${head} +${fault.latencyMs}ms per request (just under the request timeout) for ${fault.forMs}ms`;
+    case 'primary-kill':
+      return `${head} SIGKILL of the primary holding leasebeat's keys, restarted ${fault.restartAfterMs}ms after the promotion`;
+    case 'primary-freeze':
+      return `${head} SIGSTOP of the primary holding leasebeat's keys for ${fault.stoppedMs}ms (past the failure detector), then SIGCONT`;
+    case 'replica-restart':
+      return `${head} SIGKILL of a replica of that primary, restarted after ${fault.downMs}ms`;
     default:
       return `${head} ${fault.target} ${fault.mode} ${fault.forMs}ms, heal ${fault.heal}`;
   }

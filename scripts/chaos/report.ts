@@ -1,6 +1,7 @@
 import type { Audit } from './audit.js';
 import type { ExecutedFault } from './faults.js';
 import { describeFault, type ElectionTimings, type LockKind, type PlannedFault } from './plan.js';
+import type { RedisKind } from './topology.js';
 
 /** min / median / p99 / max of a sample (nearest rank), or undefined for an empty one. */
 export interface Spread {
@@ -24,6 +25,7 @@ export const formatSpread = (s: Spread | undefined, unit = 'ms'): string =>
 /** Everything a chaos run found, as written to `report.json`. */
 export interface ChaosReport {
   lock: LockKind;
+  redis: RedisKind;
   instances: number;
   seed: number;
   durationMs: number;
@@ -40,6 +42,8 @@ export interface ChaosReport {
   invariants: Audit['invariants'];
   ticks: Audit['ticks'];
   failover: { all: Spread | undefined; byKind: Record<string, Spread | undefined>; gaps: Audit['failovers'] };
+  /** Replicated Redis: from a fault that promoted a replica to the first job added after the promotion. */
+  redisFailover: { all: Spread | undefined; byKind: Record<string, Spread | undefined> };
   enqueueLagMs: Spread | undefined;
   longestSilenceMs: number;
   runsPerJob: Record<string, number>;
@@ -54,7 +58,8 @@ export interface ChaosReport {
 /** The Markdown report: the verdict first, then faults, failovers and ticks. */
 export function toMarkdown(report: ChaosReport): string {
   const lines: string[] = [];
-  lines.push(`# Chaos run: ${report.lock} lock, ${report.instances} instances, seed ${report.seed}`);
+  const on = report.redis === 'single' ? '' : ` on Redis ${report.redis === 'sentinel' ? 'Sentinel' : 'Cluster'}`;
+  lines.push(`# Chaos run: ${report.lock} lock${on}, ${report.instances} instances, seed ${report.seed}`);
   lines.push('');
   lines.push(`**${report.ok ? 'All invariants held' : 'INVARIANTS VIOLATED'}.** Started ${report.startedAt}; faults for ${(report.durationMs / 1000).toFixed(0)} s, ` +
     `window ${report.window.seconds} s of ticks (${report.window.from} – ${report.window.to}), drained in ${(report.drainMs / 1000).toFixed(1)} s. ` +
@@ -79,6 +84,12 @@ export function toMarkdown(report: ChaosReport): string {
   lines.push('From the fault to the first enqueue written under a newer term (min / median / p99 / max):', '');
   lines.push(`- all: ${formatSpread(report.failover.all)}`);
   for (const [kind, s] of Object.entries(report.failover.byKind)) lines.push(`- ${kind}: ${formatSpread(s)}`);
+  if (report.redis !== 'single') {
+    lines.push('', 'From a fault on the primary that led to a promotion to the first job added after the promotion:', '');
+    lines.push(`- all: ${formatSpread(report.redisFailover.all)}`);
+    for (const [kind, s] of Object.entries(report.redisFailover.byKind)) lines.push(`- ${kind}: ${formatSpread(s)}`);
+    lines.push('');
+  }
   lines.push(`- longest stretch without an enqueue of the per-second job: ${report.longestSilenceMs} ms`);
   lines.push(`- enqueue lag in the window (Redis write minus nominal tick, catch-up included): ${formatSpread(report.enqueueLagMs)}`);
   lines.push(`- fence: ${report.terms.length} terms, leaderTransitions now ${report.fence.leaderTransitions}; ` +

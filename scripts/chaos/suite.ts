@@ -13,6 +13,7 @@ import { inject, type ExecutedFault } from './faults.js';
 import { RUN_ENDS_KEY, RUNS_KEY, type RunEndRecord, type RunRecord } from './jobs/_record.js';
 import { describeFault, estimatedMs, planFaults, type ElectionTimings, type LockKind } from './plan.js';
 import { spread, toMarkdown, type ChaosReport, type Spread } from './report.js';
+import type { RedisKind } from './topology.js';
 
 export const JOBS_DIR = fileURLToPath(new URL('./jobs/', import.meta.url));
 const RESULTS_DIR = fileURLToPath(new URL('../../test-results/chaos/', import.meta.url));
@@ -22,6 +23,8 @@ export const CHAOS_TIMINGS: ElectionTimings = { leaseDurationMs: 2000, renewDead
 
 export interface ChaosOptions {
   lock: LockKind;
+  /** The Redis leasebeat runs on: one server (default), a Sentinel group or a Redis Cluster. */
+  redis?: RedisKind;
   instances: number;
   /** How long faults are injected. */
   durationMs: number;
@@ -61,11 +64,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const timings = options.timings ?? CHAOS_TIMINGS;
   const log = options.log ?? ((): void => undefined);
   const startedAt = new Date();
-  const outDir = options.outDir ?? join(RESULTS_DIR, `${options.lock}-seed${options.seed}-${startedAt.toISOString().replaceAll(':', '-')}`);
+  const redisKind = options.redis ?? 'single';
+  const outDir = options.outDir ?? join(RESULTS_DIR, `${options.lock}-${redisKind === 'single' ? '' : `${redisKind}-`}seed${options.seed}-${startedAt.toISOString().replaceAll(':', '-')}`);
   const faultArgs = (options.faults?.only ? ` --faults ${options.faults.only.join(',')}` : '') + (options.faults?.lead ? ` --lead ${options.faults.lead.join(',')}` : '');
-  const command = `npm run chaos -- --minutes ${+(options.durationMs / 60_000).toFixed(3)} --instances ${options.instances} --lock ${options.lock} --seed ${options.seed}${faultArgs}`;
-  const plan = planFaults({ seed: options.seed, durationMs: options.durationMs, lock: options.lock, timings, ...options.faults });
-  log(`chaos: ${options.lock} lock, ${options.instances} instances, ${(options.durationMs / 1000).toFixed(0)} s of faults, seed ${options.seed}`);
+  const command = `npm run chaos -- --minutes ${+(options.durationMs / 60_000).toFixed(3)} --instances ${options.instances} --lock ${options.lock}${redisKind === 'single' ? '' : ` --redis ${redisKind}`} --seed ${options.seed}${faultArgs}`;
+  const plan = planFaults({ seed: options.seed, durationMs: options.durationMs, lock: options.lock, redis: redisKind, timings, ...options.faults });
+  log(`chaos: ${options.lock} lock on ${redisKind} Redis, ${options.instances} instances, ${(options.durationMs / 1000).toFixed(0)} s of faults, seed ${options.seed}`);
   log(`replay: ${command}`);
   for (const fault of plan) log(`  plan ${describeFault(fault)}`);
 
@@ -75,17 +79,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   if (errors.length > 0) throw new Error(`chaos fixtures do not load: ${errors.map((e) => e.message).join('; ')}`);
   const cluster = await ChaosCluster.start({
     lock: options.lock,
+    redis: redisKind,
     instances: options.instances,
     jobsDir: JOBS_DIR,
     timings,
     // CHAOS_LOG_LEVEL=debug: the instances log their elector's every attempt (for reading a repro).
     env: { CHAOS_MINUTE_SECOND: process.env.CHAOS_MINUTE_SECOND, ...(process.env.CHAOS_LOG_LEVEL ? { LEASEBEAT_LOG_LEVEL: process.env.CHAOS_LOG_LEVEL } : {}) },
   });
-  const tailClient = cluster.redis.client();
-  tailClient.on('error', () => undefined);
+  const tailClient = cluster.newClient();
   const queueNames = [...new Set([...jobs.values()].map((job) => job.queue))];
-  const tail = new EventTail(tailClient, queueNames.map((name) => `bull:${name}:events`));
-  const queues = new Map(queueNames.map((name) => [name, new Queue(name, { connection: cluster.client })]));
+  const tail = new EventTail(tailClient, queueNames.map((name) => `${cluster.bullPrefix}:${name}:events`));
+  const queues = new Map(queueNames.map((name) => [name, new Queue(name, { connection: cluster.client, prefix: cluster.bullPrefix })]));
   // Redis restarts are part of the run; the client reconnects by itself.
   for (const queue of queues.values()) queue.on('error', () => undefined);
   const ledger = new TickLedger(cluster.client, new KeySpace());
@@ -124,7 +128,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const result = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
     const fence = await ledger.fence();
     result.invariants.push(processesBehaved(cluster));
-    const report = buildReport({ options, timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
+    const report = buildReport({ options, redis: redisKind, redisFailovers: redisFailovers(faults, tail.writes), timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
     await writeResults(outDir, report, cluster);
     return { report, outDir };
   } finally {
@@ -137,7 +141,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
 
 /** The lock's history, the ends of runs, and when each process exited. */
 async function observed(cluster: ChaosCluster): Promise<{ lease: ReturnType<ChaosCluster['history']['snapshot']>; runEnds: RunEndRecord[]; exits: Map<string, number> }> {
-  const runEnds = (await cluster.client.lrange(RUN_ENDS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunEndRecord);
+  const runEnds = (await cluster.recordsClient.lrange(RUN_ENDS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunEndRecord);
   const exits = new Map(cluster.incarnations.flatMap((i) => (i.exitedAt === undefined ? [] : [[i.identity, i.exitedAt] as const])));
   return { lease: cluster.history.snapshot(), runEnds, exits };
 }
@@ -167,7 +171,7 @@ function processesBehaved(cluster: ChaosCluster): InvariantResult {
 }
 
 async function readRuns(cluster: ChaosCluster): Promise<RunRecord[]> {
-  return (await cluster.client.lrange(RUNS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunRecord);
+  return (await cluster.recordsClient.lrange(RUNS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunRecord);
 }
 
 async function waitFor<T>(what: string, timeoutMs: number, probe: () => T | undefined): Promise<T> {
@@ -180,8 +184,20 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => T | unde
   }
 }
 
+/** For each fault that promoted a replica: its kind and the time from the fault to the first job added after the promotion. */
+function redisFailovers(faults: ExecutedFault[], writes: EventTail['writes']): Array<{ kind: string; gapMs: number }> {
+  const added = [...writes.values()].map((write) => write.addedAt).sort((a, b) => a - b);
+  return faults.flatMap((fault) => {
+    const promotedAt = fault.promotedAt;
+    const first = promotedAt === undefined ? undefined : added.find((at) => at > promotedAt);
+    return first === undefined ? [] : [{ kind: fault.kind, gapMs: first - fault.startedAt }];
+  });
+}
+
 function buildReport(parts: {
   options: ChaosOptions;
+  redis: RedisKind;
+  redisFailovers: Array<{ kind: string; gapMs: number }>;
   timings: ElectionTimings;
   startedAt: Date;
   command: string;
@@ -200,8 +216,11 @@ function buildReport(parts: {
   for (const kind of new Set(result.failovers.map((g) => g.kind))) {
     byKind[kind] = spread(result.failovers.filter((g) => g.kind === kind).map((g) => g.gapMs));
   }
+  const redisByKind: Record<string, Spread | undefined> = {};
+  for (const kind of new Set(parts.redisFailovers.map((g) => g.kind))) redisByKind[kind] = spread(parts.redisFailovers.filter((g) => g.kind === kind).map((g) => g.gapMs));
   return {
     lock: options.lock,
+    redis: parts.redis,
     instances: options.instances,
     seed: options.seed,
     durationMs: options.durationMs,
@@ -221,6 +240,7 @@ function buildReport(parts: {
     invariants: result.invariants,
     ticks: result.ticks,
     failover: { all: spread(result.failovers.map((g) => g.gapMs)), byKind, gaps: result.failovers },
+    redisFailover: { all: spread(parts.redisFailovers.map((g) => g.gapMs)), byKind: redisByKind },
     enqueueLagMs: spread(result.lagMs),
     longestSilenceMs: result.longestSilenceMs,
     runsPerJob: result.runsPerJob,

@@ -19,6 +19,10 @@ export interface TestRedisCluster {
   /** `redis+cluster://…`: what a user configures. */
   readonly url: string;
   readonly nodes: RedisProcess[];
+  /** `cluster-node-timeout`: how long a silent primary has before its replica takes over. */
+  readonly nodeTimeoutMs: number;
+  /** The running nodes that replicate `primary` now (as each reports itself). */
+  replicasOf(primary: RedisProcess): Promise<RedisProcess[]>;
   /** The primary serving `slot` now (as that node itself reports). */
   primaryOf(slot: number): Promise<RedisProcess>;
   /** Waits until a node other than `old` serves `slot` as a primary and the cluster state is ok. */
@@ -94,6 +98,24 @@ export async function startRedisCluster(): Promise<TestRedisCluster> {
     return {
       url: `redis+cluster://${nodes.slice(0, 3).map((n) => `127.0.0.1:${n.port}`).join(',')}`,
       nodes,
+      nodeTimeoutMs: TEST_CLUSTER_NODE_TIMEOUT_MS,
+      replicasOf: async (primary) => {
+        const following = await Promise.all(
+          nodes.map(async (node) => {
+            if (node === primary || !node.running) return false;
+            const client = node.client({ commandTimeout: 1_000, retryStrategy: () => null });
+            try {
+              const role = (await client.call('ROLE')) as [string, string, number];
+              return role[0] === 'slave' && Number(role[2]) === primary.port;
+            } catch {
+              return false;
+            } finally {
+              client.disconnect();
+            }
+          }),
+        );
+        return nodes.filter((_, index) => following[index]);
+      },
       primaryOf: async (slot) => {
         const owner = await slotOwner(slot, nodes);
         if (!owner) throw new Error(`no node serves slot ${slot}`);

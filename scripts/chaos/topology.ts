@@ -1,0 +1,78 @@
+import type { Redis } from 'ioredis';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { CLUSTER_BULL_PREFIX, keySlot, RedisConnections } from '../../src/queueing/redis-topology.js';
+import { startRedisCluster, type TestRedisCluster } from '../../test/support/redis-cluster.js';
+import type { RedisProcess } from '../../test/support/redis-process.js';
+import { startSentinelGroup, type TestSentinelGroup } from '../../test/support/redis-sentinel.js';
+
+/** The Redis the chaos suite runs leasebeat on: one server (behind per-process proxies), or a replicated topology. */
+export type RedisKind = 'single' | 'sentinel' | 'cluster';
+export const REDIS_KINDS: readonly RedisKind[] = ['single', 'sentinel', 'cluster'];
+
+/**
+ * A replicated Redis under test (Sentinel group or Cluster), with the faults issue 13 names: the primary
+ * that holds leasebeat's keys killed or frozen past the failure detector, a replica restarted.
+ * Instances reach it through its URL, as users configure it: there is no per-process proxy in between.
+ */
+export interface ReplicatedRedis {
+  kind: Exclude<RedisKind, 'single'>;
+  /** What `LEASEBEAT_REDIS_URL` is set to. */
+  url: string;
+  /** BullMQ's prefix there (hash-tagged on Cluster, as leasebeat chooses it). */
+  bullPrefix: string;
+  /** How long a silent primary has before the failover starts (down-after, node timeout). */
+  detectorMs: number;
+  /** A new client for the suite's own reads, following failovers; the caller disconnects it. */
+  client(): Redis;
+  /** The primary that serves leasebeat's keys (lease, fence, ledger) now. */
+  primary(): Promise<RedisProcess>;
+  /** The replicas of `primary` that are running. */
+  replicasOf(primary: RedisProcess): Promise<RedisProcess[]>;
+  /** Waits until another node serves leasebeat's keys as the primary; returns it. */
+  waitForPromotion(old: RedisProcess, timeoutMs?: number): Promise<RedisProcess>;
+  close(): Promise<void>;
+}
+
+/** leasebeat's keys of the chaos cluster (default prefix and lease name): all in the slot of this one. */
+const LEASEBEAT_KEY = new KeySpace().fence;
+
+export async function startReplicatedRedis(kind: Exclude<RedisKind, 'single'>): Promise<ReplicatedRedis> {
+  return kind === 'sentinel' ? sentinelUnderTest(await startSentinelGroup()) : clusterUnderTest(await startRedisCluster());
+}
+
+function followingClient(url: string): Redis {
+  // Retries commands across a failover, unlike leasebeat's control connection: the suite's reads must
+  // not fail because a failover is under way.
+  const client = RedisConnections.fromUrl(url).open('worker') as Redis;
+  client.on('error', () => undefined);
+  return client;
+}
+
+function sentinelUnderTest(group: TestSentinelGroup): ReplicatedRedis {
+  return {
+    kind: 'sentinel',
+    url: group.url,
+    bullPrefix: 'bull',
+    detectorMs: group.timing.downAfterMs,
+    client: () => followingClient(group.url),
+    primary: () => group.primary(),
+    replicasOf: (primary) => Promise.resolve(group.nodes.filter((node) => node !== primary && node.running)),
+    waitForPromotion: (old, timeoutMs) => group.waitForPromotion(old, timeoutMs),
+    close: () => group.close(),
+  };
+}
+
+function clusterUnderTest(cluster: TestRedisCluster): ReplicatedRedis {
+  const slot = keySlot(LEASEBEAT_KEY);
+  return {
+    kind: 'cluster',
+    url: cluster.url,
+    bullPrefix: CLUSTER_BULL_PREFIX,
+    detectorMs: cluster.nodeTimeoutMs,
+    client: () => followingClient(cluster.url),
+    primary: () => cluster.primaryOf(slot),
+    replicasOf: (primary) => cluster.replicasOf(primary),
+    waitForPromotion: (old, timeoutMs) => cluster.waitForFailover(old, slot, timeoutMs),
+    close: () => cluster.close(),
+  };
+}
