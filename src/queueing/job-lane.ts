@@ -76,7 +76,7 @@ export class JobLane {
   private stopped = false;
   /** The lane's current nap on the term's timer, and whether a redefinition may cut it short. */
   private napping: { nap: Nap; wakeable: boolean } | undefined;
-  private readonly log: Logger;
+  private logger: Logger | undefined;
   private markTakenOver: () => void = () => undefined;
   /** Resolves once the lane has taken its job over (pending ticks finished, catch-up recorded). */
   readonly takenOver = new Promise<void>((resolve) => (this.markTakenOver = resolve));
@@ -84,8 +84,11 @@ export class JobLane {
   constructor(
     readonly name: string,
     private readonly term: LaneTerm,
-  ) {
-    this.log = term.log.child({ job: name });
+  ) {}
+
+  /** The lane's logger, made on first use: a pino child per lane costs kilobytes, and most lanes never log. */
+  private get log(): Logger {
+    return (this.logger ??= this.term.log.child({ job: this.name }));
   }
 
   /** The job's definition changed: re-read it now. */
