@@ -62,7 +62,7 @@ export interface Audit {
   /** Window jobs whose write time came from the job timestamp because no `added` event was seen. */
   writesWithoutEvent: number;
   /** The lock's own history: how many writes, from where, and the holding stretches it shows. */
-  lease: { writes: number; source: LeaseHistorySnapshot['source']; holderChanges: number; stretches: number; longestUnexcusedSilenceMs: number };
+  lease: { writes: number; source: LeaseHistorySnapshot['source']; holderChanges: number; stretches: number; longestUnexcusedSilenceMs: number; lostInFailover: number };
 }
 
 export interface AuditInput {
@@ -328,6 +328,7 @@ export async function audit(input: AuditInput): Promise<Audit> {
       holderChanges: lease.holderChanges,
       stretches: producing.stretches,
       longestUnexcusedSilenceMs: producing.longest,
+      lostInFailover: input.lease.lostInFailover ?? 0,
     },
   };
 }

@@ -30,6 +30,11 @@ export interface LeaseHistorySnapshot {
    * times are then observation times, up to {@link SAMPLE_MS} late.
    */
   source: 'api' | 'stream' | 'sampled';
+  /**
+   * Replicated Redis: writes seen when they were made that the final primary does not hold: lost in a
+   * failover (never confirmed by a replica, so no term counted on them). Left out of `writes`.
+   */
+  lostInFailover?: number;
 }
 
 /** The Redis lock's history stream beside its record (see src/election/lua/updateLease.lua). */
@@ -84,6 +89,9 @@ export class ApiLeaseHistory {
  */
 export class RedisLeaseHistory {
   private readonly streamed: LeaseRecordWrite[] = [];
+  /** The stream id of each entry of `streamed`. */
+  private readonly streamedIds: string[] = [];
+  private lost = 0;
   private readonly sampled: LeaseRecordWrite[] = [];
   private lastId = '-';
   private lastSample = '';
@@ -106,12 +114,37 @@ export class RedisLeaseHistory {
   }
 
   snapshot(): LeaseHistorySnapshot {
-    if (this.streamed.length > 0) return { writes: [...this.streamed], source: 'stream' };
+    if (this.streamed.length > 0) return { writes: [...this.streamed], source: 'stream', ...(this.lost > 0 ? { lostInFailover: this.lost } : {}) };
     return { writes: [...this.sampled], source: 'sampled' };
   }
 
   lastWriteBy(holder: string): LeaseRecordWrite | undefined {
     return this.snapshot().writes.filter((w) => w.holder === holder).at(-1);
+  }
+
+  /**
+   * On replicated Redis, after the run: drops the writes seen live that the stream on the final primary
+   * no longer holds (within the range it still keeps), and counts them.
+   */
+  async dropLostWrites(): Promise<void> {
+    const kept = new Set<string>();
+    let start = '-';
+    for (;;) {
+      const entries = (await this.redis.xrange(historyKeyOf(this.leaseKey), start, '+', 'COUNT', 1000)) as Array<[string, string[]]>;
+      for (const [id] of entries) kept.add(id);
+      if (entries.length < 1000) break;
+      start = `(${entries.at(-1)![0]}`;
+    }
+    const oldestKept = [...kept][0];
+    if (oldestKept === undefined) return;
+    const olderThanKept = (id: string): boolean => compareIds(id, oldestKept) < 0;
+    for (let i = this.streamed.length - 1; i >= 0; i--) {
+      const id = this.streamedIds[i]!;
+      if (kept.has(id) || olderThanKept(id)) continue;
+      this.streamed.splice(i, 1);
+      this.streamedIds.splice(i, 1);
+      this.lost++;
+    }
   }
 
   /** Reads what is new right now (for a fault that needs the latest write). */
@@ -137,6 +170,7 @@ export class RedisLeaseHistory {
       const entries = (await this.redis.xrange(historyKeyOf(this.leaseKey), start, '+', 'COUNT', 1000)) as Array<[string, string[]]>;
       for (const [id, fields] of entries) {
         this.lastId = id;
+        this.streamedIds.push(id);
         const f = new Map<string, string>();
         for (let i = 0; i + 1 < fields.length; i += 2) f.set(fields[i]!, fields[i + 1]!);
         this.streamed.push({
@@ -176,3 +210,10 @@ export class RedisLeaseHistory {
 }
 
 export type LeaseHistory = ApiLeaseHistory | RedisLeaseHistory;
+
+/** Orders two stream ids (`<ms>-<seq>`). */
+function compareIds(a: string, b: string): number {
+  const [ams, aseq] = a.split('-').map(Number) as [number, number];
+  const [bms, bseq] = b.split('-').map(Number) as [number, number];
+  return ams - bms || aseq - bseq;
+}

@@ -95,7 +95,8 @@ export function toMarkdown(report: ChaosReport): string {
   lines.push(`- fence: ${report.terms.length} terms, leaderTransitions now ${report.fence.leaderTransitions}; ` +
     `${report.fence.fenced} claims/skips and ${report.fence.rejectedRaises} raises turned away by the fence; ${report.repeatedAdds} repeated adds ignored by BullMQ`);
   lines.push(`- lock history (${report.lease.source}): ${report.lease.writes} writes, ${report.lease.holderChanges} holder changes, ` +
-    `${report.lease.stretches} holding stretches; longest unexcused stretch without an enqueue by the holder ${report.lease.longestUnexcusedSilenceMs} ms`);
+    `${report.lease.stretches} holding stretches; longest unexcused stretch without an enqueue by the holder ${report.lease.longestUnexcusedSilenceMs} ms` +
+    (report.redis === 'single' ? '' : `; ${report.lease.lostInFailover} writes seen when made and lost in a failover (unconfirmed, so no term counted on them; left out of L1–L3)`));
   lines.push('', '## Ticks', '', '| Job | Ticks | Enqueued | Skipped (reason: count) |', '|---|---:|---:|---|');
   for (const [job, stats] of Object.entries(report.ticks)) {
     const skipped = Object.entries(stats.skipped).map(([reason, n]) => `${reason}: ${n}`).join(', ');

@@ -125,6 +125,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await cluster.stopAll();
     await tail.stop();
     await cluster.history.stop();
+    if (cluster.replicated && 'dropLostWrites' in cluster.history) await cluster.history.dropLostWrites();
     const result = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
     const fence = await ledger.fence();
     result.invariants.push(processesBehaved(cluster));

@@ -285,12 +285,14 @@ export function redact(url: string): string {
 }
 
 /**
- * Whether a data connection talks to the primary that the sentinels name now, compared by run id
- * (addresses differ behind NAT). A primary frozen and resumed, or cut off from the sentinels, still
- * believes it is the primary and keeps its replicas for a moment, so a WAIT there can succeed; the
- * sentinels know better. A majority must name this node, and no sentinel that answers may dissent: name
- * another, see it down, or be failing it over (a failover chooses its replica when it starts, so a write
- * a replica acknowledged meanwhile may not be on the one promoted).
+ * Whether a data connection talks to the primary that the sentinels name now. A primary frozen and
+ * resumed, or cut off from the sentinels, still believes it is the primary and keeps its replicas for a
+ * moment, so a WAIT there can succeed; the sentinels know better. A majority must name this node, and no
+ * sentinel that answers may dissent: name another, see it down, or be failing it over (a failover chooses
+ * its replica when it starts, so a write a replica acknowledged meanwhile may not be on the one promoted).
+ * A sentinel names a node by run id; for a few seconds after a promotion it knows only the new primary's
+ * address (its run id comes with the next INFO refresh), which is then compared with the address this
+ * connection reached.
  */
 export class SentinelPrimaryCheck {
   private readonly sentinels: Redis[];
@@ -317,12 +319,14 @@ export class SentinelPrimaryCheck {
     const info = await connection.info('server');
     const runId = /^run_id:(\w+)/m.exec(info)?.[1];
     if (!runId) return false;
+    const reached = `${connection.stream.remoteAddress ?? ''}:${connection.stream.remotePort ?? ''}`;
     const views = await Promise.allSettled(this.sentinels.map(async (sentinel) => (await sentinel.call('SENTINEL', 'MASTER', this.options.name)) as string[]));
     let agreeing = 0;
     for (const view of views) {
       if (view.status !== 'fulfilled') continue;
       const field = (name: string): string => view.value[view.value.indexOf(name) + 1] ?? '';
-      if (field('runid') !== runId || /o_down|s_down|failover_in_progress/.test(field('flags'))) return false;
+      const named = field('runid') ? field('runid') === runId : `${field('ip')}:${field('port')}` === reached;
+      if (!named || /o_down|s_down|failover_in_progress/.test(field('flags'))) return false;
       agreeing++;
     }
     return agreeing > this.sentinels.length / 2;
