@@ -7,11 +7,12 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { spread, type Spread } from '../scripts/chaos/report.js';
 import { startProducer } from './producer-harness.js';
-import { generateSchedules } from './schedules.js';
+import { cron, generateSchedules } from './schedules.js';
 
 /** Once a minute each, spread evenly over the seconds of the minute. */
-const SPREAD_PER_MINUTE = (index: number): string => `${index % 60} * * * * *`;
+const SPREAD_PER_MINUTE = cron((index) => `${index % 60} * * * * *`);
 const WARMUP_MS = 3000;
 
 export interface LeaderCost {
@@ -23,23 +24,38 @@ export interface LeaderCost {
   rssMiB: number;
   heapUsedMiB: number;
   enqueued: number;
+  /** The producer's own enqueue lag over the window (its add done − nominal tick), ms. */
+  enqueueLagMs?: Spread | undefined;
 }
 
 const [url, count, windowMs] = process.argv.slice(2);
 const redis = new Redis(url!, { maxRetriesPerRequest: null });
 let enqueued = 0;
+/** Lags of the enqueues in the measured window. */
+const lags: number[] = [];
+let measuring = false;
+const jobs = generateSchedules(Number(count), 'bench-leader', SPREAD_PER_MINUTE);
 const started = Date.now();
 const running = startProducer({
   redis,
-  jobs: generateSchedules(Number(count), 'bench-leader', SPREAD_PER_MINUTE),
-  metrics: { enqueued: () => void enqueued++, skipped: () => undefined, fenced: () => undefined },
+  jobs,
+  metrics: {
+    enqueued: (_job, lagSeconds) => {
+      enqueued++;
+      if (measuring) lags.push(Math.round(lagSeconds * 1000));
+    },
+    skipped: () => undefined,
+    fenced: () => undefined,
+  },
 });
 const takeoverMs = (await running.looping) - started;
 await sleep(WARMUP_MS);
 const cpuBefore = process.cpuUsage();
 const enqueuedBefore = enqueued;
+measuring = true;
 const from = process.hrtime.bigint();
 await sleep(Number(windowMs));
+measuring = false;
 const cpu = process.cpuUsage(cpuBefore);
 const wallMs = Number(process.hrtime.bigint() - from) / 1e6;
 const memory = process.memoryUsage();
@@ -51,6 +67,7 @@ const cost: LeaderCost = {
   rssMiB: memory.rss / 2 ** 20,
   heapUsedMiB: memory.heapUsed / 2 ** 20,
   enqueued: enqueued - enqueuedBefore,
+  enqueueLagMs: spread(lags),
 };
 console.log(JSON.stringify(cost));
 await running.stop();

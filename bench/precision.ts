@@ -4,11 +4,13 @@ import type { Redis } from 'ioredis';
 import { spread, type Spread } from '../scripts/chaos/report.js';
 import { startChild } from './child.js';
 import { startProducer } from './producer-harness.js';
-import { generateSchedules } from './schedules.js';
+import { cron, generateSchedules, perSecondSpread } from './schedules.js';
 
 /** Every schedule fires at the same instants, as cron jobs written by people tend to. */
 export const PRECISION_PATTERN = '*/5 * * * * *';
 const PERIOD_MS = 5000;
+/** The per-second row: schedules each once a second, spread evenly over the second, measured this long. */
+const PER_SECOND_WINDOW_MS = 5000;
 /** Bursts measured per run, after the first one (which may overlap the setup). */
 const MEASURED_BURSTS = 3;
 const WORKER_CONCURRENCY = 100;
@@ -16,7 +18,10 @@ const WORKER_CONCURRENCY = 100;
 const UNTRIMMED_EVENTS = 100_000_000;
 
 export interface PrecisionResult {
-  system: 'leasebeat' | 'bullmq';
+  /** `naive`: a setTimeout per schedule and `Queue.add` at the tick, in this process. */
+  system: 'leasebeat' | 'bullmq' | 'naive';
+  /** `burst`: every schedule due at once every 5 s; `per-second`: each once a second, spread over the second. */
+  scenario: 'burst' | 'per-second';
   schedules: number;
   /** When each run became available to workers (its `waiting` event), minus its nominal tick. */
   enqueueLagMs: Spread | undefined;
@@ -39,26 +44,77 @@ function burstsAfter(at: number): number[] {
  * leasebeat: the real Producer leading alone in this process over `count` generated schedules, with a
  * BullMQ worker in another process.
  */
-export async function leasebeatPrecision(redis: Redis, url: string, count: number): Promise<PrecisionResult> {
+export async function leasebeatPrecision(redis: Redis, url: string, count: number, scenario: PrecisionResult['scenario'] = 'burst'): Promise<PrecisionResult> {
   await redis.flushall();
   const queueName = 'bench-lb';
   const worker = startChild('./worker-process.ts', [url, queueName, String(WORKER_CONCURRENCY)]);
   await worker.line((l) => l === 'ready');
   const started = Date.now();
-  const running = startProducer({ redis, jobs: generateSchedules(count, queueName, () => PRECISION_PATTERN) });
+  const trigger = scenario === 'burst' ? cron(() => PRECISION_PATTERN) : perSecondSpread(count);
+  const running = startProducer({ redis, jobs: generateSchedules(count, queueName, trigger) });
   await running.queues.get(queueName).getVersion();
   await redis.hset(`bull:${queueName}:meta`, 'opts.maxLenEvents', UNTRIMMED_EVENTS);
   const looping = await running.looping;
-  const bursts = burstsAfter(looping);
   try {
+    if (scenario === 'per-second') {
+      const window = await perSecondWindow(looping);
+      const samples = await readStream(redis, queueName, window.includes);
+      return { system: 'leasebeat', scenario, schedules: count, ...samples, expected: window.expected(count), setupMs: looping - started };
+    }
+    const bursts = burstsAfter(looping);
     await sleep(bursts.at(-1)! - Date.now());
     await waitForCompletion(redis, queueName, Array.from({ length: count }, (_, i) => `s${i}@${bursts.at(-1)!}`));
+    const samples = await readStream(redis, queueName, (tick) => bursts.includes(tick));
+    return { system: 'leasebeat', scenario, schedules: count, ...samples, expected: count * bursts.length, setupMs: looping - started };
   } finally {
     await running.stop();
     await worker.stop();
   }
-  const samples = await readStream(redis, queueName, new Set(bursts), (jobId) => Number(jobId.slice(jobId.lastIndexOf('@') + 1)));
-  return { system: 'leasebeat', schedules: count, ...samples, expected: count * bursts.length, setupMs: looping - started };
+}
+
+/**
+ * The naive baseline of the per-second row: one `setTimeout` per schedule to its next tick, then
+ * `Queue.add` (no fencing, no ledger), in this process, with the same worker.
+ */
+export async function naivePrecision(redis: Redis, url: string, count: number): Promise<PrecisionResult> {
+  await redis.flushall();
+  const queueName = 'bench-naive';
+  const queue = new Queue(queueName, { connection: redis, streams: { events: { maxLen: UNTRIMMED_EVENTS } } });
+  const worker = startChild('./worker-process.ts', [url, queueName, String(WORKER_CONCURRENCY)]);
+  await worker.line((l) => l === 'ready');
+  const offset = (i: number): number => Math.floor((i * 1000) / count);
+  const timers = new Set<NodeJS.Timeout>();
+  let stopped = false;
+  const schedule = (i: number): void => {
+    const tick = Math.ceil((Date.now() - offset(i) + 1) / 1000) * 1000 + offset(i);
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      if (stopped) return;
+      void queue.add(`s${i}`, {}, { jobId: `s${i}@${tick}` }).catch(() => undefined);
+      schedule(i);
+    }, tick - Date.now());
+    timers.add(timer);
+  };
+  const started = Date.now();
+  for (let i = 0; i < count; i++) schedule(i);
+  try {
+    const window = await perSecondWindow(started);
+    const samples = await readStream(redis, queueName, window.includes);
+    return { system: 'naive', scenario: 'per-second', schedules: count, ...samples, expected: window.expected(count), setupMs: 0 };
+  } finally {
+    stopped = true;
+    for (const timer of timers) clearTimeout(timer);
+    await worker.stop();
+    await queue.close();
+  }
+}
+
+/** Waits out a window of whole seconds starting at least 1 s after `from`, and a second for its last runs. */
+async function perSecondWindow(from: number): Promise<{ includes: (tick: number) => boolean; expected: (count: number) => number }> {
+  const start = Math.ceil((from + 1000) / 1000) * 1000;
+  const end = start + PER_SECOND_WINDOW_MS;
+  await sleep(end + 1000 - Date.now());
+  return { includes: (tick) => tick >= start && tick < end, expected: (count) => (count * PER_SECOND_WINDOW_MS) / 1000 };
 }
 
 /** BullMQ's own Job Schedulers for the same patterns, driven by the same worker. */
@@ -79,9 +135,8 @@ export async function bullmqPrecision(redis: Redis, url: string, count: number):
     const bursts = burstsAfter(upserted);
     await sleep(bursts.at(-1)! - Date.now());
     await waitForCompletion(redis, queueName, Array.from({ length: count }, (_, i) => `repeat:s${i}:${bursts.at(-1)!}`));
-    // Scheduler job ids are `repeat:<scheduler id>:<scheduled millis>`.
-    const samples = await readStream(redis, queueName, new Set(bursts), (jobId) => Number(jobId.slice(jobId.lastIndexOf(':') + 1)));
-    return { system: 'bullmq', schedules: count, ...samples, expected: count * bursts.length, setupMs: upserted - started };
+    const samples = await readStream(redis, queueName, (tick) => bursts.includes(tick));
+    return { system: 'bullmq', scenario: 'burst', schedules: count, ...samples, expected: count * bursts.length, setupMs: upserted - started };
   } finally {
     await worker.stop();
     await queue.close();
@@ -98,6 +153,9 @@ async function waitForCompletion(redis: Redis, queue: string, jobIds: string[]):
   }
 }
 
+/** The nominal tick of a run from its job id: leasebeat's `<job>@<tick>`, BullMQ schedulers' `repeat:<id>:<tick>`. */
+const tickOf = (jobId: string): number => Number(jobId.slice(Math.max(jobId.lastIndexOf('@'), jobId.lastIndexOf(':')) + 1));
+
 /**
  * Reads a queue's event stream: for every job of the measured ticks, the Redis time of its first
  * `waiting` event (available to workers) and of its first `active` event (taken by a worker).
@@ -105,8 +163,7 @@ async function waitForCompletion(redis: Redis, queue: string, jobIds: string[]):
 async function readStream(
   redis: Redis,
   queue: string,
-  ticks: Set<number>,
-  tickOf: (jobId: string) => number,
+  measured: (tick: number) => boolean,
 ): Promise<{ enqueueLagMs: Spread | undefined; startLagMs: Spread | undefined; delivered: number }> {
   const waiting = new Map<string, number>();
   const active = new Map<string, number>();
@@ -119,7 +176,7 @@ async function readStream(
       const jobId = fields[fields.indexOf('jobId') + 1];
       if (jobId === undefined) continue;
       const tick = tickOf(jobId);
-      if (!ticks.has(tick)) continue;
+      if (!measured(tick)) continue;
       if (event === 'waiting' && !waiting.has(jobId)) waiting.set(jobId, at - tick);
       if (event === 'active' && !active.has(jobId)) active.set(jobId, at - tick);
     }
