@@ -85,6 +85,20 @@ function parse(text: string, hashSeed: string): CronExpression {
  * all mistakes are reported at once.
  */
 export function cronProblems(expression: string): string[] {
+  let problems = checked.get(expression);
+  if (problems === undefined) {
+    if (checked.size >= MAX_CHECKED) checked.clear();
+    problems = findProblems(expression);
+    checked.set(expression, problems);
+  }
+  return [...problems];
+}
+
+/** Expressions already checked: thousands of schedules loaded together mostly repeat a few. */
+const checked = new Map<string, readonly string[]>();
+const MAX_CHECKED = 1024;
+
+function findProblems(expression: string): string[] {
   const parts = split(expression);
   if ('problem' in parts) return [parts.problem];
   if ('shortcut' in parts) return [];
