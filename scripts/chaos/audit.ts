@@ -486,11 +486,22 @@ function holdersProduce(input: AuditInput, jobs: Map<string, SeenJob>): { violat
   return { violations, stretches: stretches.length, longest };
 }
 
-/** When a fault kept `holder` from Redis (or froze it), plus RenewDeadline to recover. */
+/** Faults of a replicated Redis: until the keys' primary (again) has a replica, no deciding write can be confirmed. */
+const REPLICATED_REDIS_FAULTS = ['primary-kill', 'primary-freeze', 'replica-restart'];
+
+/**
+ * When a fault kept `holder` from Redis (or froze it), plus RenewDeadline to recover; after a fault of a
+ * replicated Redis also a lease duration, for a lease record written before the promotion is taken over
+ * only once unchanged that long (replication epochs), and the restarted replica's resync.
+ */
 function excusedIntervals(input: AuditInput, holder: string): Array<[number, number]> {
   const recover = input.timings.renewDeadlineMs;
   const intervals: Array<[number, number]> = [];
   for (const fault of input.faults) {
+    if (REPLICATED_REDIS_FAULTS.includes(fault.kind)) {
+      intervals.push([fault.startedAt, fault.endedAt + recover + input.timings.leaseDurationMs]);
+      continue;
+    }
     const everyone = fault.kind === 'redis-restart' || fault.kind === 'redis-restart-kill-leader' || (fault.kind === 'freeze-in-renewal' && fault.detail.startsWith('CLIENT PAUSE'));
     const own = fault.target === holder && ['stop', 'partition-redis', 'partition-leader-redis-only', 'freeze-in-renewal', 'freeze-near-deadline'].includes(fault.kind);
     if (everyone || own) intervals.push([fault.startedAt, fault.endedAt + recover]);
