@@ -41,9 +41,7 @@ export interface FailoverResult {
  */
 export async function measureFailover(lock: LockKind, trials: number, timings: ElectionTimings, log: (line: string) => void): Promise<FailoverResult[]> {
   const cluster = await ChaosCluster.start({ lock, instances: 3, jobsDir: TICK_JOBS, timings });
-  const tailClient = cluster.newClient();
-  tailClient.on('error', () => undefined);
-  const tail = new EventTail(tailClient, [`bull:${QUEUE}:events`]);
+  const tail = new EventTail(() => cluster.newClient(), [`bull:${QUEUE}:events`]);
   const queue = new Queue(QUEUE, { connection: cluster.client });
   const results: Record<FailoverKind, number[]> = { crash: [], release: [], stop: [] };
   const stale: Record<FailoverKind, number> = { crash: 0, release: 0, stop: 0 };
@@ -77,7 +75,7 @@ export async function measureFailover(lock: LockKind, trials: number, timings: E
   } finally {
     await tail.stop().catch(() => undefined);
     await queue.close();
-    tailClient.disconnect();
+    tail.close();
     await cluster.close();
   }
   return KINDS.map((kind) => ({ lock, kind, samplesMs: results[kind], staleEnqueues: stale[kind] }));

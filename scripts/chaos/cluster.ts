@@ -82,7 +82,7 @@ export class ChaosCluster {
   private closing = false;
   /** The lock's own write history (ground truth for the lease invariants), followed from the start. */
   readonly history: LeaseHistory;
-  private readonly historyClient: Redis;
+  private current: Redis;
   /** A client of the records' server. */
   readonly recordsClient: Redis;
 
@@ -97,13 +97,12 @@ export class ChaosCluster {
      * a replicated Redis a server of its own, which no fault touches (the audit's ground truth of runs).
      */
     readonly records: TestRedis,
-    /** A direct client (no proxy) to the Redis under test, for the suite's own reads and writes. */
-    readonly client: Redis,
+    client: Redis,
     readonly api: FakeLeaseServer | undefined,
     private readonly configDir: string,
   ) {
-    this.historyClient = this.newClient();
-    this.history = api ? new ApiLeaseHistory(api, LEASE_NAMESPACE, LEASE_NAME) : new RedisLeaseHistory(this.historyClient, REDIS_LEASE_KEY);
+    this.current = client;
+    this.history = api ? new ApiLeaseHistory(api, LEASE_NAMESPACE, LEASE_NAME) : new RedisLeaseHistory(() => this.newClient(), REDIS_LEASE_KEY);
     this.history.start();
     this.recordsClient = records.client();
     this.recordsClient.on('error', () => undefined);
@@ -121,6 +120,15 @@ export class ChaosCluster {
     const cluster = new ChaosCluster(options, replicated ? undefined : records, replicated, records, client, api, configDir);
     for (let index = 0; index < options.instances; index++) cluster.slots.push(await cluster.createSlot(index));
     return cluster;
+  }
+
+  /**
+   * A direct client (no proxy) to the Redis under test, for the suite's own reads and writes. Replaced if
+   * ioredis gave it up for good ("Connection is closed"), which one Sentinel run saw after ~25 failovers.
+   */
+  get client(): Redis {
+    if (this.current.status === 'end') this.current = this.newClient();
+    return this.current;
   }
 
   /** A new client to the Redis under test (following failovers on a replicated one); the caller disconnects it. */
@@ -235,7 +243,7 @@ export class ChaosCluster {
   async close(): Promise<void> {
     await this.stopAll();
     await this.history.stop();
-    this.historyClient.disconnect();
+    if (this.history instanceof RedisLeaseHistory) this.history.close();
     for (const slot of this.slots) {
       await slot.redisProxy?.close();
       await slot.apiProxy?.close();

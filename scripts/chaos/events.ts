@@ -21,12 +21,20 @@ export class EventTail {
   private running: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
 
+  private redis: Redis;
+
   constructor(
-    /** A dedicated connection: XREAD BLOCK holds it. */
-    private readonly redis: Redis,
+    /** Opens a dedicated connection (XREAD BLOCK holds it); called again if ioredis gives one up for good. */
+    private readonly connect: () => Redis,
     private readonly streams: string[],
   ) {
     this.lastIds = streams.map(() => '0-0');
+    this.redis = connect();
+  }
+
+  /** Disconnects the current connection. */
+  close(): void {
+    this.redis.disconnect();
   }
 
   start(): void {
@@ -59,6 +67,8 @@ export class EventTail {
   /** One XREAD over every stream; returns how many entries it read. */
   private async readOnce(blockMs: number): Promise<number> {
     const block = blockMs > 0 ? ['BLOCK', blockMs] : [];
+    // Seen once after many Sentinel failovers: a connection ended for good ("Connection is closed").
+    if (this.redis.status === 'end') this.redis = this.connect();
     const result = (await this.redis.call('XREAD', 'COUNT', 5000, ...block, 'STREAMS', ...this.streams, ...this.lastIds)) as Array<
       [string, Array<[string, string[]]>]
     > | null;

@@ -98,10 +98,26 @@ export class RedisLeaseHistory {
   private readonly done = new AbortController();
   private running: Promise<void> | undefined;
 
+  private redis: Redis;
+
   constructor(
-    private readonly redis: Redis,
+    /** Opens the reader's connection; called again if ioredis gives one up for good. */
+    private readonly connect: () => Redis,
     private readonly leaseKey: string,
-  ) {}
+  ) {
+    this.redis = connect();
+  }
+
+  /** The connection, replaced if it ended ("Connection is closed", seen once after many Sentinel failovers). */
+  private get client(): Redis {
+    if (this.redis.status === 'end') this.redis = this.connect();
+    return this.redis;
+  }
+
+  /** Disconnects the reader's connection. */
+  close(): void {
+    this.redis.disconnect();
+  }
 
   start(): void {
     this.running = this.loop();
@@ -130,7 +146,7 @@ export class RedisLeaseHistory {
     const kept = new Set<string>();
     let start = '-';
     for (;;) {
-      const entries = (await this.redis.xrange(historyKeyOf(this.leaseKey), start, '+', 'COUNT', 1000)) as Array<[string, string[]]>;
+      const entries = (await this.client.xrange(historyKeyOf(this.leaseKey), start, '+', 'COUNT', 1000)) as Array<[string, string[]]>;
       for (const [id] of entries) kept.add(id);
       if (entries.length < 1000) break;
       start = `(${entries.at(-1)![0]}`;
@@ -167,7 +183,7 @@ export class RedisLeaseHistory {
   private async readStream(): Promise<void> {
     for (;;) {
       const start = this.lastId === '-' ? '-' : `(${this.lastId}`;
-      const entries = (await this.redis.xrange(historyKeyOf(this.leaseKey), start, '+', 'COUNT', 1000)) as Array<[string, string[]]>;
+      const entries = (await this.client.xrange(historyKeyOf(this.leaseKey), start, '+', 'COUNT', 1000)) as Array<[string, string[]]>;
       for (const [id, fields] of entries) {
         this.lastId = id;
         this.streamedIds.push(id);
@@ -190,7 +206,7 @@ export class RedisLeaseHistory {
   }
 
   private async sample(): Promise<void> {
-    const [time, fields] = await Promise.all([this.redis.time(), this.redis.hgetall(this.leaseKey)]);
+    const [time, fields] = await Promise.all([this.client.time(), this.client.hgetall(this.leaseKey)]);
     if (fields.version === undefined) return;
     const fingerprint = `${fields.generation}/${fields.version}`;
     if (fingerprint === this.lastSample) return;

@@ -86,13 +86,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // CHAOS_LOG_LEVEL=debug: the instances log their elector's every attempt (for reading a repro).
     env: { CHAOS_MINUTE_SECOND: process.env.CHAOS_MINUTE_SECOND, ...(process.env.CHAOS_LOG_LEVEL ? { LEASEBEAT_LOG_LEVEL: process.env.CHAOS_LOG_LEVEL } : {}) },
   });
-  const tailClient = cluster.newClient();
   const queueNames = [...new Set([...jobs.values()].map((job) => job.queue))];
-  const tail = new EventTail(tailClient, queueNames.map((name) => `${cluster.bullPrefix}:${name}:events`));
-  const queues = new Map(queueNames.map((name) => [name, new Queue(name, { connection: cluster.client, prefix: cluster.bullPrefix })]));
-  // Redis restarts are part of the run; the client reconnects by itself.
-  for (const queue of queues.values()) queue.on('error', () => undefined);
-  const ledger = new TickLedger(cluster.client, new KeySpace());
+  const tail = new EventTail(() => cluster.newClient(), queueNames.map((name) => `${cluster.bullPrefix}:${name}:events`));
+  const queues = new Map<string, Queue>();
   const faults: ExecutedFault[] = [];
   try {
     tail.start();
@@ -114,6 +110,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const windowTo = Date.now();
 
     const drainStart = Date.now();
+    // Made after the faults, on the suite's client as it is now (replaced if it ended meanwhile).
+    for (const name of queueNames) {
+      const queue = new Queue(name, { connection: cluster.client, prefix: cluster.bullPrefix });
+      // Redis restarts are part of the run; the client reconnects by itself.
+      queue.on('error', () => undefined);
+      queues.set(name, queue);
+    }
+    const ledger = new TickLedger(cluster.client, new KeySpace());
     const input = { jobs: [...jobs.values()], window: { from: windowFrom, to: windowTo }, redis: cluster.client, ledger, queues, faults, steadyJob: 'every-second', timings };
     log('chaos: faults over; draining');
     for (;;) {
@@ -135,7 +139,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   } finally {
     await tail.stop().catch(() => undefined);
     for (const queue of queues.values()) await queue.close();
-    tailClient.disconnect();
+    tail.close();
     await cluster.close();
   }
 }
