@@ -129,7 +129,9 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     await ledger.confirm('j', 1000, 'j@1000', 1001);
     // The next term finds the buffered claim in the pending set and releases it with a plain claim.
     await ledger.raiseFence(termA4, 'b', 2);
-    assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000', { buffer: true }), { kind: 'settled', state: 'buffered|uid-a|3|j@2000' });
+    // Asked to buffer again (a lane re-deciding the tick), it stays buffered, under the asking term.
+    assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000', { buffer: true }), { kind: 'buffered' });
+    assert.equal(await ledger.tickState('j', 2000), 'buffered|uid-a|4|j@2000');
     assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000'), { kind: 'claimed', retry: true });
     assert.equal(await ledger.tickState('j', 2000), 'claimed|uid-a|4|j@2000');
     const state = await ledger.jobState('j');

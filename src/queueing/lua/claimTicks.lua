@@ -17,9 +17,10 @@
   Returns { -1 } when fenced (a newer term exists; nothing is written; the caller must stop enqueuing),
   else two entries per tick, in order, `code, detail` (detail '' when it has none):
     1, ''        claimed: add the job, then confirm it (lastJobId now names it: it counts as a run)
-    2, ''        claimed earlier and never confirmed, or a buffered claim released now: add it (same job id)
-    4, ''        buffered: claimed, to be added once the previous run has finished
-    0, state     already settled (enqueued, skipped, or buffered when asked to buffer): nothing to do
+    2, ''        claimed earlier and never confirmed (whatever the mode asked now), or a buffered claim
+                 released now: add it (same job id)
+    4, ''        buffered: claimed (now or earlier), to be added once the previous run has finished
+    0, state     already settled (enqueued, skipped, or buffered when asked to skip): nothing to do
     3, reason    recorded as skipped (reason may be 'paused' when the job is paused at run time)
     -2, last     refused: the previous tick is not recorded (the watermark `last` is older); a caller bug
 ]]
@@ -53,9 +54,17 @@ local function claim(ledger, index, pending, state, job, tick, jobId, mode, reas
 
   local existing = redis.call('HGET', ledger, tick)
   if existing then
-    if mode == 'enqueue' and string.sub(existing, 1, 8) == 'claimed|' then
+    -- A claim to run stands, whatever is asked now: a caller retrying a claim whose reply it lost (or
+    -- whose replica WAIT failed) decides the tick again and may take its own claim for the previous,
+    -- unfinished run and ask to skip or buffer it. Its run may even be in BullMQ already.
+    if string.sub(existing, 1, 8) == 'claimed|' then
       redis.call('HSET', ledger, tick, 'claimed|' .. claimedState)
       return 2, ''
+    end
+    -- Likewise a buffered claim asked to buffer again: the caller holds it as buffered.
+    if mode == 'buffer' and string.sub(existing, 1, 9) == 'buffered|' then
+      redis.call('HSET', ledger, tick, 'buffered|' .. claimedState)
+      return 4, ''
     end
     if mode == 'enqueue' and string.sub(existing, 1, 9) == 'buffered|' then
       if paused then
