@@ -1,5 +1,6 @@
 import type { Audit } from './audit.js';
 import type { ExecutedFault } from './faults.js';
+import type { LeaseRecordWrite } from './lease-history.js';
 import { describeFault, type ElectionTimings, type LockKind, type PlannedFault } from './plan.js';
 import type { RedisKind } from './topology.js';
 
@@ -51,6 +52,8 @@ export interface ChaosReport {
   writesWithoutEvent: number;
   terms: Audit['terms'];
   lease: Audit['lease'];
+  /** Every write of the lock's history the lease invariants were judged on (report.json only: for reading a violation). */
+  leaseWrites: LeaseRecordWrite[];
   fence: { leaderTransitions: number; fenced: number; rejectedRaises: number };
   processes: number;
 }

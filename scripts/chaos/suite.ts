@@ -13,6 +13,7 @@ import { inject, type ExecutedFault } from './faults.js';
 import { RUN_ENDS_KEY, RUNS_KEY, type RunEndRecord, type RunRecord } from './jobs/_record.js';
 import { describeFault, estimatedMs, planFaults, type ElectionTimings, type LockKind } from './plan.js';
 import { spread, toMarkdown, type ChaosReport, type Spread } from './report.js';
+import type { LeaseRecordWrite } from './lease-history.js';
 import type { RedisKind } from './topology.js';
 
 export const JOBS_DIR = fileURLToPath(new URL('./jobs/', import.meta.url));
@@ -133,7 +134,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const result = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
     const fence = await ledger.fence();
     result.invariants.push(processesBehaved(cluster));
-    const report = buildReport({ options, redis: redisKind, redisFailovers: redisFailovers(faults, tail.writes), timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
+    const report = buildReport({ options, redis: redisKind, redisFailovers: redisFailovers(faults, tail.writes), leaseWrites: cluster.history.snapshot().writes, timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
     await writeResults(outDir, report, cluster);
     return { report, outDir };
   } finally {
@@ -203,6 +204,7 @@ function buildReport(parts: {
   options: ChaosOptions;
   redis: RedisKind;
   redisFailovers: Array<{ kind: string; gapMs: number }>;
+  leaseWrites: LeaseRecordWrite[];
   timings: ElectionTimings;
   startedAt: Date;
   command: string;
@@ -253,6 +255,7 @@ function buildReport(parts: {
     writesWithoutEvent: result.writesWithoutEvent,
     terms: result.terms,
     lease: result.lease,
+    leaseWrites: parts.leaseWrites,
     fence: { leaderTransitions: parts.fence.leaderTransitions, fenced: parts.fence.fenced, rejectedRaises: parts.fence.rejectedRaises },
     processes: parts.processes,
   };
