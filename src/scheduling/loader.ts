@@ -317,6 +317,13 @@ export async function loadJobs(dir: string): Promise<LoadResult> {
   return assemble(files.map((file, i) => fileState(file, outcomes[i]!, undefined)), new Map());
 }
 
+/** Names logged per kind of change: a file of 100,000 definitions would otherwise log a line of megabytes. */
+const MAX_LOGGED_NAMES = 20;
+
+function namesForLog(names: string[]): string[] {
+  return names.length <= MAX_LOGGED_NAMES ? names : [...names.slice(0, MAX_LOGGED_NAMES), `… and ${names.length - MAX_LOGGED_NAMES} more`];
+}
+
 export interface RegistrySnapshot {
   jobs: ReadonlyMap<string, ScheduledJob>;
   errors: readonly LoadError[];
@@ -433,7 +440,7 @@ export class JobRegistry extends EventEmitter<{ change: [RegistryChange] }> {
     for (const error of newErrors) this.log.warn({ file: error.file }, error.message);
     if (change.added.length + change.updated.length + change.removed.length > 0 || errorsChanged) {
       this.log.info(
-        { added: change.added, updated: change.updated, removed: change.removed, errors: next.errors.length },
+        { added: namesForLog(change.added), updated: namesForLog(change.updated), removed: namesForLog(change.removed), errors: next.errors.length },
         'job definitions changed',
       );
       this.emit('change', change);

@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, it } from 'node:test';
+import { pino } from 'pino';
 import { JobRegistry, loadJobs, type RegistryChange } from '../../src/scheduling/loader.js';
 
 const shown = (file: string): string => {
@@ -142,6 +144,18 @@ describe('JobRegistry hot reload of a multi-definition file', () => {
   afterEach(async () => {
     await registry.close();
     await rm(dir, { recursive: true, force: true });
+  });
+
+  it('logs a bounded number of names when a file brings many jobs', async () => {
+    const lines: Array<{ msg: string; added?: string[] }> = [];
+    const logger = pino({ level: 'info' }, new Writable({ write: (chunk: Buffer, _encoding, done) => (lines.push(JSON.parse(chunk.toString()) as never), done()) }));
+    await writeFile(file('tenants.mjs'), "export default Array.from({ length: 500 }, (_, i) => ({ name: `t-${i}`, every: '1m', handler: () => i }));\n");
+    await registry.close();
+    registry = new JobRegistry(dir, { logger });
+    await registry.start();
+    const changed = lines.find((line) => line.msg === 'job definitions changed')!;
+    assert.equal(changed.added!.length, 21);
+    assert.equal(changed.added!.at(-1), '… and 480 more');
   });
 
   it('follows entries added, removed and edited; a broken entry keeps its last good version, a broken file all of them', async () => {
