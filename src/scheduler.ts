@@ -20,7 +20,7 @@ import { DurableLock, DurableTickLedger, ReplicaWait, replicaWaitFor } from './q
 import { KeySpace } from './queueing/keys.js';
 import { Producer, type ProducerMetrics } from './queueing/producer.js';
 import { QueueSet } from './queueing/queue-set.js';
-import { CLUSTER_BULL_PREFIX, hashTag, isCluster, RedisConnections, RedisTopologyError } from './queueing/redis-topology.js';
+import { bullPrefixFor, RedisConnections } from './queueing/redis-topology.js';
 import { TickLedger } from './queueing/tick-ledger.js';
 import { WorkerPool, type WorkerTuning } from './queueing/worker-pool.js';
 import type { ScheduledJob } from './scheduling/define-job.js';
@@ -152,7 +152,7 @@ class LeasebeatScheduler implements Scheduler {
     const leaseName = options.leaseName ?? 'leasebeat';
     // Key rules first: a configuration that would break on Cluster opens no connection.
     connections?.checkLeaseName(leaseName, options.prefix);
-    this.bullPrefix = connections ? connections.bullPrefix(options.bullPrefix) : clusterCheckedPrefix(options.connection as Redis | Cluster, options.bullPrefix);
+    this.bullPrefix = connections ? connections.bullPrefix(options.bullPrefix) : bullPrefixFor(options.connection as Redis | Cluster, options.bullPrefix);
     // Our own control connection does not replay commands across a lost connection (they fail at the
     // first failed reconnect instead): a claim or an add arriving late, after another leader took over, is
     // exactly what fencing is about. Workers get a separate connection with BullMQ's required settings.
@@ -490,14 +490,6 @@ class LeasebeatScheduler implements Scheduler {
     }
     this.log.info('shut down');
   }
-}
-
-/** A given client's BullMQ prefix: on a Cluster client it must carry a hash tag, as with a Cluster URL. */
-function clusterCheckedPrefix(client: Redis | Cluster, requested: string | undefined): string | undefined {
-  if (!isCluster(client)) return requested;
-  const prefix = requested ?? CLUSTER_BULL_PREFIX;
-  if (!hashTag(prefix)) throw new RedisTopologyError(`bullPrefix "${prefix}" has no hash tag: on Redis Cluster each queue's keys must share a slot; use "{${prefix}}"`);
-  return prefix;
 }
 
 function describeTrigger(job: ScheduledJob): string {

@@ -10,7 +10,7 @@ import { MemberStore } from '../members/store.js';
 import { KeySpace } from '../queueing/keys.js';
 import { abandonTrigger, submitTrigger, triggerOutcome, type TriggerOutcome } from '../queueing/manual-triggers.js';
 import { QueueSet } from '../queueing/queue-set.js';
-import { RedisConnections, redact } from '../queueing/redis-topology.js';
+import { bullPrefixFor, RedisConnections, redact } from '../queueing/redis-topology.js';
 import { TickLedger, type FenceState } from '../queueing/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
@@ -33,7 +33,7 @@ export class AdminError extends Error {
 
 export interface AdminOptions {
   /** An ioredis client (not closed by `close()`), or a Redis URL (a connection of its own, closed by `close()`). */
-  connection: Redis | string;
+  connection: Redis | Cluster | string;
   /** Redis key prefix and cluster (lease) name, as the instances use them. Defaults `leasebeat`. */
   prefix?: string;
   leaseName?: string;
@@ -181,17 +181,20 @@ class ClusterAdmin implements Admin {
   constructor(private readonly options: AdminOptions) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.ownsRedis = typeof options.connection === 'string';
+    const connections = typeof options.connection === 'string' ? RedisConnections.fromUrl(options.connection) : undefined;
+    // The queues' prefix as the instances choose it: hash-tagged on Cluster.
+    const bullPrefix = connections ? connections.bullPrefix(options.bullPrefix) : bullPrefixFor(options.connection as Redis, options.bullPrefix);
     this.redis =
-      typeof options.connection === 'string'
+      connections
         ? // Through the topology (one server, Sentinel or Cluster), failing fast instead of queueing commands
           // for a Redis that is down or hung: every call has a bound.
-          (RedisConnections.fromUrl(options.connection).open('control', {
+          (connections.open('control', {
             lazyConnect: true,
             connectTimeout: this.timeoutMs,
             commandTimeout: this.timeoutMs,
             maxRetriesPerRequest: 1,
           }) as Redis)
-        : options.connection;
+        : (options.connection as Redis);
     if (this.ownsRedis) this.redis.on('error', () => undefined);
     this.where = typeof options.connection === 'string' ? redact(options.connection) : 'the given Redis connection';
     const leaseName = options.leaseName ?? 'leasebeat';
@@ -199,7 +202,7 @@ class ClusterAdmin implements Admin {
     this.ledger = new TickLedger(this.redis, this.keys);
     this.store = new MemberStore(this.redis, this.keys);
     this.lock = options.lock ?? new RedisLeaseLock({ connection: this.redis, name: leaseName, prefix: options.prefix, identity: 'leasebeat-admin' });
-    this.queues = new QueueSet({ connection: this.redis, prefix: options.bullPrefix, onError: () => undefined });
+    this.queues = new QueueSet({ connection: this.redis, prefix: bullPrefix, onError: () => undefined });
   }
 
   status(): Promise<ClusterStatus> {

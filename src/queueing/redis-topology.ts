@@ -220,6 +220,17 @@ export class RedisConnections {
   }
 }
 
+/**
+ * The BullMQ prefix for a client given by the application: on a Cluster client it must carry a hash tag,
+ * as with a `redis+cluster://` URL (see `RedisConnections.bullPrefix`).
+ */
+export function bullPrefixFor(client: RedisClient, requested: string | undefined): string | undefined {
+  if (!isCluster(client)) return requested;
+  const prefix = requested ?? CLUSTER_BULL_PREFIX;
+  if (!hashTag(prefix)) throw new RedisTopologyError(`bullPrefix "${prefix}" has no hash tag: on Redis Cluster each queue's keys must share a slot; use "{${prefix}}"`);
+  return prefix;
+}
+
 /** Whether a client is an ioredis Cluster client. */
 export function isCluster(client: RedisClient): client is Cluster {
   return (client as Cluster).isCluster === true;

@@ -4,6 +4,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { RedisConnections, keySlot } from '../../src/queueing/redis-topology.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { createAdmin } from '../../src/admin/admin.js';
 import { createScheduler } from '../../src/scheduler.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
 import { auditTicks } from '../support/topology-audit.js';
@@ -73,6 +74,14 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
       assert.ok(runs.length > runsBefore);
       await scheduler.stop();
 
+      // The admin API (what the CLI runs) from the same URL finds the runs under the same prefix.
+      const admin = createAdmin({ connection: cluster.url, leaseName: 'cluster', jobsDir: JOBS });
+      try {
+        const completed = (await admin.runs('alpha')).filter((run) => run.state === 'completed');
+        assert.ok(completed.length >= 3, 'leasebeat runs alpha sees its runs completed in BullMQ, under the hash-tagged prefix');
+      } finally {
+        await admin.close();
+      }
       const ledger = new TickLedger(observer as unknown as Redis, keys);
       const report = await auditTicks(ledger, JOB_NAMES, runs);
       const fence = await ledger.fence();
