@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
 import type { KeySpace } from './keys.js';
 import type { LaneTerm } from './job-lane.js';
+import { isCluster, type RedisClient } from './redis-topology.js';
 
 const claimManualScript = new LuaScript(new URL('./lua/claimManual.lua', import.meta.url));
 const confirmManualScript = new LuaScript(new URL('./lua/confirmManual.lua', import.meta.url));
@@ -131,8 +132,12 @@ export class TriggerDesk {
     }
   }
 
-  private reader(): Redis {
-    const reader = this.redis.duplicate({ maxRetriesPerRequest: null, lazyConnect: false });
+  /** A new connection like the leader's (a Cluster duplicates with its startup nodes), waiting out reconnects. */
+  private reader(): RedisClient {
+    const client = this.redis as RedisClient;
+    const reader = isCluster(client)
+      ? client.duplicate([], { redisOptions: { ...client.options.redisOptions, maxRetriesPerRequest: null } })
+      : client.duplicate({ maxRetriesPerRequest: null });
     // Errors reach the read that failed; the event would otherwise be printed as unhandled.
     reader.on('error', () => undefined);
     return reader;
