@@ -199,7 +199,17 @@ class LeasebeatScheduler implements Scheduler {
     });
     this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: this.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs });
     if (options.workers !== false) {
-      this.workers = new WorkerPool({ connection: this.workerRedis, prefix: this.bullPrefix, logger: this.log.child({ component: 'workers' }), tuning: options.workerTuning });
+      // A run starts only once its take (and so its add) would survive a failover: else a failover can
+      // hand the same run to a second worker.
+      const taken = durability?.on(this.workerRedis);
+      const bullPrefix = this.bullPrefix ?? 'bull';
+      this.workers = new WorkerPool({
+        connection: this.workerRedis,
+        prefix: this.bullPrefix,
+        logger: this.log.child({ component: 'workers' }),
+        tuning: options.workerTuning,
+        ...(taken ? { confirmTaken: (queue: string) => taken.confirm(`${bullPrefix}:${queue}:active`, `take of a run from ${queue}`) } : {}),
+      });
     }
     this.elector = new LeaderElector({
       lock,

@@ -117,7 +117,7 @@ export const SETTINGS = {
   },
   PREFIX: {
     env: 'LEASEBEAT_PREFIX', flag: '--prefix', valueName: '<prefix>', default: 'leasebeat', scope: 'connection',
-    description: "Prefix of leasebeat's own Redis keys (BullMQ keeps its `bull:` prefix)", schema: nonEmpty,
+    description: "Prefix of leasebeat's own Redis keys (BullMQ keeps its `bull:` prefix, `{leasebeat-bull}` on Redis Cluster)", schema: nonEmpty,
   },
   LOCK: {
     env: 'LEASEBEAT_LOCK', flag: '--lock', valueName: '<kind>', default: 'auto', scope: 'connection',
@@ -353,7 +353,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
 /** The rules between settings, each message naming both and showing durations with their unit. */
 function checkRules(
   v: { LEASE_DURATION: number; RENEW_DEADLINE: number; RETRY_PERIOD: number; HEARTBEAT_INTERVAL: number; MEMBER_GRACE: number; HTTP_HOST: string;
-    BOARD_USER?: string; BOARD_PASSWORD?: string; BOARD_TOKEN?: string; INSECURE_BOARD: boolean },
+    BOARD_USER?: string; BOARD_PASSWORD?: string; BOARD_TOKEN?: string; INSECURE_BOARD: boolean; REDIS_URL: string; PREFIX: string },
   raw: (name: SettingName) => string | undefined,
 ): void {
   const given = (name: SettingName, ms: number): string => {
@@ -378,6 +378,11 @@ function checkRules(
     throw new ConfigError(
       `${given('MEMBER_GRACE', v.MEMBER_GRACE)} must be more than twice ${given('HEARTBEAT_INTERVAL', v.HEARTBEAT_INTERVAL)}: ` +
         'otherwise a healthy member can be judged Unknown between two heartbeats',
+    );
+  }
+  if (parseRedisUrl(v.REDIS_URL).kind === 'cluster' && /[{}]/.test(v.PREFIX)) {
+    throw new ConfigError(
+      `${describeSetting('PREFIX', raw('PREFIX'))} may not contain "{" or "}" on Redis Cluster: leasebeat adds the hash tag ({<lease name>}) itself`,
     );
   }
   if (Boolean(v.BOARD_USER) !== Boolean(v.BOARD_PASSWORD)) {

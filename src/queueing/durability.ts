@@ -106,6 +106,11 @@ export class ReplicaWait {
     return this.minReplicas > 0;
   }
 
+  /** The same confirmation (replicas, timeout, primary check) for writes made on another connection. */
+  on(client: RedisClient): ReplicaWait {
+    return new ReplicaWait(client, { minReplicas: this.minReplicas, timeoutMs: this.timeoutMs, ...(this.primaryCheck ? { primaryCheck: this.primaryCheck } : {}) });
+  }
+
   /**
    * Resolves once `minReplicas` replicas hold every write made so far on the connection that serves `key`;
    * throws `DurabilityError` when they do not answer within the timeout.

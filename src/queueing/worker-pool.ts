@@ -54,6 +54,8 @@ interface ActiveRun {
 
 /** How long a run waits before retrying when its job is at its per-instance concurrency. */
 const CONCURRENCY_BACKOFF_MS = 250;
+/** How long a run whose take the replicas did not confirm waits before it is tried again. */
+const UNCONFIRMED_BACKOFF_MS = 500;
 
 /**
  * BullMQ workers for every queue the loaded jobs use, dispatching each run to its definition's handler.
@@ -78,6 +80,12 @@ export class WorkerPool {
       prefix?: string;
       logger: Logger;
       tuning?: WorkerTuning;
+      /**
+       * On replicated Redis: resolves once the replicas hold this instance's take of a run from `queue`
+       * (and so the run's add, written before it), throws when they do not. A run taken on a primary that
+       * a failover then loses would be taken, and run, again elsewhere.
+       */
+      confirmTaken?: (queue: string) => Promise<void>;
     },
   ) {}
 
@@ -243,6 +251,16 @@ export class WorkerPool {
       // This instance already runs as many as the job allows: hand the run back for a moment.
       await job.moveToDelayed(Date.now() + CONCURRENCY_BACKOFF_MS, token);
       throw new DelayedError();
+    }
+    if (this.options.confirmTaken && token) {
+      try {
+        await this.options.confirmTaken(queue);
+      } catch (error) {
+        // Not durable yet: hand the run back without spending an attempt; it runs once the replicas are back.
+        this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'run not started: its take is not on enough replicas yet');
+        await job.moveToDelayed(Date.now() + UNCONFIRMED_BACKOFF_MS, token);
+        throw new DelayedError();
+      }
     }
     const key = `${queue}/${job.id}`;
     const abort = new AbortController();

@@ -1,13 +1,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { LeaderElector } from '../../src/election/leader-elector.js';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import { DurabilityError, DurableLock, DurableTickLedger, ReplicaWait } from '../../src/queueing/durability.js';
 import { KeySpace } from '../../src/queueing/keys.js';
+import { createScheduler } from '../../src/scheduler.js';
 import { RedisProcess } from '../support/redis-process.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
+import { runs } from './fixtures/runs.js';
 
 const token = { generation: 'g1', leaderTransitions: 3 };
 
@@ -96,5 +99,32 @@ describe('durable writes (WAIT) on real servers', () => {
     assert.equal(led, false, 'no term starts on an unconfirmed write');
     // One attempt per retry period (plus jitter), not one per feed echo of its own write.
     assert.ok(writes.length <= Math.ceil(elapsed / 200) + 2, `${writes.length} lease writes in ${elapsed} ms`);
+  });
+
+  it('a worker starts a run only once the replicas hold its take: with the replica frozen, a waiting run does not start', { timeout: 30_000 }, async () => {
+    const scheduler = createScheduler({
+      connection: primaryClient,
+      durability: { minReplicas: 1, waitTimeoutMs: 200 },
+      jobsDir: new URL('./fixtures/jobs/', import.meta.url).pathname,
+      leaseName: 'taken',
+      election: { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 250 },
+      members: { heartbeatIntervalMs: 500, graceMs: 2_000 },
+    });
+    const queue = new Queue('alpha', { connection: primaryClient });
+    const run = 'alpha@123';
+    try {
+      await scheduler.start();
+      replica.freeze();
+      // A run as the leader adds it; taken while no replica acknowledges, it must not start.
+      await queue.add('alpha', { tick: 123, token: token, data: undefined, manual: false }, { jobId: run });
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      assert.ok(!runs.includes(run), 'the run did not start while its take could be lost in a failover');
+      replica.resume();
+      await until('the run to start once the replica is back', () => runs.includes(run), 15_000);
+    } finally {
+      replica.resume();
+      await scheduler.stop();
+      await queue.close();
+    }
   });
 });
