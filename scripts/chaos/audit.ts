@@ -337,6 +337,11 @@ const leaseToken = (w: { generation: string; transitions: number }): string => `
 const describeWrite = (w: LeaseRecordWrite): string =>
   `${w.op} v${w.version} at ${iso(w.at)} by ${w.holder === '' ? '(released)' : w.holder}, token ${leaseToken(w)}`;
 
+/** Whether two writes left the same record content (what a follower compares), versions aside. */
+const sameContent = (a: LeaseRecordWrite, b: LeaseRecordWrite): boolean =>
+  a.op !== 'delete' && b.op !== 'delete' && a.holder === b.holder && a.transitions === b.transitions && a.generation === b.generation &&
+  a.acquire === b.acquire && a.renew === b.renew && a.durationMs === b.durationMs;
+
 /** L1–L3, judged from the lock's own write history. */
 export function leaseInvariants(history: LeaseHistorySnapshot): { l1: Violations; l2: Violations; l3: Violations; holderChanges: number } {
   const writes = history.writes;
@@ -368,14 +373,18 @@ export function leaseInvariants(history: LeaseHistorySnapshot): { l1: Violations
       tokens.set(token, { holder: write.holder, lastIndex: index });
       lastHeld = { token, index };
     }
-    // L3: another holder may write only once the previous holder's lease has run out since its last
-    // write; a release (empty holder) or a deleted record frees it at once.
+    // L3: another holder may write only once the previous holder's lease has run out since its record last
+    // changed (followers restart their countdown only on a change, as in client-go: a rewrite of the same
+    // content, e.g. a retried write, extends nothing); a release (empty holder) or a deleted record frees
+    // it at once.
     if (previous && previous.holder !== '' && previous.op !== 'delete' && write.holder !== '' && write.holder !== previous.holder) {
       holderChanges++;
       l3.checked++;
-      const gap = write.at - previous.at;
+      let changed = index - 1;
+      while (changed > 0 && sameContent(writes[changed - 1]!, writes[changed]!)) changed--;
+      const gap = write.at - writes[changed]!.at;
       if (gap + tolerance < previous.durationMs) {
-        l3.add(`${write.holder} wrote the lease ${gap} ms after ${previous.holder}'s last write, whose lease was ${previous.durationMs} ms: ${describeWrite(previous)} → ${describeWrite(write)}`);
+        l3.add(`${write.holder} wrote the lease ${gap} ms after ${previous.holder}'s last change, whose lease was ${previous.durationMs} ms: ${describeWrite(writes[changed]!)} → ${describeWrite(write)}`);
       }
     }
   }

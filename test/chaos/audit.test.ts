@@ -28,11 +28,23 @@ describe('chaos audit: lease invariants from the lock history', () => {
     assert.equal(l2.count, 2, l2.items.join('\n'));
     assert.match(l2.items[0]!, /token g1#7 of a held again after token g1#8/);
     assert.match(l2.items[1]!, /token g1#8 of b held again after token g1#7/);
-    // a's take-back 50 ms after b's renewal; b's retake 2050 ms after a's last write is allowed.
+    // a's take-back 50 ms after b's renewal; b's retake 2050 ms after a's last change is allowed.
     assert.equal(l3.count, 1, l3.items.join('\n'));
-    assert.match(l3.items[0]!, /a wrote the lease 50 ms after b's last write/);
+    assert.match(l3.items[0]!, /a wrote the lease 50 ms after b's last change/);
     assert.equal(l3.checked, 3);
     assert.equal(l1.checked, writes.length - 1);
+  });
+
+  it('a rewrite of an unchanged record does not extend the lease: followers count from when its content last changed', () => {
+    // a renews at 0; its write is retried with the same content at 1500 (the first one's replica WAIT
+    // failed); b takes over 2000 ms after the content changed. With a new renewTime at 1500, the same
+    // takeover is 500 ms early.
+    const same = { ...write(1500, 'a', 3), renew: 0 };
+    const unchanged = leaseInvariants({ writes: [write(0, 'a', 3), same, write(2001, 'b', 4)], source: 'stream' });
+    assert.equal(unchanged.l3.count, 0, unchanged.l3.items.join('\n'));
+    const renewed = leaseInvariants({ writes: [write(0, 'a', 3), write(1500, 'a', 3), write(2001, 'b', 4)], source: 'stream' });
+    assert.equal(renewed.l3.count, 1);
+    assert.match(renewed.l3.items[0]!, /b wrote the lease 501 ms after a's last change/);
   });
 
   it('passes a healthy history: renewals, a release taken over at once, a takeover after the lease, a recreated record', () => {
