@@ -154,11 +154,6 @@ export class RedisConnections {
     }
   }
 
-  /** A connection for pub/sub or blocking reads next to `client` (same topology and credentials). */
-  subscriber(client: RedisClient): RedisClient {
-    return client.duplicate({ maxRetriesPerRequest: null } as never);
-  }
-
   /** The number of replicas a durable write waits for when none is configured: see durability.ts. */
   defaultMinReplicas(): number {
     return this.topology.minReplicas ?? (this.topology.kind === 'standalone' ? 0 : 1);
