@@ -19,6 +19,8 @@ import type { LeaderCost } from './leader-process.js';
 import { machineFacts, type MachineFacts } from './machine.js';
 import { bullmqPrecision, leasebeatPrecision, naivePrecision, PRECISION_PATTERN, type PrecisionResult } from './precision.js';
 import { measureThroughput, type ThroughputResult } from './throughput.js';
+import { measureDurability, type DurabilityResult } from './durability.js';
+import { measureInstanceCost, type InstanceCost } from './instance.js';
 
 const DOC = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
 const START = '<!-- bench:start -->';
@@ -40,6 +42,9 @@ const LEADER_SCHEDULES = [0, 10_000, 100_000];
 const LEADER_WINDOW_MS = 20_000;
 const COORDINATION_WARMUP_MS = 10_000;
 const COORDINATION_WINDOW_MS = 45_000;
+const INSTANCE_SCHEDULES = 10_000;
+/** The issue's row: a whole instance's RSS over 10 minutes after two bursts. */
+const INSTANCE_WINDOW_MS = 600_000;
 
 const progress = (line: string): void => void process.stderr.write(`${line}\n`);
 
@@ -54,9 +59,11 @@ interface Results {
   throughput: ThroughputResult;
   leader: LeaderCost[];
   coordination: CoordinationResult[];
+  instance: InstanceCost;
+  durability: DurabilityResult;
 }
 type Section = keyof Results;
-const SECTIONS: Section[] = ['failover', 'candidates', 'precision', 'throughput', 'leader', 'coordination'];
+const SECTIONS: Section[] = ['failover', 'candidates', 'precision', 'throughput', 'leader', 'coordination', 'instance', 'durability'];
 
 interface Stored<T> {
   measuredAt: string;
@@ -123,6 +130,14 @@ async function measure<S extends Section>(section: S, redisUrl: () => Promise<{ 
       );
       return results as Results[S];
     }
+    case 'instance': {
+      progress(`whole instance at ${int(INSTANCE_SCHEDULES)} schedules: start-up, then RSS over ${INSTANCE_WINDOW_MS / 60_000} min after 2 bursts`);
+      const { redis, url } = await redisUrl();
+      return (await measureInstanceCost(redis, url, { schedules: INSTANCE_SCHEDULES, windowMs: INSTANCE_WINDOW_MS })) as Results[S];
+    }
+    case 'durability':
+      progress('durability: the fenced path on a Sentinel group, durability off / WAIT 1 / WAIT 2');
+      return (await measureDurability(progress)) as Results[S];
   }
   throw new Error(`unknown section ${String(section)}`);
 }
@@ -319,6 +334,30 @@ function coordinationRows(results: CoordinationResult[]): string[] {
   });
 }
 
+function instanceRows(c: InstanceCost): string[] {
+  return [
+    `| 6 | Whole instance (leader with its workers), ${int(c.schedules)} schedules firing every minute: start-up until it leads; RSS over ${c.windowMs / 60_000} min after ${c.bursts} bursts ` +
+      `(first / last / min / max, slope) | start-up ${(c.startupMs / 1000).toFixed(1)} s; RSS ${c.rssMiB.first.toFixed(0)} / ${c.rssMiB.last.toFixed(0)} / ${c.rssMiB.min.toFixed(0)} / ` +
+      `${c.rssMiB.max.toFixed(0)} MiB, ${c.rssSlopeMiBPerMinute.toFixed(1)} MiB/min; ${int(c.runsInWindow)} runs in the window | | | start-up ≤ 5 s; RSS ≤ 250 MiB, flat | ` +
+      `${met(c.startupMs <= 5000 && c.rssMiB.max <= 250 && Math.abs(c.rssSlopeMiBPerMinute) < 2)} |`,
+  ];
+}
+
+/** The cost of durable writes, each setting against durability off, in the same run on the same Sentinel group. */
+function durabilityRows(d: DurabilityResult): string[] {
+  const off = d.settings.find((s) => s.minReplicas === 0);
+  return d.settings
+    .filter((s) => s.minReplicas > 0)
+    .map((s) => {
+      const addedMs = off ? s.sequentialMs.p50 - off.sequentialMs.p50 : NaN;
+      const burst = off ? s.burstPerSecond / off.burstPerSecond : NaN;
+      return `| 7 | Durability on a Sentinel group (1 primary, 2 replicas, 3 sentinels), ${s.label}: one tick (claim, add, confirm; p50 / p99 over ${int(d.sequentialTicks)}); ` +
+        `a burst of ${int(d.burst)} ticks | ${s.sequentialMs.p50} / ${s.sequentialMs.p99} ms; burst ${int(s.burstPerSecond)} ticks/s with ${s.burstWaits} WAITs | ` +
+        `off: ${off?.sequentialMs.p50} / ${off?.sequentialMs.p99} ms; burst ${int(off?.burstPerSecond ?? NaN)} ticks/s | burst ${burst.toFixed(2)}×; +${addedMs.toFixed(2)} ms per tick (p50) | ` +
+        `burst ≥ 0.7× off; ≤ +5 ms per tick on loopback | ${met(burst >= 0.7 && addedMs <= 5)} |`;
+    });
+}
+
 function render(): string {
   const sections = Object.fromEntries(SECTIONS.map((section) => [section, load(section)])) as { [S in Section]: Stored<Results[S]> | undefined };
   const m = Object.values(sections).find((stored) => stored)?.machine;
@@ -339,6 +378,8 @@ function render(): string {
     ...(sections.throughput ? throughputRows(sections.throughput.data) : missing('throughput')),
     ...(sections.leader && Array.isArray(sections.leader.data) ? leaderRows(sections.leader.data) : missing('leader')),
     ...(sections.coordination ? coordinationRows(sections.coordination.data) : missing('coordination')),
+    ...(sections.instance ? instanceRows(sections.instance.data) : missing('instance')),
+    ...(sections.durability ? durabilityRows(sections.durability.data) : missing('durability')),
   ];
   const coordination = sections.coordination?.data;
   if (coordination) {
