@@ -268,7 +268,9 @@ class LeasebeatScheduler implements Scheduler {
       this.producer.reload();
     });
     const snapshot = await this.registry.start();
-    this.log.info({ jobs: [...snapshot.jobs.keys()], errors: snapshot.errors.length, identity: this.identity }, 'jobs loaded');
+    // Names only up to a screenful: with 100,000 schedules the whole list would be megabytes of log.
+    const names = [...snapshot.jobs.keys()];
+    this.log.info({ jobs: names.length, names: names.slice(0, 20), errors: snapshot.errors.length, identity: this.identity }, 'jobs loaded');
     this.workers?.update(snapshot.jobs);
     // A stop() that arrived during start-up has already cancelled the campaign: do not begin a new one.
     if (!this.cordoned && !this.shuttingDown) this.startCampaign();
