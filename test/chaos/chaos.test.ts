@@ -51,7 +51,7 @@ for (const { lock, redis, seed: defaultSeed, faultsMs, lead } of CASES) {
     assert.ok(report.faults.length >= minimum, `expected at least ${minimum} faults, got ${report.faults.length}`);
     for (const name of lead) {
       // Bag names: `kill-leader` is a `kill` aimed at the leader.
-      const kind = name.replace(/-(leader|follower)$/, '');
+      const kind = name === 'kill-leader' || name === 'kill-follower' ? 'kill' : name;
       const injected = report.faults.filter((f) => f.kind === kind && !f.detail.startsWith('skipped'));
       assert.ok(injected.length > 0, `${kind} was injected: ${JSON.stringify(report.faults.filter((f) => f.kind === kind))}`);
     }
@@ -63,7 +63,8 @@ for (const { lock, redis, seed: defaultSeed, faultsMs, lead } of CASES) {
       assert.ok(report.failover.gaps.length >= 2, 'leadership changed hands at least twice');
     } else {
       t.diagnostic(`Redis failover (fault → first add after the promotion): ${formatSpread(report.redisFailover.all)}`);
-      assert.ok(report.redisFailover.all && report.redisFailover.all.n >= 2, 'production resumed after at least two promotions');
+      // A freeze may end before the sentinels promote; the kill always leads to a promotion.
+      assert.ok(report.redisFailover.all && report.redisFailover.all.n >= 1, 'production resumed after a promotion');
     }
     assert.ok(report.ticks['every-second']!.enqueued >= faultsMs / 1000 - 15, 'the per-second job kept ticking through the faults');
   });
