@@ -9,10 +9,8 @@ import { createScheduler } from '../../src/scheduler.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
 import { auditTicks } from '../support/topology-audit.js';
 import { until } from '../support/until.js';
-import { runs } from './fixtures/runs.js';
+import { JOB_NAMES, JOBS_DIR, ranAtLeast, ranSince, runs, topologyScheduler } from './fixtures/runs.js';
 
-const JOBS = new URL('./fixtures/jobs/', import.meta.url).pathname;
-const JOB_NAMES = ['alpha', 'beta', 'gamma'];
 
 describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
   let cluster: TestRedisCluster;
@@ -33,13 +31,7 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
     // Only the URL: the hash-tagged BullMQ prefix, the durable lock and ledger (WAIT on the node serving
     // the keys' slot) are createScheduler's. The elector, fence and ledger scripts all run on the Cluster
     // client: a CROSSSLOT anywhere fails the run.
-    const scheduler = createScheduler({
-      connection: cluster.url,
-      jobsDir: JOBS,
-      leaseName: 'cluster',
-      election: { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 250 },
-      members: { heartbeatIntervalMs: 500, graceMs: 2_000 },
-    });
+    const scheduler = createScheduler(topologyScheduler(cluster.url, 'cluster'));
     const waitsOnLedgerNode = async (): Promise<number> => {
       const node = (observer as Cluster).nodes('master').find((n) => `${n.options.host}:${n.options.port}` === (observer as Cluster).slots[keySlot(keys.fence)]?.[0]);
       return Number(/cmdstat_wait:calls=(\d+)/.exec(await node!.info('commandstats'))?.[1] ?? 0);
@@ -47,7 +39,7 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
     runs.length = 0;
     try {
       await scheduler.start();
-      await until('every job to run a few times', () => JOB_NAMES.every((job) => runs.filter((run) => run.startsWith(`${job}@`)).length >= 3), 30_000);
+      await until('every job to run a few times', () => ranAtLeast(3), 30_000);
       assert.ok((await waitsOnLedgerNode()) > 0, 'deciding writes wait for a replica (WAIT on the node holding the lease and ledger)');
       // The queues Bull Board is built from see the runs, in the hash-tagged prefix.
       for (const queue of scheduler.queues()) {
@@ -65,7 +57,6 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
       // The promoted node has no replica of its own, so with minReplicas 1 nothing can be confirmed on it
       // until one follows it: the killed node restarts (as an orchestrator would) and rejoins as its replica.
       await old.launch();
-      const ranSince = (since: number) => JOB_NAMES.every((job) => runs.some((run) => run.startsWith(`${job}@`) && Number(run.split('@')[1]) >= since));
       const failedOverAt = Date.now();
       await until('runs of ticks after the failover', () => ranSince(failedOverAt), 30_000);
       const resumedMs = Date.now() - faultAt;
@@ -75,7 +66,7 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
       await scheduler.stop();
 
       // The admin API (what the CLI runs) from the same URL finds the runs under the same prefix.
-      const admin = createAdmin({ connection: cluster.url, leaseName: 'cluster', jobsDir: JOBS });
+      const admin = createAdmin({ connection: cluster.url, leaseName: 'cluster', jobsDir: JOBS_DIR });
       try {
         const completed = (await admin.runs('alpha')).filter((run) => run.state === 'completed');
         assert.ok(completed.length >= 3, 'leasebeat runs alpha sees its runs completed in BullMQ, under the hash-tagged prefix');

@@ -10,7 +10,7 @@ import { createScheduler } from '../../src/scheduler.js';
 import { RedisProcess } from '../support/redis-process.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
-import { runs } from './fixtures/runs.js';
+import { runs, topologyScheduler } from './fixtures/runs.js';
 
 const token = { generation: 'g1', leaderTransitions: 3 };
 
@@ -102,14 +102,7 @@ describe('durable writes (WAIT) on real servers', () => {
   });
 
   it('a worker starts a run only once the replicas hold its take: with the replica frozen, a waiting run does not start', { timeout: 30_000 }, async () => {
-    const scheduler = createScheduler({
-      connection: primaryClient,
-      durability: { minReplicas: 1, waitTimeoutMs: 200 },
-      jobsDir: new URL('./fixtures/jobs/', import.meta.url).pathname,
-      leaseName: 'taken',
-      election: { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 250 },
-      members: { heartbeatIntervalMs: 500, graceMs: 2_000 },
-    });
+    const scheduler = createScheduler(topologyScheduler(primaryClient, 'taken', { durability: { minReplicas: 1, waitTimeoutMs: 200 } }));
     const queue = new Queue('alpha', { connection: primaryClient });
     const run = 'alpha@123';
     try {

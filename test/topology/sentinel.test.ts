@@ -13,10 +13,8 @@ import { createScheduler } from '../../src/scheduler.js';
 import { startSentinelGroup, type TestSentinelGroup } from '../support/redis-sentinel.js';
 import { auditTicks } from '../support/topology-audit.js';
 import { until } from '../support/until.js';
-import { runs } from './fixtures/runs.js';
+import { JOB_NAMES, ranAtLeast, ranSince, runs, topologyScheduler } from './fixtures/runs.js';
 
-const JOBS = new URL('./fixtures/jobs/', import.meta.url).pathname;
-const JOB_NAMES = ['alpha', 'beta', 'gamma'];
 
 const record = (holder: string, transitions: number, now: number): LeaderElectionRecord => ({
   holderIdentity: holder,
@@ -118,13 +116,7 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
 
   it('createScheduler on a redis+sentinel:// URL waits for a replica before a tick counts: with the replicas frozen, nothing is added', { timeout: 90_000 }, async (t) => {
     const leaseName = 'sentinel-replicas';
-    const scheduler = createScheduler({
-      connection: group.url,
-      jobsDir: JOBS,
-      leaseName,
-      election: { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 250 },
-      members: { heartbeatIntervalMs: 500, graceMs: 2_000 },
-    });
+    const scheduler = createScheduler(topologyScheduler(group.url, leaseName));
     const observer = RedisConnections.fromUrl(group.url).open('control') as Redis;
     observer.on('error', () => undefined);
     runs.length = 0;
@@ -132,7 +124,7 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
     const replicas = group.nodes.filter((node) => node !== primary && node.running);
     try {
       await scheduler.start();
-      await until('every job to run a few times', () => JOB_NAMES.every((job) => runs.filter((run) => run.startsWith(`${job}@`)).length >= 3), 30_000);
+      await until('every job to run a few times', () => ranAtLeast(3), 30_000);
       // Frozen for less than RenewDeadline: a leader whose lease alone waited would go on adding ticks
       // meanwhile; the claims must wait too. What was claimed when the replicas froze may still be added.
       const keys = new KeySpace('leasebeat', leaseName);
@@ -142,7 +134,7 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
       await sleep(1_800);
       const resumedAt = Date.now();
       for (const replica of replicas) replica.resume();
-      await until('runs of ticks after the replicas came back', () => JOB_NAMES.every((job) => runs.some((run) => run.startsWith(`${job}@`) && Number(run.split('@')[1]) >= resumedAt)), 30_000);
+      await until('runs of ticks after the replicas came back', () => ranSince(resumedAt), 30_000);
       await scheduler.stop();
 
       // From BullMQ's own records (the fixtures put each job on its own queue, named after it): the jobs
@@ -170,25 +162,18 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
   it('createScheduler on a redis+sentinel:// URL follows a promotion and keeps every tick exactly once across a kill of the primary during steady ticking', { timeout: 90_000 }, async (t) => {
     const leaseName = 'sentinel-run';
     // Only the URL: the connections, the durable lock and ledger are createScheduler's.
-    const scheduler = createScheduler({
-      connection: group.url,
-      jobsDir: JOBS,
-      leaseName,
-      election: { leaseDurationMs: 3_000, renewDeadlineMs: 2_000, retryPeriodMs: 250 },
-      members: { heartbeatIntervalMs: 500, graceMs: 2_000 },
-    });
+    const scheduler = createScheduler(topologyScheduler(group.url, leaseName));
     const observer = RedisConnections.fromUrl(group.url).open('control') as Redis;
     observer.on('error', () => undefined);
     runs.length = 0;
     try {
       await scheduler.start();
-      await until('every job to run a few times', () => JOB_NAMES.every((job) => runs.filter((run) => run.startsWith(`${job}@`)).length >= 3), 30_000);
+      await until('every job to run a few times', () => ranAtLeast(3), 30_000);
       const old = await group.primary();
       const faultAt = Date.now();
       await old.kill();
       const promoted = await group.waitForPromotion(old);
       const promotedMs = Date.now() - faultAt;
-      const ranSince = (since: number): boolean => JOB_NAMES.every((job) => runs.some((run) => run.startsWith(`${job}@`) && Number(run.split('@')[1]) >= since));
       const promotedAt = Date.now();
       await until('runs of ticks after the promotion', () => ranSince(promotedAt), 30_000);
       const resumedMs = Date.now() - faultAt;
