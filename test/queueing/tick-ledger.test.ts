@@ -104,6 +104,32 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     assert.deepEqual(await ledger.skippedRanges('j'), [{ from: 10, to: 90, count: 9, reason: 'missed-window' }]);
   });
 
+  /*
+   * A claim whose reply was lost (a connection reset after the script ran, or a replica WAIT that timed
+   * out: `DurabilityError`) is decided again by the lane. By then the tick's own claim is the job's newest
+   * run, so a `skip` or `bufferOne` job sees "the previous run is still waiting" and asks to skip or buffer
+   * its own tick. The ledger must keep the first decision, or the tick stays claimed and never added, and
+   * every later tick of the job is skipped behind it (found by the chaos run on Redis Cluster).
+   */
+  it('a retried claim keeps its first decision: a claim to run asked again as skipped for overlap is still to be added', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000' }]), [{ kind: 'claimed', retry: false }]);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000', request: { skip: 'overlap' } }]), [{ kind: 'claimed', retry: true }]);
+    assert.match((await ledger.tickState('j', 1000)) ?? '', /^claimed\|/);
+  });
+
+  it('a retried claim keeps its first decision: a buffered claim asked again as buffered is buffered (the lane holds it again)', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000', request: { buffer: true } }]), [{ kind: 'buffered' }]);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000', request: { buffer: true } }]), [{ kind: 'buffered' }]);
+  });
+
+  it('a retried claim keeps its first decision: a tick already skipped stays settled', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000', request: { skip: 'overlap' } }]);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000' }]), [{ kind: 'settled', state: 'skipped|overlap' }]);
+  });
+
   it('refuses a claim that would leave a hole behind the watermark', async () => {
     await ledger.raiseFence(termA, 'a', 1);
     assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
