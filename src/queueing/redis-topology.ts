@@ -167,15 +167,7 @@ export class RedisConnections {
    * all BullMQ work. A prefix without a hash tag is refused.
    */
   bullPrefix(requested: string | undefined): string | undefined {
-    if (this.topology.kind !== 'cluster') return requested;
-    if (requested === undefined) return CLUSTER_BULL_PREFIX;
-    if (!hashTag(requested)) {
-      throw new RedisTopologyError(
-        `BullMQ prefix "${requested}" has no hash tag: on Redis Cluster each queue's keys must share a slot. ` +
-          `Use a braced prefix such as "{${requested}}" (or leave it unset for "${CLUSTER_BULL_PREFIX}")`,
-      );
-    }
-    return requested;
+    return this.topology.kind === 'cluster' ? clusterBullPrefix(requested) : requested;
   }
 
   /**
@@ -220,10 +212,19 @@ export class RedisConnections {
  * as with a `redis+cluster://` URL (see `RedisConnections.bullPrefix`).
  */
 export function bullPrefixFor(client: RedisClient, requested: string | undefined): string | undefined {
-  if (!isCluster(client)) return requested;
-  const prefix = requested ?? CLUSTER_BULL_PREFIX;
-  if (!hashTag(prefix)) throw new RedisTopologyError(`bullPrefix "${prefix}" has no hash tag: on Redis Cluster each queue's keys must share a slot; use "{${prefix}}"`);
-  return prefix;
+  return isCluster(client) ? clusterBullPrefix(requested) : requested;
+}
+
+/** The BullMQ prefix on Redis Cluster: `requested` if it carries a hash tag, the default if unset. */
+function clusterBullPrefix(requested: string | undefined): string {
+  if (requested === undefined) return CLUSTER_BULL_PREFIX;
+  if (!hashTag(requested)) {
+    throw new RedisTopologyError(
+      `BullMQ prefix "${requested}" has no hash tag: on Redis Cluster each queue's keys must share a slot. ` +
+        `Use a braced prefix such as "{${requested}}" (or leave it unset for "${CLUSTER_BULL_PREFIX}")`,
+    );
+  }
+  return requested;
 }
 
 /** Whether a client is an ioredis Cluster client. */
