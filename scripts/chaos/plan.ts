@@ -82,7 +82,7 @@ const ANY_REDIS: readonly RedisKind[] = ['single', ...REPLICATED];
  * The kinds of fault, as a bag: each is drawn once before any is drawn again. `redis` says on which Redis
  * a kind can be injected (default: the single server, whose per-process proxies and restarts it uses).
  */
-const BAG: Array<{ name: string; locks: readonly LockKind[]; redis?: readonly RedisKind[]; draw: Draw }> = [
+const BAG: Array<{ name: string; locks: readonly LockKind[]; redis?: readonly RedisKind[]; /** How often it is in each bag; default once. */ copies?: number; draw: Draw }> = [
   {
     name: 'freeze-in-renewal',
     locks: ['redis', 'kubernetes'],
@@ -135,19 +135,21 @@ const BAG: Array<{ name: string; locks: readonly LockKind[]; redis?: readonly Re
     draw: (between, pick, t) => ({ kind: 'stop', target: target(pick), stoppedMs: t.leaseDurationMs + between(500, 2500) }),
   },
   { name: 'term', locks: ['redis', 'kubernetes'], redis: ANY_REDIS, draw: (between, pick) => ({ kind: 'term', target: target(pick), restartAfterMs: between(300, 2000) }) },
-  // Issue 13's three, each twice in the bag: they are what a replicated Redis is run for.
-  ...['primary-kill', 'primary-kill#2'].map((name) => ({
-    name,
-    locks: ['redis', 'kubernetes'] as const,
+  // Issue 13's faults of the primary, twice in each bag: they are what a replicated Redis is run for.
+  {
+    name: 'primary-kill',
+    locks: ['redis', 'kubernetes'],
     redis: REPLICATED,
-    draw: (between: (low: number, high: number) => number) => ({ kind: 'primary-kill' as const, restartAfterMs: between(300, 3000) }),
-  })),
-  ...['primary-freeze', 'primary-freeze#2'].map((name) => ({
-    name,
-    locks: ['redis', 'kubernetes'] as const,
+    copies: 2,
+    draw: (between) => ({ kind: 'primary-kill', restartAfterMs: between(300, 3000) }),
+  },
+  {
+    name: 'primary-freeze',
+    locks: ['redis', 'kubernetes'],
     redis: REPLICATED,
-    draw: (between: (low: number, high: number) => number) => ({ kind: 'primary-freeze' as const, stoppedMs: DETECTOR_MS + between(500, 3000) }),
-  })),
+    copies: 2,
+    draw: (between) => ({ kind: 'primary-freeze', stoppedMs: DETECTOR_MS + between(500, 3000) }),
+  },
   { name: 'replica-restart', locks: ['redis', 'kubernetes'], redis: REPLICATED, draw: (between) => ({ kind: 'replica-restart', downMs: between(300, 3000) }) },
   { name: 'redis-restart', locks: ['redis', 'kubernetes'], draw: (between) => ({ kind: 'redis-restart', downMs: between(100, 2500) }) },
   {
@@ -222,7 +224,7 @@ const applies = (entry: (typeof BAG)[number], lock: LockKind, redis: RedisKind):
 
 /** The names of the fault kinds a lock on a Redis can be given (for `--faults` and `lead`). */
 export function faultKinds(lock: LockKind, redis: RedisKind = 'single'): string[] {
-  return [...new Set(BAG.filter((entry) => applies(entry, lock, redis)).map((entry) => entry.name.replace(/#\d+$/, '')))];
+  return BAG.filter((entry) => applies(entry, lock, redis)).map((entry) => entry.name);
 }
 
 /**
@@ -247,18 +249,17 @@ export function planFaults(options: {
   const between = (low: number, high: number): number => low + Math.floor(random() * (high - low + 1));
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
   const redis = options.redis ?? 'single';
-  const named = (entry: (typeof BAG)[number], name: string): boolean => entry.name.replace(/#\d+$/, '') === name;
-  const kinds = BAG.filter((entry) => applies(entry, options.lock, redis) && (!options.only || options.only.some((name) => named(entry, name))));
+  const kinds = BAG.filter((entry) => applies(entry, options.lock, redis) && (!options.only || options.only.includes(entry.name)));
   for (const name of [...(options.only ?? []), ...(options.lead ?? [])]) {
-    if (!BAG.some((entry) => named(entry, name) && applies(entry, options.lock, redis))) throw new Error(`no fault kind ${name} for the ${options.lock} lock on ${redis} Redis`);
+    if (!BAG.some((entry) => entry.name === name && applies(entry, options.lock, redis))) throw new Error(`no fault kind ${name} for the ${options.lock} lock on ${redis} Redis`);
   }
   if (kinds.length === 0) throw new Error('no fault kinds to draw from');
   const plan: PlannedFault[] = [];
-  const leading = (options.lead ?? []).map((name) => BAG.find((entry) => named(entry, name))!);
+  const leading = (options.lead ?? []).map((name) => BAG.find((entry) => entry.name === name)!);
   let bag: typeof kinds = [];
   let elapsed = 0;
   while (elapsed < options.durationMs) {
-    if (bag.length === 0) bag = shuffle([...kinds], random);
+    if (bag.length === 0) bag = shuffle(kinds.flatMap((entry) => Array<typeof entry>(entry.copies ?? 1).fill(entry)), random);
     const entry = leading.shift() ?? bag.pop()!;
     const fault = { index: plan.length, gapMs: between(3000, 7000), ...entry.draw(between, pick, options.timings, options.lock) } as PlannedFault;
     plan.push(fault);
