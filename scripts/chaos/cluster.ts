@@ -8,6 +8,7 @@ import { startRedis, type TestRedis } from '../../test/support/redis-server.js';
 import { TcpProxy } from '../../test/support/tcp-proxy.js';
 import { ApiLeaseHistory, RedisLeaseHistory, type LeaseHistory } from './lease-history.js';
 import type { ElectionTimings, LockKind } from './plan.js';
+import { RenewedClient } from './renewed-client.js';
 import { startReplicatedRedis, type RedisKind, type ReplicatedRedis } from './topology.js';
 
 export const LEASE_NAME = 'leasebeat';
@@ -82,7 +83,8 @@ export class ChaosCluster {
   private closing = false;
   /** The lock's own write history (ground truth for the lease invariants), followed from the start. */
   readonly history: LeaseHistory;
-  private current: Redis;
+  /** The suite's own connection to the Redis under test (see `client`). */
+  private readonly connection: RenewedClient;
   /** A client of the records' server. */
   readonly recordsClient: Redis;
 
@@ -97,11 +99,10 @@ export class ChaosCluster {
      * a replicated Redis a server of its own, which no fault touches (the audit's ground truth of runs).
      */
     readonly records: TestRedis,
-    client: Redis,
     readonly api: FakeLeaseServer | undefined,
     private readonly configDir: string,
   ) {
-    this.current = client;
+    this.connection = new RenewedClient(() => this.newClient());
     this.history = api ? new ApiLeaseHistory(api, LEASE_NAMESPACE, LEASE_NAME) : new RedisLeaseHistory(() => this.newClient(), REDIS_LEASE_KEY);
     this.history.start();
     this.recordsClient = records.client();
@@ -113,22 +114,16 @@ export class ChaosCluster {
     // AOF: a Redis restart (SIGTERM) loses nothing acknowledged, the lock's history stream included.
     const records = await startRedis({ appendonly: true });
     const replicated = kind === 'single' ? undefined : await startReplicatedRedis(kind);
-    const client = replicated ? replicated.client() : records.client();
-    client.on('error', () => undefined);
     const api = options.lock === 'kubernetes' ? await FakeLeaseServer.start() : undefined;
     const configDir = await mkdtemp(join(tmpdir(), 'leasebeat-chaos-'));
-    const cluster = new ChaosCluster(options, replicated ? undefined : records, replicated, records, client, api, configDir);
+    const cluster = new ChaosCluster(options, replicated ? undefined : records, replicated, records, api, configDir);
     for (let index = 0; index < options.instances; index++) cluster.slots.push(await cluster.createSlot(index));
     return cluster;
   }
 
-  /**
-   * A direct client (no proxy) to the Redis under test, for the suite's own reads and writes. Replaced if
-   * ioredis gave it up for good ("Connection is closed"), which one Sentinel run saw after ~25 failovers.
-   */
+  /** A direct client (no proxy) to the Redis under test, for the suite's own reads and writes. */
   get client(): Redis {
-    if (this.current.status === 'end') this.current = this.newClient();
-    return this.current;
+    return this.connection.client;
   }
 
   /** A new client to the Redis under test (following failovers on a replicated one); the caller disconnects it. */
@@ -249,7 +244,7 @@ export class ChaosCluster {
       await slot.apiProxy?.close();
     }
     await this.api?.close();
-    this.client.disconnect();
+    this.connection.close();
     this.recordsClient.disconnect();
     await this.replicated?.close();
     await this.records.close();

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { RenewedClient } from './renewed-client.js';
 
 /** What the BullMQ event streams showed about one job id. */
 export interface JobWrites {
@@ -21,20 +22,20 @@ export class EventTail {
   private running: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
 
-  private redis: Redis;
+  private readonly connection: RenewedClient;
 
   constructor(
-    /** Opens a dedicated connection (XREAD BLOCK holds it); called again if ioredis gives one up for good. */
-    private readonly connect: () => Redis,
+    /** Opens a dedicated connection (XREAD BLOCK holds it). */
+    connect: () => Redis,
     private readonly streams: string[],
   ) {
     this.lastIds = streams.map(() => '0-0');
-    this.redis = connect();
+    this.connection = new RenewedClient(connect);
   }
 
-  /** Disconnects the current connection. */
+  /** Disconnects the connection. */
   close(): void {
-    this.redis.disconnect();
+    this.connection.close();
   }
 
   start(): void {
@@ -67,9 +68,7 @@ export class EventTail {
   /** One XREAD over every stream; returns how many entries it read. */
   private async readOnce(blockMs: number): Promise<number> {
     const block = blockMs > 0 ? ['BLOCK', blockMs] : [];
-    // Seen once after many Sentinel failovers: a connection ended for good ("Connection is closed").
-    if (this.redis.status === 'end') this.redis = this.connect();
-    const result = (await this.redis.call('XREAD', 'COUNT', 5000, ...block, 'STREAMS', ...this.streams, ...this.lastIds)) as Array<
+    const result = (await this.connection.client.call('XREAD', 'COUNT', 5000, ...block, 'STREAMS', ...this.streams, ...this.lastIds)) as Array<
       [string, Array<[string, string[]]>]
     > | null;
     let read = 0;

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { RenewedClient } from './renewed-client.js';
 import type { FakeLeaseServer, LeaseWrite } from '../../test/support/fake-lease-server.js';
 
 /**
@@ -98,25 +99,23 @@ export class RedisLeaseHistory {
   private readonly done = new AbortController();
   private running: Promise<void> | undefined;
 
-  private redis: Redis;
+  private readonly connection: RenewedClient;
 
   constructor(
-    /** Opens the reader's connection; called again if ioredis gives one up for good. */
-    private readonly connect: () => Redis,
+    /** Opens the reader's connection. */
+    connect: () => Redis,
     private readonly leaseKey: string,
   ) {
-    this.redis = connect();
+    this.connection = new RenewedClient(connect);
   }
 
-  /** The connection, replaced if it ended ("Connection is closed", seen once after many Sentinel failovers). */
   private get client(): Redis {
-    if (this.redis.status === 'end') this.redis = this.connect();
-    return this.redis;
+    return this.connection.client;
   }
 
   /** Disconnects the reader's connection. */
   close(): void {
-    this.redis.disconnect();
+    this.connection.close();
   }
 
   start(): void {
