@@ -6,7 +6,6 @@ import { isCluster, keySlot, type RedisClient, type RedisConnections } from './r
 import {
   TickLedger,
   type ClaimOutcome,
-  type ClaimRequest,
   type FencingToken,
   type SkippedRange,
   type SkipRangeOutcome,
@@ -198,30 +197,18 @@ export class DurableTickLedger extends TickLedger {
     return result;
   }
 
-  override async claim(token: FencingToken, job: string, tick: number, jobId: string, request: ClaimRequest = {}): Promise<ClaimOutcome> {
-    const outcome = await super.claim(token, job, tick, jobId, request);
-    // Even `settled` is confirmed: it may be the answer to our own claim whose WAIT failed before, and
-    // the lane moves past the tick on it.
-    if (outcome.kind !== 'fenced' && outcome.kind !== 'hole') await this.replicas.confirm(this.keys.ledger(job), `claim of ${job}@${tick}`);
-    return outcome;
-  }
-
-  override async confirm(job: string, tick: number, jobId: string, now: number): Promise<void> {
-    await super.confirm(job, tick, jobId, now);
-    await this.replicas.confirm(this.keys.ledger(job), `enqueued record of ${job}@${tick}`);
-  }
-
   override async claimTicks(token: FencingToken, claims: TickClaim[]): Promise<ClaimOutcome[]> {
     const outcomes = await super.claimTicks(token, claims);
-    // One WAIT covers the whole batch (one script on one connection); as for one claim, `settled` counts.
+    // One WAIT covers the whole batch (one script on one connection). Even `settled` is confirmed: it may
+    // be the answer to our own claim whose WAIT failed before, and the lane moves past the tick on it.
     const decided = outcomes.some((outcome) => outcome.kind !== 'fenced' && outcome.kind !== 'hole');
-    if (decided) await this.replicas.confirm(this.keys.ledger(claims[0]!.job), `claims of ${claims.length} ticks`);
+    if (decided) await this.replicas.confirm(this.keys.ledger(claims[0]!.job), `claims of ${describeTicks(claims)}`);
     return outcomes;
   }
 
   override async confirmTicks(confirmations: TickConfirmation[], now: number): Promise<void> {
     await super.confirmTicks(confirmations, now);
-    if (confirmations.length > 0) await this.replicas.confirm(this.keys.ledger(confirmations[0]!.job), `enqueued records of ${confirmations.length} ticks`);
+    if (confirmations.length > 0) await this.replicas.confirm(this.keys.ledger(confirmations[0]!.job), `enqueued records of ${describeTicks(confirmations)}`);
   }
 
   override async skipRange(token: FencingToken, job: string, range: SkippedRange): Promise<SkipRangeOutcome> {
@@ -229,6 +216,11 @@ export class DurableTickLedger extends TickLedger {
     if (outcome === 'recorded') await this.replicas.confirm(this.keys.skips(job), `skip record of ${job} ${range.from}..${range.to}`);
     return outcome;
   }
+}
+
+/** The ticks a message names: the one tick, or how many. */
+function describeTicks(ticks: ReadonlyArray<{ job: string; tick: number }>): string {
+  return ticks.length === 1 ? `${ticks[0]!.job}@${ticks[0]!.tick}` : `${ticks.length} ticks`;
 }
 
 /**

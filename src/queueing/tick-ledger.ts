@@ -170,7 +170,8 @@ export class TickLedger {
    * A plain claim of a buffered tick releases it.
    */
   async claim(token: FencingToken, job: string, tick: number, jobId: string, request: ClaimRequest = {}): Promise<ClaimOutcome> {
-    return (await this.runClaims(token, [{ job, tick, jobId, request }]))[0]!;
+    // Through the batch method, so that a subclass (DurableTickLedger) handles both in one place.
+    return (await this.claimTicks(token, [{ job, tick, jobId, request }]))[0]!;
   }
 
   /**
@@ -184,7 +185,7 @@ export class TickLedger {
 
   /** Records that the claimed tick's job is in BullMQ. */
   async confirm(job: string, tick: number, jobId: string, now: number): Promise<void> {
-    await this.runConfirms([{ job, tick, jobId }], now);
+    await this.confirmTicks([{ job, tick, jobId }], now);
   }
 
   /** {@link confirm} for many ticks in one script. */
