@@ -78,6 +78,9 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
       await assert.rejects(ledgerA.claim(tokenA, 'job', tick2, 'job@2'), DurabilityError);
 
       // B, on the promoted primary, sees A's confirmed term 0 (not A's unconfirmed writes) and takes over.
+      // B's control connection replays nothing: a command sent while it follows the promotion fails, and
+      // the elector would simply retry. Wait until it has reconnected, as the elector's next round would.
+      await until("B's connection to follow the promotion", async () => b.ping().then(() => true, () => false), 30_000);
       const seen = await lockB.get(signal);
       assert.equal(seen.record.holderIdentity, 'A');
       assert.equal(seen.record.leaderTransitions, 0);
