@@ -22,6 +22,7 @@ import { Producer, type ProducerMetrics } from './queueing/producer.js';
 import { QueueSet } from './queueing/queue-set.js';
 import { bullPrefixFor, RedisConnections } from './queueing/redis-topology.js';
 import { TickLedger } from './queueing/tick-ledger.js';
+import { DEFAULT_STAGE_AHEAD_MS } from './queueing/staging.js';
 import { WorkerPool, type WorkerTuning } from './queueing/worker-pool.js';
 import type { ScheduledJob } from './scheduling/define-job.js';
 import { formatDuration } from './scheduling/duration.js';
@@ -65,6 +66,12 @@ export interface SchedulerOptions {
   /** Run BullMQ workers on this instance (default true). */
   workers?: boolean;
   workerTuning?: WorkerTuning;
+  /**
+   * Pre-staging: how long before its due time a tick of an `overlap: 'allow'` job without a flow is
+   * claimed and added to BullMQ as a delayed job, so that at the tick only BullMQ's promotion remains
+   * (see README, "Pre-staging"). Default 2 s; 0 adds every tick when due.
+   */
+  stageAheadMs?: number;
   /** Bound on draining active runs at `stop()`. Default 25 s. */
   shutdownTimeoutMs?: number;
   /** Heartbeats and member health; see `MemberSettings` for the defaults. */
@@ -245,6 +252,7 @@ class LeasebeatScheduler implements Scheduler {
       logger: this.log,
       clock: this.clock,
       metrics: options.metrics?.producer,
+      stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
     });
     this.heartbeat = new Heartbeat({
       store: this.members,

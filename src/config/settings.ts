@@ -47,11 +47,15 @@ export interface SettingSpec {
 const DURATION_HINT = 'write it like 15s, 500ms or 2m (a bare number is milliseconds)';
 
 /** A duration: `15s`, `1m30s`, or a bare number of milliseconds. */
-function durationSchema(): z.ZodType<number> {
+function durationSchema({ zero = false, maxMs = Infinity }: { zero?: boolean; maxMs?: number } = {}): z.ZodType<number> {
   return z.string().transform((raw, ctx) => {
     const ms = parseDuration(/^\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw);
-    if (ms === undefined || ms <= 0) {
-      ctx.addIssue({ code: 'custom', message: `is not a positive duration: ${DURATION_HINT}` });
+    if (ms === undefined || ms < 0 || (ms === 0 && !zero)) {
+      ctx.addIssue({ code: 'custom', message: `is not a ${zero ? 'duration' : 'positive duration'}: ${DURATION_HINT}` });
+      return z.NEVER;
+    }
+    if (ms > maxMs) {
+      ctx.addIssue({ code: 'custom', message: `is longer than the most allowed, ${formatDuration(maxMs)}` });
       return z.NEVER;
     }
     return ms;
@@ -225,6 +229,12 @@ export const SETTINGS = {
       "each job's own concurrency still holds",
     schema: z.string().regex(/^\s*[1-9]\d*\s*$/, { message: 'must be a positive whole number, e.g. 64' }).transform(Number),
   },
+  STAGE_AHEAD: {
+    env: 'LEASEBEAT_STAGE_AHEAD', flag: '--stage-ahead', valueName: '<duration>', default: '2s', unit: 'duration', scope: 'start',
+    description: "Pre-staging: ticks of jobs with overlap 'allow' and no flow are claimed and added to BullMQ as delayed jobs this long " +
+      "before they are due, so that at the tick only BullMQ's promotion remains; 0 adds every tick when due",
+    schema: durationSchema({ zero: true, maxMs: 60_000 }),
+  },
   COMMAND_TIMEOUT: {
     env: 'LEASEBEAT_COMMAND_TIMEOUT', flag: '--command-timeout', valueName: '<duration>', default: '10s', unit: 'duration', scope: 'connection',
     description: 'Bound on each admin command (status, trigger, pause, cordon, ...) and on reaching Redis at start', schema: durationSchema(),
@@ -263,6 +273,8 @@ export interface ServiceConfig {
   shutdownTimeoutMs: number;
   members: MemberSettings;
   workerTuning: WorkerTuning;
+  /** Pre-staging horizon (ms); 0 when off. */
+  stageAheadMs: number;
   commandTimeoutMs: number;
   logLevel: (typeof LOG_LEVELS)[number];
 }
@@ -316,7 +328,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     LEASE_DURATION: number; RENEW_DEADLINE: number; RETRY_PERIOD: number; JOBS_DIR: string; HTTP_HOST: string; HTTP_PORT: number; HTTP_REQUEST_TIMEOUT: number; HTTP_ALLOWED_HOSTS?: string[];
     BOARD_USER?: string; BOARD_PASSWORD?: string; BOARD_TOKEN?: string; BOARD_READONLY: boolean; INSECURE_BOARD: boolean;
     SHUTDOWN_TIMEOUT: number; HEARTBEAT_INTERVAL: number; MEMBER_GRACE: number; MEMBER_REMOVAL: number;
-    LOCK_DURATION: number; STALLED_INTERVAL: number; WORKER_CONCURRENCY: number; COMMAND_TIMEOUT: number; LOG_LEVEL: (typeof LOG_LEVELS)[number];
+    LOCK_DURATION: number; STALLED_INTERVAL: number; WORKER_CONCURRENCY: number; STAGE_AHEAD: number; COMMAND_TIMEOUT: number; LOG_LEVEL: (typeof LOG_LEVELS)[number];
   };
 
   checkRules(v, raw);
@@ -345,6 +357,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     shutdownTimeoutMs: v.SHUTDOWN_TIMEOUT,
     members: resolveMemberSettings({ heartbeatIntervalMs: v.HEARTBEAT_INTERVAL, graceMs: v.MEMBER_GRACE, removalTimeoutMs: v.MEMBER_REMOVAL }),
     workerTuning: { lockDurationMs: v.LOCK_DURATION, stalledIntervalMs: v.STALLED_INTERVAL, concurrency: v.WORKER_CONCURRENCY },
+    stageAheadMs: v.STAGE_AHEAD,
     commandTimeoutMs: v.COMMAND_TIMEOUT,
     logLevel: v.LOG_LEVEL,
   };

@@ -10,6 +10,8 @@ import {
   type SkippedRange,
   type SkipRangeOutcome,
   type TickClaim,
+  type UnstageOutcome,
+  type UnstageReason,
   type TickConfirmation,
 } from './tick-ledger.js';
 
@@ -209,6 +211,20 @@ export class DurableTickLedger extends TickLedger {
   override async confirmTicks(confirmations: TickConfirmation[], now: number): Promise<void> {
     await super.confirmTicks(confirmations, now);
     if (confirmations.length > 0) await this.replicas.confirm(this.keys.ledger(confirmations[0]!.job), `enqueued records of ${describeTicks(confirmations)}`);
+  }
+
+  override async markUnstaging(token: FencingToken, job: string, tick: number, jobId: string, reason: UnstageReason, queue: string): Promise<'marked' | 'settled' | 'fenced'> {
+    const outcome = await super.markUnstaging(token, job, tick, jobId, reason, queue);
+    // The mark is what tells the next leader to finish the take-back: it must be on a replica before
+    // the run is pulled from BullMQ's delayed set.
+    if (outcome === 'marked') await this.replicas.confirm(this.keys.ledger(job), `take-back of ${job}@${tick}`);
+    return outcome;
+  }
+
+  override async settleUnstaging(job: string, tick: number, outcome: UnstageOutcome): Promise<boolean> {
+    const moved = await super.settleUnstaging(job, tick, outcome);
+    if (moved) await this.replicas.confirm(this.keys.ledger(job), `take-back of ${job}@${tick} (${outcome})`);
+    return moved;
   }
 
   override async skipRange(token: FencingToken, job: string, range: SkippedRange): Promise<SkipRangeOutcome> {

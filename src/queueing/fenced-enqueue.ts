@@ -68,12 +68,17 @@ export class FencedEnqueue {
    * Adds the run of a claimed tick (`tick` is the nominal tick, or the request time of a manual run).
    * The job id makes a repeated add a no-op while the job exists; deduplication keeps it one after
    * removeOnComplete deleted the job, for as long as the ledger remembers the tick (for a run without
-   * children only: BullMQ refuses deduplication on a flow parent, see addRun). False when the self-fence
-   * said this instance no longer leads right before the add was sent: nothing was added.
+   * children only: BullMQ refuses deduplication on a flow parent, see addRun). A run whose `dueAt` is
+   * ahead is added as a delayed job that BullMQ makes available at `dueAt` (staged). False when the
+   * self-fence said this instance no longer leads right before the add was sent: nothing was added.
    */
-  async add(job: ScheduledJob, tick: number, jobId: string, manual = false): Promise<boolean> {
+  async add(job: ScheduledJob, tick: number, jobId: string, { manual = false, dueAt = 0 }: { manual?: boolean; dueAt?: number } = {}): Promise<boolean> {
     const data: TickJobData = { tick, token: this.options.token, data: job.data, manual };
     const opts: JobsOptions = { ...job.jobOptions, jobId, deduplication: { id: jobId, ttl: retentionMs(job) } };
+    const now = this.options.now();
+    // BullMQ's delayed score is `timestamp + delay`: both from the authoritative (Redis-corrected) clock,
+    // so the run becomes due at `dueAt` on Redis' time, whatever this process' clock says.
+    if (dueAt > now) Object.assign(opts, { timestamp: now, delay: dueAt - now });
     const added = await this.adds.call({ job, data, opts });
     if (added instanceof Error) throw added;
     return added;

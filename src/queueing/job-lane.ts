@@ -6,7 +6,8 @@ import type { DueTimer, Nap } from './due-timer.js';
 import type { FencedEnqueue } from './fenced-enqueue.js';
 import { tickJobId } from './job-data.js';
 import type { ProducerMetrics } from './producer.js';
-import type { ClaimRequest, FencingToken, TakeOverState, TickLedger } from './tick-ledger.js';
+import { takeBackInProgress, type RunTakeBack, type StagedRun } from './staging.js';
+import type { ClaimRequest, FencingToken, TakeOverState, TickLedger, TickRecord, UnstageReason } from './tick-ledger.js';
 
 /** What a lane needs from the leadership term it runs in. */
 export interface LaneTerm {
@@ -20,6 +21,13 @@ export interface LaneTerm {
   readonly timer: DueTimer;
   /** The term's fenced claim, add and confirm, batched with the other lanes' calls of the same turn. */
   readonly enqueue: FencedEnqueue;
+  /**
+   * How long before its due time a tick of a job that may be staged is claimed and added to BullMQ as a
+   * delayed job, so that at the tick only BullMQ's promotion remains; 0 stages nothing.
+   */
+  readonly stageAheadMs: number;
+  /** Takes back staged runs that a pause, a removal or a new schedule no longer wants. */
+  readonly takeBack: RunTakeBack;
   readonly metrics: ProducerMetrics | undefined;
   /** The authoritative time (Redis-corrected), in whole ms. */
   now(): number;
@@ -73,6 +81,10 @@ export class JobLane {
   private behind = false;
   /** The definition changed since the lane last planned its nap. */
   private redefined = false;
+  /** Runs this lane staged (or found staged at takeover) whose due time may not have come, oldest first. */
+  private staged: StagedRun[] = [];
+  /** A redefinition or a pause notice since the staged runs were last checked against them. */
+  private recheckStaged = false;
   private stopped = false;
   /** The lane's current nap on the term's timer, and whether a redefinition may cut it short. */
   private napping: { nap: Nap; wakeable: boolean } | undefined;
@@ -94,13 +106,20 @@ export class JobLane {
   /** The job's definition changed: re-read it now. */
   wake(): void {
     this.redefined = true;
+    this.recheckStaged = true;
     if (this.napping?.wakeable) this.napping.nap.wake();
   }
 
-  /** The job was removed: the lane ends after its current step. */
+  /** The job was paused at run time: take back its staged runs now. */
+  paused(): void {
+    this.recheckStaged = true;
+    if (this.napping?.wakeable) this.napping.nap.wake();
+  }
+
+  /** The job was removed: the lane takes back its staged runs, then ends. */
   stop(): void {
     this.stopped = true;
-    this.napping?.nap.wake();
+    if (this.napping?.wakeable) this.napping.nap.wake();
   }
 
   private get over(): boolean {
@@ -109,10 +128,14 @@ export class JobLane {
 
   /** Runs until the term ends or the lane is stopped. */
   async run(): Promise<void> {
-    for (let failures = 0; !this.over; ) {
-      const job = this.term.job(this.name);
-      if (!job) return;
+    for (let failures = 0; !this.term.signal.aborted; ) {
+      const job = this.stopped ? undefined : this.term.job(this.name);
       try {
+        if (!job) {
+          // Removed: its staged runs must not run either. The lane ends once they are taken back (or the term ends).
+          await this.reviewStaged(undefined);
+          return;
+        }
         if (this.needsPlan) {
           this.needsPlan = !(await this.takeOver(job));
           if (!this.needsPlan) this.markTakenOver();
@@ -120,10 +143,10 @@ export class JobLane {
         else await this.step(job);
         failures = 0;
       } catch (error) {
-        if (this.over) return;
+        if (this.term.signal.aborted) return;
         this.behind = true;
         const retryInMs = Math.min(RETRY_MS * 2 ** failures++, MAX_RETRY_MS);
-        this.log.warn({ err: error, retryInMs }, 'could not record a tick; retrying it before any later tick of this job');
+        this.log.warn({ err: error, retryInMs }, this.stopped ? 'could not take back the staged runs of a removed job; retrying' : 'could not record a tick; retrying it before any later tick of this job');
         await this.nap(retryInMs, false);
       }
     }
@@ -133,16 +156,28 @@ export class JobLane {
   private async nap(ms: number, wakeable: boolean): Promise<void> {
     const nap = this.term.timer.nap(ms);
     this.napping = { nap, wakeable };
-    if (this.over || (wakeable && this.redefined)) nap.wake();
+    // A stopped lane still naps between retries of its last duty (taking back its staged runs).
+    if (this.term.signal.aborted || (wakeable && (this.redefined || this.recheckStaged || this.stopped))) nap.wake();
     await nap.done;
     this.napping = undefined;
   }
 
-  /** Finishes an unadded claim, releases a buffered tick whose turn came, or fires the next due tick. */
+  /**
+   * Finishes an unadded claim, takes back staged runs the job no longer wants, releases a buffered tick
+   * whose turn came, or fires the next tick once it is due (or, for a job that may be staged, once it is
+   * within the staging horizon).
+   */
   private async step(job: ScheduledJob): Promise<void> {
     if (this.unadded !== undefined) return this.finishAdd(job);
+    if (this.recheckStaged) {
+      this.recheckStaged = false;
+      await this.reviewStaged(job).catch((error: unknown) => {
+        this.recheckStaged = true;
+        throw error;
+      });
+    }
     const tick = nextTick(job, this.cursor);
-    const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.term.now();
+    const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job) - this.term.now();
     if (untilDue > 0) {
       this.behind = false;
       if (this.redefined) {
@@ -182,7 +217,16 @@ export class JobLane {
     // `scheduledSince` (recorded by the first takeover that saw the job).
     const taken = await this.term.takeOverState(job.name);
     this.term.reached();
+    // Runs staged by earlier terms stay valid (they are recorded `enqueued`): this term neither stages them
+    // again nor loses them, but takes back those a pause or a new schedule no longer wants (below).
+    this.staged = this.stagedBefore(job, taken.recent);
     for (const { tick, state } of taken.pending) {
+      const takingBack = takeBackInProgress(state);
+      if (takingBack) {
+        this.log.info({ tick: new Date(tick), reason: takingBack.reason }, 'finishing the take-back of a staged run started by an earlier term');
+        await this.term.takeBack.finish(job.name, tick, takingBack);
+        continue;
+      }
       if (state.startsWith('buffered|') && job.overlap === 'bufferOne' && this.buffered === undefined && (await this.unfinished(job))) {
         this.buffered = tick;
         continue;
@@ -191,15 +235,16 @@ export class JobLane {
       this.log.info({ tick: new Date(tick) }, 'finishing a tick claimed by an earlier term');
       if (!(await this.claimAndAdd(job, tick, {}))) return false;
     }
+    // A pause set at run time (`leasebeat pause`, perhaps while no instance ran) counts like the
+    // definition's: the missed ticks are `paused`, not lost to the catch-up limit or window.
+    const paused = job.paused || taken.paused;
+    if (!(await this.reviewStaged(job, paused))) return false;
     const now = this.term.now();
     // A job no term has ticked yet owes its ticks from the moment a leader first saw it, so a failover
     // before its first tick cannot lose that tick. (Finishing pending ticks above never moves the
     // watermark: they are recorded already.)
     const owedSince = taken.scheduledSince;
     const { lastScheduledTick } = taken.state;
-    // A pause set at run time (`leasebeat pause`, perhaps while no instance ran) counts like the
-    // definition's: the missed ticks are `paused`, not lost to the catch-up limit or window.
-    const paused = job.paused || taken.paused;
     this.watermark = lastScheduledTick;
     this.cursor = lastScheduledTick ?? owedSince;
     const plan = planCatchup(job, this.cursor, now, paused);
@@ -279,12 +324,69 @@ export class JobLane {
     // pending in the ledger and is finished by the next term.
     if (!this.term.leading()) return;
     const jobId = tickJobId(job.name, tick);
-    if (!(await this.term.enqueue.add(job, tick, jobId))) return;
+    const dueAt = tick + jitterMs(job, tick);
+    if (!(await this.term.enqueue.add(job, tick, jobId, { dueAt }))) return;
     const addedAt = this.term.now();
     await this.term.enqueue.confirm(job.name, tick, jobId);
     this.term.reached();
     this.unadded = undefined;
+    if (dueAt > addedAt) {
+      this.staged = this.staged.filter((run) => run.dueAt > addedAt);
+      this.staged.push({ tick, jobId, queue: job.queue, dueAt });
+    }
+    // A staged run is in BullMQ before its tick: its lag is BullMQ's promotion, not measured here.
     this.term.metrics?.enqueued(job.name, Math.max(0, addedAt - tick) / 1000);
+  }
+
+  /** How long before a tick's due time this lane claims and adds it: the term's horizon for jobs that may be staged. */
+  private stagingLead(job: ScheduledJob): number {
+    // A `skip` or `bufferOne` decision must see the previous run as it is at the tick, not a horizon
+    // earlier, and a flow's children cannot be delayed with their parent in one add: those jobs are
+    // decided and added at the tick. A paused definition is not staged, so unpausing it in time counts.
+    return job.overlap === 'allow' && !job.flow && !job.paused ? this.term.stageAheadMs : 0;
+  }
+
+  /** Staged runs recorded by earlier terms whose due time has not come: `enqueued` ticks past the watermark's past. */
+  private stagedBefore(job: ScheduledJob, recent: TickRecord[]): StagedRun[] {
+    const now = this.term.now();
+    const runs: StagedRun[] = [];
+    for (const { tick, state } of recent) {
+      const dueAt = tick + jitterMs(job, tick);
+      if (dueAt > now && state.startsWith('enqueued|')) runs.push({ tick, jobId: state.slice('enqueued|'.length), queue: job.queue, dueAt });
+    }
+    return runs;
+  }
+
+  /**
+   * Takes back the staged runs that the job (undefined once removed) no longer wants: all of them once
+   * it is removed or paused (by its definition or at run time), those of ticks its schedule no longer
+   * has. A run whose due time has passed is out of reach: BullMQ has promoted it. True once every
+   * unwanted run is taken back or found promoted; false when the term cannot write now (self-fence).
+   */
+  private async reviewStaged(job: ScheduledJob | undefined, knownPaused?: boolean): Promise<boolean> {
+    const now = this.term.now();
+    this.staged = this.staged.filter((run) => run.dueAt > now);
+    if (this.staged.length === 0) return true;
+    const paused = job !== undefined && (knownPaused ?? (job.paused || (await this.term.ledger.isPaused(job.name))));
+    for (const run of [...this.staged]) {
+      const reason: UnstageReason | undefined = !job ? 'removed' : paused ? 'paused' : nextTick(job, run.tick - 1) !== run.tick ? 'rescheduled' : undefined;
+      if (!reason) continue;
+      if (!(await this.writable())) return false;
+      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason);
+      this.term.reached();
+      if (outcome === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      this.staged = this.staged.filter((other) => other !== run);
+      if (outcome === 'taken-back') {
+        this.term.metrics?.skipped(this.name, reason, 1);
+        this.log.info({ tick: new Date(run.tick), reason }, 'took back a staged run before its due time');
+      } else {
+        this.log.info({ tick: new Date(run.tick), reason, outcome }, 'a staged run could not be taken back: BullMQ had promoted it');
+      }
+    }
+    return true;
   }
 
   /** Adds the buffered tick once the run before it has finished. */

@@ -1,3 +1,6 @@
+/** The leader's request stream ({@link KeySpace.triggers}) keeps about this many entries: far more than can be pending at once. */
+export const LEADER_STREAM_MAXLEN = 1000;
+
 /**
  * Redis keys of one leasebeat cluster. Every key shares the hash tag `{<cluster>}`, so the fence and the
  * tick ledger live in one slot and a single Lua script may touch them together, on Redis Cluster too.
@@ -57,8 +60,10 @@ export class KeySpace {
   }
 
   /**
-   * Stream of manual trigger requests (`leasebeat trigger`), capped near 1000 entries: fields `id`
-   * (uuid), `job`, `requestedAt` and `deadline` (Redis TIME, ms). The leader reads it while it leads.
+   * Stream of what the leader must hear of at once, capped near {@link LEADER_STREAM_MAXLEN} entries:
+   * manual trigger requests (`leasebeat trigger`; fields `id` (uuid), `job`, `requestedAt` and `deadline`,
+   * Redis TIME in ms), and notices of run-time pauses (fields `notice` = `pause`, `job`), after which the
+   * leader takes back the job's staged runs. The leader reads it while it leads.
    */
   get triggers(): string {
     return `${this.base}:triggers`;

@@ -1,15 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
-import type { KeySpace } from './keys.js';
+import { LEADER_STREAM_MAXLEN, type KeySpace } from './keys.js';
 import type { LaneTerm } from './job-lane.js';
 import { isCluster, type RedisClient } from './redis-topology.js';
 
 const claimManualScript = new LuaScript(new URL('./lua/claimManual.lua', import.meta.url));
 const confirmManualScript = new LuaScript(new URL('./lua/confirmManual.lua', import.meta.url));
 
-/** The stream keeps about this many requests: far more than can be pending within any admin's bound. */
-const STREAM_MAXLEN = 1000;
 /**
  * How long one blocking read of the request stream waits for a request before it is sent again. A
  * request wakes the read at once; idle, the desk costs one command per this interval.
@@ -49,7 +47,7 @@ export async function submitTrigger(redis: Redis, keys: KeySpace, job: string, w
     keys.triggers,
     'MAXLEN',
     '~',
-    STREAM_MAXLEN,
+    LEADER_STREAM_MAXLEN,
     '*',
     'id',
     request.id,
@@ -77,10 +75,18 @@ export async function abandonTrigger(redis: Redis, keys: KeySpace, request: Trig
   return (await redis.hsetnx(keys.manual(request.job), request.id, 'refused|expired')) === 1;
 }
 
-function parseEntries(entries: Array<[string, string[]]>): TriggerRequest[] {
+/** A stream entry: a trigger request, or a notice that a job was paused at run time. */
+type StreamEntry = { entry: string; request: TriggerRequest } | { entry: string; pausedJob: string };
+
+function parseEntries(entries: Array<[string, string[]]>): StreamEntry[] {
   return entries.map(([entry, fields]) => {
-    const field = (name: string): string => fields[fields.indexOf(name) + 1] ?? '';
-    return { entry, id: field('id'), job: field('job'), requestedAt: Number(field('requestedAt')), deadline: Number(field('deadline')) };
+    // Names sit at even positions: a value equal to a field name (a job called "notice") is not one.
+    const field = (name: string): string => {
+      for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1]!;
+      return '';
+    };
+    if (field('notice') === 'pause') return { entry, pausedJob: field('job') };
+    return { entry, request: { entry, id: field('id'), job: field('job'), requestedAt: Number(field('requestedAt')), deadline: Number(field('deadline')) } };
   });
 }
 
@@ -90,13 +96,15 @@ export type DeskTerm = LaneTerm;
 /**
  * The leader's side of `leasebeat trigger`: reads the request stream while this instance leads and runs
  * each request once, under the fence, through the same add as a tick. A trigger ignores the job's overlap
- * policy and does not become its previous run (the ledger's job state is not touched).
+ * policy and does not become its previous run (the ledger's job state is not touched). Pause notices on
+ * the same stream are passed to `onPaused`.
  */
 export class TriggerDesk {
   constructor(
     private readonly redis: Redis,
     private readonly keys: KeySpace,
     private readonly term: DeskTerm,
+    private readonly onPaused: (job: string) => void,
   ) {}
 
   /**
@@ -114,9 +122,10 @@ export class TriggerDesk {
         try {
           const reply = await reader.xread('COUNT', 100, 'BLOCK', TRIGGER_BLOCK_MS, 'STREAMS', this.keys.triggers, cursor);
           this.term.reached();
-          for (const request of parseEntries(reply?.[0]?.[1] ?? [])) {
-            if (!(await this.handle(request))) return;
-            cursor = request.entry;
+          for (const entry of parseEntries(reply?.[0]?.[1] ?? [])) {
+            if ('pausedJob' in entry) this.onPaused(entry.pausedJob);
+            else if (!(await this.handle(entry.request))) return;
+            cursor = entry.entry;
           }
         } catch (error) {
           if (this.term.signal.aborted) return;
@@ -164,7 +173,7 @@ export class TriggerDesk {
     if ((code !== 1 && code !== 2) || !job) return true;
     // The last moment to notice a lost term before the (unfenced) add; the claim stays for the next term.
     if (!this.term.leading()) return false;
-    if (!(await this.term.enqueue.add(job, request.requestedAt, jobId, true))) return false;
+    if (!(await this.term.enqueue.add(job, request.requestedAt, jobId, { manual: true }))) return false;
     const outcome: TriggerOutcome = { jobId, queue: job.queue, flow: job.flow !== undefined };
     await confirmManualScript.run(this.redis, [this.keys.manual(request.job), this.keys.triggerResult(request.id)], [request.id, jobId, JSON.stringify(outcome)]);
     this.term.log.info({ ...log, jobId }, 'trigger enqueued');

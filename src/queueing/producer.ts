@@ -12,6 +12,7 @@ import { JobLane, type LaneTerm } from './job-lane.js';
 import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
 import type { QueueSet } from './queue-set.js';
 import { RedisReachability } from './redis-reachability.js';
+import { RunTakeBack } from './staging.js';
 import type { FencingToken, TickLedger } from './tick-ledger.js';
 
 /** Hooks for the producer's Prometheus metrics. */
@@ -50,6 +51,13 @@ export interface ProducerOptions {
   metrics?: ProducerMetrics;
   /** Called once per term when every job loaded at its start has been taken over, with how long that took. */
   onTakenOver?: (jobs: number, ms: number) => void;
+  /**
+   * Pre-staging: how long before its due time a tick of an `overlap: 'allow'` job without a flow is
+   * claimed and added to BullMQ as a delayed job, so that at the tick only BullMQ's promotion remains.
+   * Default 0 (every tick is claimed and added when due); the scheduler's default is
+   * `DEFAULT_STAGE_AHEAD_MS` (2 s).
+   */
+  stageAheadMs?: number;
 }
 
 /** How often the producer re-reads Redis time and prunes the ledger. */
@@ -173,7 +181,7 @@ export class Producer {
     };
     const stopped = new Set<Promise<void>>();
     // Manual triggers (`leasebeat trigger`) run beside the lanes, under the same term and fence.
-    const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context)
+    const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => lanes.get(job)?.lane.paused())
       .run()
       .catch((error: unknown) => context.log.error({ err: error }, 'trigger desk failed'));
     stopped.add(desk);
@@ -230,7 +238,12 @@ export class Producer {
     };
     const leading = (): boolean => !term$.signal.aborted && this.options.stillLeading();
     const { ledger } = this.options;
-    const takeOvers = new Coalescer((jobs: string[]) => ledger.takeOverStates(jobs, this.now()));
+    const takeOvers = new Coalescer((names: string[]) => {
+      const now = this.now();
+      const jobs = this.options.jobs();
+      // Runs of ticks since `now - maxJitter` may still be staged ahead of their due time.
+      return ledger.takeOverStates(names.map((job) => ({ job, stagedSince: now - (jobs.get(job)?.maxJitterMs ?? 0) })), now);
+    });
     const enqueue = new FencedEnqueue({ ledger, queues: this.options.queues, token, leading, now: () => this.now() });
     return {
       token,
@@ -240,6 +253,8 @@ export class Producer {
       clock: this.clock,
       timer: new DueTimer(this.clock, term$.signal),
       enqueue,
+      stageAheadMs: this.options.stageAheadMs ?? 0,
+      takeBack: new RunTakeBack(this.options.redis, ledger, this.options.queues),
       metrics: this.options.metrics,
       now: () => this.now(),
       job: (name) => this.options.jobs().get(name),

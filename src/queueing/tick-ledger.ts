@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
-import type { KeySpace } from './keys.js';
+import { LEADER_STREAM_MAXLEN, type KeySpace } from './keys.js';
 
 const raiseFenceScript = new LuaScript(new URL('./lua/raiseFence.lua', import.meta.url));
 const claimTicksScript = new LuaScript(new URL('./lua/claimTicks.lua', import.meta.url));
@@ -8,6 +8,8 @@ const confirmTicksScript = new LuaScript(new URL('./lua/confirmTicks.lua', impor
 const takeOverScript = new LuaScript(new URL('./lua/takeOver.lua', import.meta.url));
 const skipRangeScript = new LuaScript(new URL('./lua/skipRange.lua', import.meta.url));
 const pruneLedgerScript = new LuaScript(new URL('./lua/pruneLedger.lua', import.meta.url));
+const markUnstagingScript = new LuaScript(new URL('./lua/markUnstaging.lua', import.meta.url));
+const settleUnstagingScript = new LuaScript(new URL('./lua/settleUnstaging.lua', import.meta.url));
 
 /** The fencing token of a leadership term: the lease generation (uid) and its `leaderTransitions`. */
 export interface FencingToken {
@@ -62,9 +64,35 @@ export interface TakeOverState {
   /** Paused at run time (`leasebeat pause`). */
   paused: boolean;
   state: JobState;
-  /** Ticks claimed or buffered by some term and never confirmed, oldest first, with their ledger states. */
-  pending: Array<{ tick: number; state: string }>;
+  /**
+   * Ticks some term left unfinished, oldest first, with their ledger states: claimed or buffered and never
+   * confirmed, or a staged run whose take-back was not settled (`unstaging|…`, `unstaged|…`).
+   */
+  pending: TickRecord[];
+  /** Ticks recorded at or after the job's `stagedSince` (see {@link TakeOverRequest}), with their states. */
+  recent: TickRecord[];
 }
+
+/** A tick and its ledger state. */
+export interface TickRecord {
+  tick: number;
+  state: string;
+}
+
+/** A job to take over, and the oldest tick whose run may still be staged ahead of its due time. */
+export interface TakeOverRequest {
+  job: string;
+  stagedSince: number;
+}
+
+/** Why a staged run was taken back before its due time. */
+export type UnstageReason = 'paused' | 'removed' | 'rescheduled';
+
+/**
+ * How a take-back ended ({@link TickLedger.settleUnstaging}): the run was promoted first and runs as
+ * staged; or it is out of BullMQ's reach (its job hash still to delete); or that hash is gone too.
+ */
+export type UnstageOutcome = 'runs' | 'taken-back' | 'cleaned';
 
 /** The outcome of recording a skipped range. */
 export type SkipRangeOutcome = 'recorded' | 'fenced' | 'invalid';
@@ -119,6 +147,13 @@ function claimOutcome(code: number, detail: string): ClaimOutcome {
     default:
       return { kind: 'fenced' };
   }
+}
+
+/** Flat `tick, state, …` pairs (as scripts return them) as records. */
+function tickRecords(flat: string[]): TickRecord[] {
+  const records: TickRecord[] = [];
+  for (let i = 0; i < flat.length; i += 2) records.push({ tick: Number(flat[i]), state: flat[i + 1]! });
+  return records;
 }
 
 /** A flat HGETALL reply (as scripts return it) as an object. */
@@ -197,19 +232,41 @@ export class TickLedger {
    * Reads what a new leader needs of each job (see {@link TakeOverState}) in one script, and records
    * `scheduledSince` at `now` for a job no takeover saw before.
    */
-  async takeOverStates(jobs: string[], now: number): Promise<TakeOverState[]> {
+  async takeOverStates(jobs: TakeOverRequest[], now: number): Promise<TakeOverState[]> {
     if (jobs.length === 0) return [];
     const k = this.keys;
-    const rows = await takeOverScript.run<Array<[string, number, string[], string[]]>>(
+    const rows = await takeOverScript.run<Array<[string, number, string[], string[], string[]]>>(
       this.redis,
-      [k.paused, ...jobs.flatMap((job) => [k.ledger(job), k.pending(job), k.jobState(job)])],
-      [now, ...jobs],
+      [k.paused, ...jobs.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job), k.ledgerIndex(job)])],
+      [now, ...jobs.flatMap(({ job, stagedSince }) => [job, stagedSince])],
     );
-    return rows.map(([scheduledSince, paused, fields, ticks]) => {
-      const pending: TakeOverState['pending'] = [];
-      for (let i = 0; i < ticks.length; i += 2) pending.push({ tick: Number(ticks[i]), state: ticks[i + 1]! });
-      return { scheduledSince: Number(scheduledSince), paused: paused === 1, state: jobStateOf(pairs(fields)), pending };
-    });
+    return rows.map(([scheduledSince, paused, fields, pending, recent]) => ({
+      scheduledSince: Number(scheduledSince),
+      paused: paused === 1,
+      state: jobStateOf(pairs(fields)),
+      pending: tickRecords(pending),
+      recent: tickRecords(recent),
+    }));
+  }
+
+  /**
+   * Starts taking back the staged run `jobId` of a tick (recorded `enqueued`), under the fence: `marked`
+   * when it is (or already was) being taken back, `settled` when its record says something else now.
+   */
+  async markUnstaging(token: FencingToken, job: string, tick: number, jobId: string, reason: UnstageReason, queue: string): Promise<'marked' | 'settled' | 'fenced'> {
+    const k = this.keys;
+    const result = await markUnstagingScript.run<number>(
+      this.redis,
+      [k.fence, k.retiredGenerations, k.ledger(job), k.pending(job)],
+      [token.generation, token.leaderTransitions, tick, jobId, reason, queue],
+    );
+    return result === 1 ? 'marked' : result === 0 ? 'settled' : 'fenced';
+  }
+
+  /** Records the next step of a take-back (see settleUnstaging.lua). False when the record was not in the state it follows from. */
+  async settleUnstaging(job: string, tick: number, outcome: UnstageOutcome): Promise<boolean> {
+    const k = this.keys;
+    return (await settleUnstagingScript.run<number>(this.redis, [k.ledger(job), k.pending(job), k.jobState(job)], [tick, outcome])) === 1;
   }
 
   // The scripts behind both the single and the batch methods, so that a subclass that confirms writes
@@ -298,9 +355,18 @@ export class TickLedger {
     };
   }
 
-  /** Pauses a job at run time; whichever instance leads obeys it from its next tick. */
+  /**
+   * Pauses a job at run time; whichever instance leads obeys it from its next tick. The notice on the
+   * leader's stream makes it take back the runs it staged ahead of their due time at once (a leader that
+   * misses it, or the next one, reads the pause when it takes the job over).
+   */
   async pause(job: string, note = ''): Promise<void> {
-    await this.redis.hset(this.keys.paused, job, JSON.stringify({ note, at: Date.now() }));
+    const k = this.keys;
+    await this.redis
+      .multi()
+      .hset(k.paused, job, JSON.stringify({ note, at: Date.now() }))
+      .xadd(k.triggers, 'MAXLEN', '~', LEADER_STREAM_MAXLEN, '*', 'notice', 'pause', 'job', job)
+      .exec();
   }
 
   async resume(job: string): Promise<boolean> {

@@ -4,7 +4,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
-import type { Term } from '../../src/election/record.js';
 import type { TickJobData } from '../../src/queueing/job-data.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { Producer, type ProducerMetrics } from '../../src/queueing/producer.js';
@@ -15,6 +14,7 @@ import { nextTick } from '../../src/scheduling/plan.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { term } from '../support/term.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -22,10 +22,6 @@ function scheduled(definition: Partial<JobDefinition> & { name: string }): Sched
   const result = validateJobDefinition({ every: '1s', handler: () => undefined, ...definition }, `/jobs/${definition.name}.ts`);
   if (!result.ok) throw new Error(result.errors.join('\n'));
   return result.job;
-}
-
-function term(transitions: number, generation = 'gen-1'): Term {
-  return { holderIdentity: `leader-${transitions}`, generation, leaderTransitions: transitions, acquireTime: Date.now() };
 }
 
 class CountingMetrics implements ProducerMetrics {

@@ -2,27 +2,32 @@
   What a new leader reads of each job it takes over, for many jobs in one round trip; it also records,
   once per job, when leaders started owing the job its ticks (`scheduledSince`, the first takeover that
   saw it). Unfenced: it decides no tick.
-  KEYS[1] paused jobs; for the i-th job (i from 0): KEYS[2+3i] ledger  KEYS[3+3i] pending
-          KEYS[4+3i] job state
-  ARGV[1] now (ms); ARGV[2+i] the i-th job's name
+  KEYS[1] paused jobs; for the i-th job (i from 0): KEYS[2+4i] ledger  KEYS[3+4i] pending
+          KEYS[4+4i] job state  KEYS[5+4i] ledger index
+  ARGV[1] now (ms); for the i-th job: ARGV[2+2i] its name  ARGV[3+2i] the oldest tick whose run may still
+          be ahead of its due time (now minus the job's largest jitter): where staged runs may be found
   Returns, per job, { scheduledSince, paused (0/1), job state (HGETALL, flat), pending ticks with their
-  ledger states (flat: tick, state, ...) }.
+  ledger states (flat: tick, state, ...), ticks recorded since ARGV[3+2i] with their states (flat) }.
 ]]
 local now = ARGV[1]
-local results = {}
-for i = 0, #ARGV - 2 do
-  local ledger, pending, state = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
-  redis.call('HSETNX', state, 'scheduledSince', now)
-  local ticks = {}
-  for _, tick in ipairs(redis.call('ZRANGE', pending, 0, -1)) do
-    ticks[#ticks + 1] = tick
-    ticks[#ticks + 1] = redis.call('HGET', ledger, tick) or ''
+local function withStates(ledger, ticks)
+  local flat = {}
+  for _, tick in ipairs(ticks) do
+    flat[#flat + 1] = tick
+    flat[#flat + 1] = redis.call('HGET', ledger, tick) or ''
   end
+  return flat
+end
+local results = {}
+for i = 0, (#ARGV - 1) / 2 - 1 do
+  local ledger, pending, state, index = KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i], KEYS[5 + 4 * i]
+  redis.call('HSETNX', state, 'scheduledSince', now)
   results[#results + 1] = {
     redis.call('HGET', state, 'scheduledSince'),
-    redis.call('HEXISTS', KEYS[1], ARGV[2 + i]),
+    redis.call('HEXISTS', KEYS[1], ARGV[2 + 2 * i]),
     redis.call('HGETALL', state),
-    ticks,
+    withStates(ledger, redis.call('ZRANGE', pending, 0, -1)),
+    withStates(ledger, redis.call('ZRANGEBYSCORE', index, ARGV[3 + 2 * i], '+inf')),
   }
 end
 return results

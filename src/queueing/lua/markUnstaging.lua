@@ -1,0 +1,29 @@
+--[[
+  Starts taking back a staged run (a tick added to BullMQ as a delayed job ahead of its due time) that a
+  pause, a removal or a new schedule no longer wants, under the fence: a stale leader must not take back
+  a run the current one counts on. The tick is put back in the pending set, so a leader that dies before
+  the take-back is settled leaves it to the next one (see settleUnstaging.lua).
+  KEYS[1] fence  KEYS[2] retired generations  KEYS[3] ledger  KEYS[4] pending
+  ARGV[1] generation  ARGV[2] transitions  ARGV[3] tick (ms)  ARGV[4] job id  ARGV[5] reason
+  ARGV[6] the queue the run was added to
+  Returns -1 when fenced (nothing is written), 1 when the tick is now (or already was) being taken back,
+  0 when its record is no longer this run's `enqueued` (settled otherwise; nothing to take back).
+]]
+local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
+if fence[1] ~= ARGV[1] or tonumber(fence[2]) ~= tonumber(ARGV[2])
+    or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'fenced', 1)
+  return -1
+end
+local tick, jobId = ARGV[3], ARGV[4]
+local existing = redis.call('HGET', KEYS[3], tick)
+if existing == 'enqueued|' .. jobId then
+  -- The queue goes last: it is the only part that may hold a '|' (job names and ids cannot).
+  redis.call('HSET', KEYS[3], tick, 'unstaging|' .. ARGV[5] .. '|' .. jobId .. '|' .. ARGV[6])
+  redis.call('ZADD', KEYS[4], tick, tick)
+  return 1
+end
+if existing and string.sub(existing, 1, 10) == 'unstaging|' then
+  return 1
+end
+return 0

@@ -1,0 +1,319 @@
+import assert from 'node:assert/strict';
+import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Queue, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import type { TickJobData } from '../../src/queueing/job-data.js';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { Producer } from '../../src/queueing/producer.js';
+import { QueueSet } from '../../src/queueing/queue-set.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { waitFor } from '../support/ledger-audit.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { scheduledJob } from '../support/scheduled-job.js';
+import { term } from '../support/term.js';
+
+const logger = pino({ level: 'silent' });
+const QUEUE = 'leasebeat';
+/** Ticks every 3 s, staged 2.5 s ahead: most of the time one run of each job is staged. */
+const EVERY = '3s';
+const STAGE_AHEAD_MS = 2_500;
+/** A staged run the tests act on has at least this long left before its due time (room for a loaded machine). */
+const ROOM_MS = 1_200;
+
+const job = (definition: Partial<JobDefinition> & { name: string }): ScheduledJob =>
+  scheduledJob({ every: EVERY, handler: () => undefined, ...definition } as Partial<JobDefinition> & { name: string });
+
+describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due time', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let ledger: TickLedger;
+  let queues: QueueSet;
+  let queue: Queue;
+  let jobs: Map<string, ScheduledJob>;
+  const running: Array<{ stop: AbortController; run: Promise<void> }> = [];
+  const workers: Worker[] = [];
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await redis.flushall();
+    ledger = new TickLedger(redis, new KeySpace());
+    queues = new QueueSet({ connection: redis });
+    queue = new Queue(QUEUE, { connection: redis });
+    jobs = new Map();
+  });
+  afterEach(async () => {
+    for (const { stop } of running) stop.abort();
+    await Promise.all(running.splice(0).map(({ run }) => run));
+    await Promise.all(workers.splice(0).map((worker) => worker.close(true)));
+    await queue.close();
+    await queues.close();
+  });
+
+  /** Leads for one term (`transitions`) with staging on, until the returned stop. */
+  const lead = (transitions: number, stageAheadMs = STAGE_AHEAD_MS): { producer: Producer; stop: () => Promise<void> } => {
+    const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, stageAheadMs });
+    const entry = { stop: new AbortController(), run: Promise.resolve() };
+    entry.run = producer.run(term(transitions), entry.stop.signal);
+    running.push(entry);
+    return {
+      producer,
+      stop: async () => {
+        entry.stop.abort();
+        await entry.run;
+      },
+    };
+  };
+
+  /** Processes the queue, recording each run's tick and start time. */
+  const work = (): Array<{ tick: number; startedAt: number; id: string }> => {
+    const runs: Array<{ tick: number; startedAt: number; id: string }> = [];
+    const record = (run: Job<TickJobData>): Promise<void> => {
+      runs.push({ tick: run.data.tick, startedAt: Date.now(), id: run.id! });
+      return Promise.resolve();
+    };
+    const worker = new Worker(QUEUE, record, {
+      connection: redis.duplicate({ maxRetriesPerRequest: null }),
+      concurrency: 10,
+    });
+    workers.push(worker);
+    return runs;
+  };
+
+  /** A run of `name` staged in BullMQ's delayed set with at least {@link ROOM_MS} before its tick. */
+  const stagedRun = (name: string): Promise<Job<TickJobData>> =>
+    waitFor(`a staged run of ${name} with ${ROOM_MS} ms to go`, async () => {
+      const delayed = (await queue.getJobs(['delayed'])) as Array<Job<TickJobData>>;
+      return delayed.find((run) => run.name === name && run.data.tick - Date.now() >= ROOM_MS);
+    });
+
+  const state = (name: string, tick: number): Promise<string | undefined> => ledger.tickState(name, tick);
+
+  it('adds each tick as a delayed job before it is due; BullMQ starts it at the tick, once', { timeout: 30_000 }, async () => {
+    jobs.set('steady', job({ name: 'steady' }));
+    const runs = work();
+    const leader = lead(1);
+    const staged = await stagedRun('steady');
+    const tick = staged.data.tick;
+    assert.equal(staged.id, `steady@${tick}`);
+    assert.equal(staged.timestamp + staged.opts.delay!, tick, 'the delayed score is the tick on the authoritative clock');
+    assert.equal(await state('steady', tick), `enqueued|steady@${tick}`, 'claimed under the fence and confirmed before the tick');
+    await waitFor('the staged run to start', () => runs.find((run) => run.tick === tick), 10_000);
+    await waitFor('two more ticks', () => runs.filter((run) => run.tick > tick).length >= 2, 10_000);
+    await leader.stop();
+    for (const run of runs) {
+      assert.ok(run.startedAt >= run.tick - 50, `tick ${run.tick} started ${run.tick - run.startedAt} ms early`);
+      assert.ok(run.startedAt - run.tick < 1_500, `tick ${run.tick} started ${run.startedAt - run.tick} ms late`);
+    }
+    const ids = runs.map((run) => run.id);
+    assert.equal(new Set(ids).size, ids.length, 'no tick ran twice');
+  });
+
+  it('does not stage jobs whose overlap policy needs the previous run at the tick, flows, or paused definitions', { timeout: 30_000 }, async () => {
+    const names = ['skips', 'buffers', 'flows', 'allows'];
+    jobs.set('skips', job({ name: 'skips', every: '1s', overlap: 'skip' }));
+    jobs.set('buffers', job({ name: 'buffers', every: '1s', overlap: 'bufferOne' }));
+    jobs.set('flows', job({ name: 'flows', every: '1s', handler: undefined, flow: () => ({ name: 'flows', children: [{ name: 'child' }] }) }));
+    jobs.set('allows', job({ name: 'allows', every: '1s' }));
+    jobs.set('paused', job({ name: 'paused', every: '1s', paused: true }));
+    work();
+    const leader = lead(1);
+    const states = ['completed', 'active', 'waiting', 'delayed', 'waiting-children'] as const;
+    await waitFor('three ticks of each job', async () => {
+      const all = await queue.getJobs([...states]);
+      return names.every((name) => all.filter((run) => run.name === name).length >= 3);
+    });
+    await leader.stop();
+    const stoppedAt = Date.now();
+    const all = (await queue.getJobs([...states])) as Array<Job<TickJobData>>;
+    for (const run of all.filter((r) => r.name !== 'allows' && r.name !== 'child')) {
+      assert.ok(run.timestamp >= run.data.tick - 5, `${run.id} was added ${run.data.tick - run.timestamp} ms before its tick`);
+      assert.ok(!run.opts.delay, `${run.id} was added delayed`);
+    }
+    assert.ok(all.some((run) => run.name === 'allows' && run.data.tick - run.timestamp > 500), 'the allow job was staged');
+    const { lastScheduledTick, skipped } = await ledger.jobState('paused');
+    assert.ok((skipped.paused ?? 0) >= 2, 'the paused definition’s ticks are recorded as paused');
+    assert.ok(lastScheduledTick! <= stoppedAt, 'each when due, not a horizon ahead (an unpause in time still counts)');
+  });
+
+  it('a run-time pause takes back the staged runs before they are due; resume stages again', { timeout: 40_000 }, async () => {
+    jobs.set('pausable', job({ name: 'pausable' }));
+    const runs = work();
+    lead(1);
+    const staged = await stagedRun('pausable');
+    const tick = staged.data.tick;
+    await ledger.pause('pausable', 'maintenance');
+    await waitFor('the staged run to be taken back', async () => (await state('pausable', tick)) === 'skipped|paused');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown', 'its BullMQ job is gone');
+    assert.equal(await redis.zscore(ledger.keys.pending('pausable'), String(tick)), null, 'nothing left pending');
+    await waitFor('the tick to pass', () => Date.now() > tick + 800);
+    assert.deepEqual(runs.filter((run) => run.tick >= tick), [], 'no run of the paused job started');
+    const { enqueued, skipped } = await ledger.jobState('pausable');
+    assert.equal(enqueued, runs.length, 'the taken-back run no longer counts as enqueued');
+    assert.ok((skipped.paused ?? 0) >= 1);
+
+    await ledger.resume('pausable');
+    const again = await stagedRun('pausable');
+    await waitFor('a run after the resume', () => runs.find((run) => run.tick === again.data.tick), 10_000);
+  });
+
+  it('a job removed by hot reload has its staged runs taken back', { timeout: 30_000 }, async () => {
+    jobs.set('removed', job({ name: 'removed' }));
+    jobs.set('kept', job({ name: 'kept' }));
+    const runs = work();
+    const { producer } = lead(1);
+    const staged = await stagedRun('removed');
+    jobs.delete('removed');
+    producer.reload();
+    await waitFor('the staged run to be taken back', async () => (await state('removed', staged.data.tick)) === 'skipped|removed');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown');
+    await waitFor('the tick to pass', () => Date.now() > staged.data.tick + 800);
+    assert.equal(runs.filter((run) => run.id === staged.id).length, 0, 'the removed job did not run');
+    assert.ok(runs.some((run) => run.tick === staged.data.tick && run.id.startsWith('kept@')), 'the other job ran at that tick');
+  });
+
+  it('an edit keeps a staged run its new schedule still has, and takes back one it no longer has', { timeout: 30_000 }, async () => {
+    jobs.set('edited', job({ name: 'edited' }));
+    const { producer } = lead(1);
+    const first = await stagedRun('edited');
+    jobs.set('edited', job({ name: 'edited', data: { version: 2 } }));
+    producer.reload();
+    // The reload is handled within a turn or two; give it ample time to (wrongly) act.
+    await sleep(300);
+    assert.equal(await state('edited', first.data.tick), `enqueued|edited@${first.data.tick}`, 'same schedule: the staged run stands');
+    assert.equal(await queue.getJobState(first.id!), 'delayed');
+
+    const next = await stagedRun('edited');
+    // A schedule that starts after the staged tick no longer has it.
+    jobs.set('edited', job({ name: 'edited', startAt: new Date(next.data.tick + 1_000) }));
+    producer.reload();
+    await waitFor('the rescheduled tick to be taken back', async () => (await state('edited', next.data.tick)) === 'skipped|rescheduled');
+    assert.equal(await queue.getJobState(next.id!), 'unknown');
+  });
+
+  it('a term that ends between staging and the tick leaves a valid run: the next leader neither stages it again nor loses it', { timeout: 30_000 }, async () => {
+    jobs.set('handover', job({ name: 'handover' }));
+    const runs = work();
+    const first = lead(1);
+    const staged = await stagedRun('handover');
+    await first.stop();
+    lead(2);
+    await waitFor('the staged run to start', () => runs.find((run) => run.tick === staged.data.tick), 10_000);
+    await waitFor('a run of the new term', () => runs.find((run) => run.tick > staged.data.tick), 10_000);
+    const ofTick = runs.filter((run) => run.tick === staged.data.tick);
+    assert.equal(ofTick.length, 1, 'the tick ran once');
+    const added = (await queue.getJobs(['completed'])) as Array<Job<TickJobData>>;
+    assert.equal(added.find((run) => run.data.tick === staged.data.tick)?.data.token.leaderTransitions, 1, 'it is the first term’s run');
+    assert.equal(await state('handover', staged.data.tick), `enqueued|handover@${staged.data.tick}`);
+  });
+
+  it('the next leader takes back a run staged by an earlier term when the job is paused', { timeout: 30_000 }, async () => {
+    jobs.set('inherited', job({ name: 'inherited' }));
+    const first = lead(1);
+    const staged = await stagedRun('inherited');
+    await first.stop();
+    // Paused while no instance leads: the notice reaches nobody, the takeover reads the pause.
+    await ledger.pause('inherited');
+    lead(2);
+    await waitFor('the inherited staged run to be taken back', async () => (await state('inherited', staged.data.tick)) === 'skipped|paused');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown');
+  });
+
+  describe('a take-back interrupted by the end of its term is finished by the next leader', () => {
+    /** Stages a run under term 1, stops, and marks it for take-back as if term 1 had then died. */
+    const interrupted = async (): Promise<{ tick: number; id: string }> => {
+      jobs.set('interrupted', job({ name: 'interrupted' }));
+      const first = lead(1);
+      const staged = await stagedRun('interrupted');
+      await first.stop();
+      await ledger.pause('interrupted');
+      const token = { generation: 'gen-1', leaderTransitions: 1 };
+      assert.equal(await ledger.markUnstaging(token, 'interrupted', staged.data.tick, staged.id!, 'paused', QUEUE), 'marked');
+      return { tick: staged.data.tick, id: staged.id! };
+    };
+
+    const finishedByNextLeader = async ({ tick, id }: { tick: number; id: string }): Promise<void> => {
+      const runs = work();
+      lead(2);
+      await waitFor('the take-back to be finished', async () => (await state('interrupted', tick)) === 'skipped|paused');
+      assert.equal(await redis.exists(queue.toKey(id)), 0, 'the job hash is deleted');
+      assert.equal(await redis.zscore(ledger.keys.pending('interrupted'), String(tick)), null, 'nothing left pending');
+      await waitFor('the tick to pass', () => Date.now() > tick + 800);
+      assert.equal(runs.filter((run) => run.tick === tick).length, 0, 'the taken-back run never started');
+    };
+
+    it('marked, not yet pulled from the delayed set', { timeout: 30_000 }, async () => {
+      await finishedByNextLeader(await interrupted());
+    });
+
+    it('pulled from the delayed set, not yet recorded', { timeout: 30_000 }, async () => {
+      const run = await interrupted();
+      assert.equal(await redis.zrem(queue.keys.delayed!, run.id), 1);
+      await finishedByNextLeader(run);
+    });
+
+    it('recorded as taken back, its job hash not yet deleted', { timeout: 30_000 }, async () => {
+      const run = await interrupted();
+      assert.equal(await redis.zrem(queue.keys.delayed!, run.id), 1);
+      assert.equal(await ledger.settleUnstaging('interrupted', run.tick, 'taken-back'), true);
+      await finishedByNextLeader(run);
+    });
+  });
+
+  it('a run promoted before its take-back runs as staged, and stays recorded enqueued', { timeout: 30_000 }, async () => {
+    jobs.set('late', job({ name: 'late' }));
+    const first = lead(1);
+    const staged = await stagedRun('late');
+    await first.stop();
+    // The promotion wins the race: the run is in the wait list by the time the take-back is marked.
+    await staged.promote();
+    await ledger.pause('late');
+    const token = { generation: 'gen-1', leaderTransitions: 1 };
+    assert.equal(await ledger.markUnstaging(token, 'late', staged.data.tick, staged.id!, 'paused', QUEUE), 'marked');
+    lead(2);
+    await waitFor('the take-back to settle', async () => (await state('late', staged.data.tick)) === `enqueued|${staged.id}`);
+    assert.equal(await queue.getJobState(staged.id!), 'waiting', 'the promoted run is left to run');
+  });
+
+  it('a stale term can neither stage nor take back a run', { timeout: 30_000 }, async () => {
+    jobs.set('fenced', job({ name: 'fenced' }));
+    const first = lead(1);
+    const staged = await stagedRun('fenced');
+    await first.stop();
+    lead(2);
+    await waitFor('the second term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 2);
+    const stale = { generation: 'gen-1', leaderTransitions: 1 };
+    assert.equal(await ledger.markUnstaging(stale, 'fenced', staged.data.tick, staged.id!, 'paused', QUEUE), 'fenced');
+    const [outcome] = await ledger.claimTicks(stale, [{ job: 'fenced', tick: staged.data.tick + 60_000, jobId: 'x', request: { previousTick: staged.data.tick } }]);
+    assert.deepEqual(outcome, { kind: 'fenced' });
+    assert.equal(await state('fenced', staged.data.tick), `enqueued|${staged.id}`);
+  });
+
+  it('catch-up: ticks missed while no leader ran are added at once, then the next tick is staged', { timeout: 30_000 }, async () => {
+    jobs.set('catching', job({ name: 'catching', every: '1s', catchup: { mode: 'all', window: '1m' } }));
+    const first = lead(1, 0);
+    await waitFor('a first tick', async () => (await ledger.jobState('catching')).enqueued >= 1);
+    await first.stop();
+    const { lastScheduledTick } = await ledger.jobState('catching');
+    await sleep(2_500);
+    const since = Date.now();
+    lead(2);
+    await waitFor('a staged run', async () => {
+      const delayed = (await queue.getJobs(['delayed'])) as Array<Job<TickJobData>>;
+      return delayed.find((run) => run.data.tick > since + 500);
+    });
+    const added = (await queue.getJobs(['waiting', 'delayed'])) as Array<Job<TickJobData>>;
+    const missed = added.filter((run) => run.data.tick > lastScheduledTick! && run.data.tick <= since);
+    assert.ok(missed.length >= 2, `the ticks missed during the outage were caught up (${missed.length})`);
+    for (const run of missed) assert.ok(!run.opts.delay, `missed tick ${run.id} was not delayed`);
+  });
+});
