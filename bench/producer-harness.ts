@@ -3,6 +3,7 @@ import { pino } from 'pino';
 import { KeySpace } from '../src/queueing/keys.js';
 import { Producer, type ProducerMetrics } from '../src/queueing/producer.js';
 import { QueueSet } from '../src/queueing/queue-set.js';
+import { DEFAULT_STAGE_AHEAD_MS } from '../src/queueing/staging.js';
 import { TickLedger } from '../src/queueing/tick-ledger.js';
 import type { ScheduledJob } from '../src/scheduling/define-job.js';
 
@@ -16,9 +17,10 @@ export interface RunningProducer {
 
 /**
  * Starts the real `Producer` for one term, as the leader's scheduler does, minus the elector: it leads
- * until `stop()`. `looping` resolves when the producer reports every job taken over.
+ * until `stop()`. `looping` resolves when the producer reports every job taken over. Pre-staging is on
+ * with the scheduler's default horizon unless `stageAheadMs` says otherwise.
  */
-export function startProducer(options: { redis: Redis; jobs: Map<string, ScheduledJob>; metrics?: ProducerMetrics }): RunningProducer {
+export function startProducer(options: { redis: Redis; jobs: Map<string, ScheduledJob>; metrics?: ProducerMetrics; stageAheadMs?: number }): RunningProducer {
   let loopStarted: (at: number) => void = () => undefined;
   const looping = new Promise<number>((resolve) => (loopStarted = resolve));
   const queues = new QueueSet({ connection: options.redis });
@@ -31,6 +33,7 @@ export function startProducer(options: { redis: Redis; jobs: Map<string, Schedul
     logger: pino({ level: 'silent' }),
     metrics: options.metrics,
     onTakenOver: () => loopStarted(Date.now()),
+    stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
   });
   const term = new AbortController();
   const run = producer.run({ holderIdentity: 'bench', generation: 'bench', leaderTransitions: 1, acquireTime: Date.now() }, term.signal);

@@ -99,10 +99,10 @@ export interface ClusterStatus {
 /** One recent tick of a job, newest first, from the fenced ledger (and BullMQ when the queue is known). */
 export interface RecentRun {
   tick: string;
-  /** `enqueued`, `claimed`, `buffered` or `skipped`. */
+  /** `enqueued`, `claimed`, `buffered`, `skipped`, or `unstaging`/`unstaged` while a staged run is taken back. */
   fate: string;
   jobId: string | null;
-  /** The skip reason, for skipped ticks. */
+  /** The skip reason, for skipped ticks (and why a staged run is being taken back). */
   reason: string | null;
   /** BullMQ's state of the run (`completed`, `failed`, `active`, ... or `unknown` once removed); null when the queue is not known here. */
   state: string | null;
@@ -349,9 +349,12 @@ class ClusterAdmin implements Admin {
       return Promise.all(
         ticks.map(async (tick, i): Promise<RecentRun> => {
           const [fate = 'unknown', ...rest] = (fates[i] ?? 'pruned').split('|');
-          const jobId = fate === 'enqueued' ? (rest[0] ?? null) : fate === 'claimed' || fate === 'buffered' ? (rest[2] ?? null) : null;
+          // `unstaging|<reason>|<jobId>|<queue>` and `unstaged|…`: a staged run being taken back.
+          const takingBack = fate === 'unstaging' || fate === 'unstaged';
+          const jobId = fate === 'enqueued' ? (rest[0] ?? null) : fate === 'claimed' || fate === 'buffered' ? (rest[2] ?? null) : takingBack ? (rest[1] ?? null) : null;
           const state = jobId && queue ? await this.queues.get(queue).getJobState(jobId) : null;
-          return { tick: new Date(Number(tick)).toISOString(), fate, jobId, reason: fate === 'skipped' ? (rest[0] ?? null) : null, state };
+          const reason = fate === 'skipped' || takingBack ? (rest[0] ?? null) : null;
+          return { tick: new Date(Number(tick)).toISOString(), fate, jobId, reason, state };
         }),
       );
     });
