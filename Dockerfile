@@ -29,4 +29,6 @@ EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.LEASEBEAT_HTTP_PORT || '8080') + '/livez', { signal: AbortSignal.timeout(2000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # Exec form, node as PID 1: SIGTERM goes straight to leasebeat's own handler (no npm, no shell in between).
-CMD ["node", "--import", "tsx", "dist/cli/main.js", "start"]
+# No `--import tsx`: the job loader registers tsx itself once it meets a `.ts` job file (src/scheduling/loader.ts),
+# so an image whose jobs are all `.js` never pays for its module hooks.
+CMD ["node", "dist/cli/main.js", "start"]

@@ -113,8 +113,16 @@ async function connectRedis(config: ServiceConfig, log: ReturnType<typeof create
   return { url: embedded.url, embedded };
 }
 
-function kubernetesLock(config: ServiceConfig, identity: string, log?: ReturnType<typeof createLogger>): ResourceLock {
-  return new KubernetesLeaseLock({ namespace: config.leaseNamespace, name: config.leaseName, identity, logger: log });
+/**
+ * The Kubernetes lock. client-node is imported here, not by the library's entry point, so that a process
+ * on the Redis lock never loads it (about 70 MiB and a second). The default kubeconfig is loaded here
+ * rather than on the lock's first call, so that a broken one still stops the command before it starts.
+ */
+async function kubernetesLock(config: ServiceConfig, identity: string, log?: ReturnType<typeof createLogger>): Promise<ResourceLock> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+  return new KubernetesLeaseLock({ namespace: config.leaseNamespace, name: config.leaseName, identity, kubeConfig, logger: log });
 }
 
 /** Set by `start`, which keeps running; every other command exits once its work is done. */
@@ -129,7 +137,7 @@ async function start(_options: unknown, command: Command): Promise<void> {
   const logger = createLogger({ level: config.logLevel });
   const { url, embedded } = await connectRedis(config, logger);
   const metrics = createMetrics();
-  const lock = config.lock === 'kubernetes' ? kubernetesLock(config, config.identity, logger) : undefined;
+  const lock = config.lock === 'kubernetes' ? await kubernetesLock(config, config.identity, logger) : undefined;
   const scheduler = createScheduler({
     connection: url,
     jobsDir: resolve(config.jobsDir),
@@ -141,6 +149,7 @@ async function start(_options: unknown, command: Command): Promise<void> {
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     members: config.members,
     workerTuning: config.workerTuning,
+    stageAheadMs: config.stageAheadMs,
     logger,
     metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics },
   });
@@ -209,7 +218,7 @@ async function validate(dir: string, options: { count: string }): Promise<void> 
 async function withAdmin(command: Command, run: (admin: Admin, config: ServiceConfig) => Promise<void>): Promise<void> {
   // Every setting is checked, as at start: the environment is the deployment's, shared by all commands.
   const config = loadServiceConfig(settingsFrom(command), process.env);
-  const lock = config.lock === 'kubernetes' ? kubernetesLock(config, 'leasebeat-cli') : undefined;
+  const lock = config.lock === 'kubernetes' ? await kubernetesLock(config, 'leasebeat-cli') : undefined;
   const admin = createAdmin({
     connection: config.redisUrl,
     prefix: config.prefix,

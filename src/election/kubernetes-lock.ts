@@ -1,20 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import {
-  ApiException,
+// Types only: the package itself (about 70 MiB and a second of start-up) is imported on a lock's first
+// call, so a process on the Redis lock never loads it. See `loadClientNode`.
+import type {
+  ConfigurationOptions,
   CoordinationV1Api,
   CoreV1Api,
+  CoreV1Event,
   KubeConfig,
-  Observable,
-  V1MicroTime,
-  type ConfigurationOptions,
-  type CoreV1Event,
-  type ObservableMiddleware,
-  type RequestContext,
-  type ResponseContext,
-  type V1Lease,
-  type V1LeaseSpec,
-  Watch,
+  ObservableMiddleware,
+  RequestContext,
+  ResponseContext,
+  V1Lease,
+  V1LeaseSpec,
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { raceAbort } from '../util/abort.js';
@@ -30,7 +28,10 @@ export interface KubernetesLeaseLockOptions {
   name: string;
   /** This candidate's identity, unique per process incarnation. */
   identity: string;
-  /** Defaults to `loadFromDefault()`: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster service account. */
+  /**
+   * Defaults to `loadFromDefault()`: `$KUBECONFIG`, `~/.kube/config`, or the in-cluster service account,
+   * loaded on the lock's first call (a broken one makes that call fail, not the constructor).
+   */
   kubeConfig?: KubeConfig;
   logger?: Logger;
   /** `source.component` of the leader election Events; defaults to `leasebeat`. */
@@ -55,8 +56,34 @@ export class KubernetesApiError extends Error {
   }
 }
 
+type ClientNode = typeof import('@kubernetes/client-node');
+
+let clientNode: Promise<ClientNode> | undefined;
+
 /**
- * Per-call client options that attach `signal` to the HTTP request.
+ * `@kubernetes/client-node`, imported once, on first use: importing it costs about 70 MiB of RSS and a
+ * second of start-up, which every process paid when this module imported it statically, even on the
+ * Redis lock. A failed import is not kept, so the next call tries again.
+ */
+function loadClientNode(): Promise<ClientNode> {
+  clientNode ??= import('@kubernetes/client-node').catch((error: unknown) => {
+    clientNode = undefined;
+    throw error;
+  });
+  return clientNode;
+}
+
+/** What a lock's calls go through, made on its first call. */
+interface Clients {
+  k8s: ClientNode;
+  kubeConfig: KubeConfig;
+  leases: CoordinationV1Api;
+  coreApi: CoreV1Api;
+}
+
+/**
+ * Per-call client options that attach `signal` to the HTTP request (async only because it loads
+ * client-node on first use).
  *
  * How client-node 1.4 aborts a request: every generated API method takes a per-call
  * `ConfigurationOptions`; its middleware `pre` hook receives the `RequestContext` once auth is applied,
@@ -64,7 +91,8 @@ export class KubernetesApiError extends Error {
  * which destroys the socket and rejects when the signal aborts. Merged with `append` so the client's
  * own middleware still runs.
  */
-export function abortableRequest(signal: AbortSignal): ConfigurationOptions<ObservableMiddleware> {
+export async function abortableRequest(signal: AbortSignal): Promise<ConfigurationOptions<ObservableMiddleware>> {
+  const { Observable } = await loadClientNode();
   const attachSignal: ObservableMiddleware = {
     pre: (context: RequestContext) => {
       context.setSignal(signal);
@@ -103,13 +131,13 @@ export class KubernetesLeaseLock implements ResourceLock {
   private readonly namespace: string;
   private readonly leaseName: string;
   private readonly holder: string;
-  private readonly leases: CoordinationV1Api;
-  private readonly coreApi: CoreV1Api;
   private readonly log: Logger;
   private readonly eventComponent: string;
   private readonly eventTimeoutMs: number;
   private readonly pendingEvents = new Set<Promise<void>>();
-  private readonly kubeConfig: KubeConfig;
+  private readonly givenKubeConfig: KubeConfig | undefined;
+  /** Made on the first call; dropped again if making them failed, so the next call tries again. */
+  private clientsMade: Promise<Clients> | undefined;
   private readonly watchRetryMs: number;
   /** The newest Lease metadata seen, only to point Events at the Lease; never the base of a write. */
   private lastSeen: V1Lease | undefined;
@@ -121,40 +149,39 @@ export class KubernetesLeaseLock implements ResourceLock {
     this.namespace = options.namespace;
     this.leaseName = options.name;
     this.holder = options.identity;
-    const kubeConfig = options.kubeConfig ?? defaultKubeConfig();
-    this.kubeConfig = kubeConfig;
+    this.givenKubeConfig = options.kubeConfig;
     this.watchRetryMs = options.watchRetryMs ?? DEFAULT_WATCH_RETRY_MS;
-    this.leases = kubeConfig.makeApiClient(CoordinationV1Api);
-    this.coreApi = kubeConfig.makeApiClient(CoreV1Api);
     this.log = options.logger ?? silentLogger;
     this.eventComponent = options.eventComponent ?? 'leasebeat';
     this.eventTimeoutMs = options.eventTimeoutMs ?? DEFAULT_EVENT_TIMEOUT_MS;
   }
 
   async get(signal: AbortSignal): Promise<LockObservation> {
-    const lease = await this.call('get', signal, (options) =>
-      this.leases.readNamespacedLease({ name: this.leaseName, namespace: this.namespace }, options));
+    const lease = await this.call('get', signal, ({ leases }, options) =>
+      leases.readNamespacedLease({ name: this.leaseName, namespace: this.namespace }, options));
     return this.observation(lease);
   }
 
   async create(record: LeaderElectionRecord, signal: AbortSignal): Promise<LockVersion> {
-    const body: V1Lease = {
-      apiVersion: 'coordination.k8s.io/v1',
-      kind: 'Lease',
-      metadata: { name: this.leaseName, namespace: this.namespace },
-      spec: specFromRecord(record),
-    };
-    const created = await this.call('create', signal, (options) =>
-      this.leases.createNamespacedLease({ namespace: this.namespace, body }, options));
+    const created = await this.call('create', signal, ({ k8s, leases }, options) => {
+      const body: V1Lease = {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name: this.leaseName, namespace: this.namespace },
+        spec: specFromRecord(record, k8s),
+      };
+      return leases.createNamespacedLease({ namespace: this.namespace, body }, options);
+    });
     this.lastSeen = created;
     return new LeaseVersion(created);
   }
 
   async update(record: LeaderElectionRecord, base: LockVersion, signal: AbortSignal): Promise<LockVersion> {
     if (!(base instanceof LeaseVersion)) throw new TypeError(`lease ${this.describe()}: update based on a version this lock did not return`);
-    const body: V1Lease = { ...base.lease, spec: specFromRecord(record) };
-    const updated = await this.call('update', signal, (options) =>
-      this.leases.replaceNamespacedLease({ name: this.leaseName, namespace: this.namespace, body }, options));
+    const updated = await this.call('update', signal, ({ k8s, leases }, options) => {
+      const body: V1Lease = { ...base.lease, spec: specFromRecord(record, k8s) };
+      return leases.replaceNamespacedLease({ name: this.leaseName, namespace: this.namespace, body }, options);
+    });
     this.lastSeen = updated;
     return new LeaseVersion(updated);
   }
@@ -190,15 +217,17 @@ export class KubernetesLeaseLock implements ResourceLock {
 
   /** Lists the Lease and reports it; returns the list's resourceVersion to watch from. */
   private async list(signal: AbortSignal, listener: LockFeedListener): Promise<string> {
-    const list = await this.call('list', signal, (options) =>
-      this.leases.listNamespacedLease({ namespace: this.namespace, fieldSelector: `metadata.name=${this.leaseName}` }, options));
+    const list = await this.call('list', signal, ({ leases }, options) =>
+      leases.listNamespacedLease({ namespace: this.namespace, fieldSelector: `metadata.name=${this.leaseName}` }, options));
     const lease = list.items[0];
     if (lease) listener.change(this.observation(lease));
     return list.metadata?.resourceVersion ?? '';
   }
 
   /** Follows one watch stream; returns the newest resourceVersion seen when it ends normally. */
-  private watchFrom(from: string, signal: AbortSignal, listener: LockFeedListener): Promise<string> {
+  private async watchFrom(from: string, signal: AbortSignal, listener: LockFeedListener): Promise<string> {
+    // Made by the list before it; the race only keeps an abort from waiting for a slow first load.
+    const { k8s, kubeConfig } = await raceAbort(this.clients(), signal);
     let resourceVersion = from;
     return new Promise((resolve, reject) => {
       let expired = false;
@@ -216,7 +245,7 @@ export class KubernetesLeaseLock implements ResourceLock {
       };
       const path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.namespace)}/leases`;
       const query = { fieldSelector: `metadata.name=${this.leaseName}`, resourceVersion, allowWatchBookmarks: true, timeoutSeconds: WATCH_TIMEOUT_SECONDS };
-      new Watch(this.kubeConfig)
+      new k8s.Watch(kubeConfig)
         .watch(path, query, onEvent, (error: unknown) => {
           ended = true;
           signal.removeEventListener('abort', stop);
@@ -292,31 +321,51 @@ export class KubernetesLeaseLock implements ResourceLock {
       lastTimestamp: now,
       count: 1,
     };
-    await this.call('record event on', AbortSignal.timeout(this.eventTimeoutMs), (options) =>
-      this.coreApi.createNamespacedEvent({ namespace: this.namespace, body }, options));
+    await this.call('record event on', AbortSignal.timeout(this.eventTimeoutMs), ({ coreApi }, options) =>
+      coreApi.createNamespacedEvent({ namespace: this.namespace, body }, options));
+  }
+
+  /** The API clients, made on the first call: client-node is imported, and the default kubeconfig loaded, only then. */
+  private clients(): Promise<Clients> {
+    this.clientsMade ??= loadClientNode()
+      .then((k8s) => {
+        const kubeConfig = this.givenKubeConfig ?? defaultKubeConfig(k8s);
+        return { k8s, kubeConfig, leases: kubeConfig.makeApiClient(k8s.CoordinationV1Api), coreApi: kubeConfig.makeApiClient(k8s.CoreV1Api) };
+      })
+      .catch((error: unknown) => {
+        this.clientsMade = undefined;
+        throw error;
+      });
+    return this.clientsMade;
   }
 
   /**
-   * Runs one API call bound to `signal` and translates its errors.
+   * Runs one API call bound to `signal` and translates its errors. The first call also waits for the
+   * clients (see `clients`), within the same signal; a failure to make them is translated like a
+   * failed request.
    */
   private async call<T>(
     action: string,
     signal: AbortSignal,
-    request: (options: ConfigurationOptions<ObservableMiddleware>) => Promise<T>,
+    request: (clients: Clients, options: ConfigurationOptions<ObservableMiddleware>) => Promise<T>,
   ): Promise<T> {
     if (signal.aborted) throw abortReason(signal);
+    let clients: Clients | undefined;
     try {
-      return await raceAbort(request(abortableRequest(signal)), signal);
+      clients = await raceAbort(this.clients(), signal);
+      return await raceAbort(request(clients, await abortableRequest(signal)), signal);
     } catch (error) {
+      // Only a loaded client-node throws its ApiException; before that there is no class to test against.
+      const ApiException = clients?.k8s.ApiException;
       // An abort surfaces as the signal's reason (or node-fetch's AbortError), untranslated.
-      if (signal.aborted && !(error instanceof ApiException)) throw error;
-      throw this.translate(action, error);
+      if (signal.aborted && !(ApiException && error instanceof ApiException)) throw error;
+      throw this.translate(action, error, ApiException);
     }
   }
 
-  private translate(action: string, error: unknown): Error {
+  private translate(action: string, error: unknown, ApiException: ClientNode['ApiException'] | undefined): Error {
     const what = `${action} lease ${this.describe()}`;
-    if (!(error instanceof ApiException)) {
+    if (!ApiException || !(error instanceof ApiException)) {
       const detail = error instanceof Error ? error.message : String(error);
       return new Error(`${what}: ${detail}`, { cause: error });
     }
@@ -345,14 +394,14 @@ function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function defaultKubeConfig(): KubeConfig {
+function defaultKubeConfig({ KubeConfig }: ClientNode): KubeConfig {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromDefault();
   return kubeConfig;
 }
 
 /** client-go's `LeaderElectionRecordToLeaseSpec`; MicroTime keeps the six digits the apiserver demands. */
-function specFromRecord(record: LeaderElectionRecord): V1LeaseSpec {
+function specFromRecord(record: LeaderElectionRecord, { V1MicroTime }: ClientNode): V1LeaseSpec {
   return {
     holderIdentity: record.holderIdentity,
     leaseDurationSeconds: record.leaseDurationSeconds,

@@ -561,7 +561,7 @@ describe('Dockerfile', () => {
     for (const wanted of ['package.json', 'package-lock.json', 'bin', 'jobs']) {
       assert.ok(copies.some((c) => c.split(/\s+/).slice(0, -1).some((src) => src.replace(/\/$/, '').endsWith(wanted))), `copies ${wanted}`);
     }
-    // The CMD imports tsx with dev dependencies omitted.
+    // The job loader registers tsx for `.ts` job files, with dev dependencies omitted.
     const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
     assert.ok(pkg.dependencies?.tsx, 'tsx must be a production dependency');
   });
@@ -583,7 +583,7 @@ describe('Dockerfile', () => {
   it('starts node directly in exec form, so SIGTERM reaches it', () => {
     const cmds = args(finalStage, 'CMD');
     assert.equal(cmds.length, 1);
-    assert.deepEqual(execForm(cmds[0] ?? ''), ['node', '--import', 'tsx', 'dist/cli/main.js', 'start']);
+    assert.deepEqual(execForm(cmds[0] ?? ''), ['node', 'dist/cli/main.js', 'start']);
     assert.deepEqual(args(finalStage, 'ENTRYPOINT'), [], 'an ENTRYPOINT would wrap the CMD');
   });
 

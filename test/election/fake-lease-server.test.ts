@@ -280,7 +280,7 @@ void describe('FakeLeaseServer through the real client-node client', () => {
     await api.createNamespacedLease({ namespace: NS, body: leaseBody(name) });
     server.hangNext(1, 'get');
     const controller = new AbortController();
-    const call = api.readNamespacedLease({ name, namespace: NS }, abortableRequest(controller.signal));
+    const call = api.readNamespacedLease({ name, namespace: NS }, await abortableRequest(controller.signal));
     await server.whenHung();
     assert.deepEqual(server.hung(), [{ verb: 'get', name, clientClosed: false }]);
 
