@@ -85,6 +85,8 @@ export class JobLane {
   private staged: StagedRun[] = [];
   /** A redefinition or a pause notice since the staged runs were last checked against them. */
   private recheckStaged = false;
+  /** Redefined: the cursor may have run ahead of now (staged ticks), past ticks the new schedule has. */
+  private rewind = false;
   private stopped = false;
   /** The lane's current nap on the term's timer, and whether a redefinition may cut it short. */
   private napping: { nap: Nap; wakeable: boolean } | undefined;
@@ -107,6 +109,7 @@ export class JobLane {
   wake(): void {
     this.redefined = true;
     this.recheckStaged = true;
+    this.rewind = true;
     if (this.napping?.wakeable) this.napping.nap.wake();
   }
 
@@ -175,6 +178,13 @@ export class JobLane {
         this.recheckStaged = true;
         throw error;
       });
+    }
+    if (this.rewind) {
+      // Staging moved the cursor up to a horizon past now. A new schedule may have ticks between now and
+      // there: walk them again. Those recorded already (a staged run the edit kept) are answered
+      // `settled` by the ledger, which accepts a new tick below the watermark (it refuses only holes).
+      this.rewind = false;
+      this.cursor = Math.min(this.cursor, this.term.now());
     }
     const tick = nextTick(job, this.cursor);
     const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job) - this.term.now();
@@ -246,7 +256,9 @@ export class JobLane {
     const owedSince = taken.scheduledSince;
     const { lastScheduledTick } = taken.state;
     this.watermark = lastScheduledTick;
-    this.cursor = lastScheduledTick ?? owedSince;
+    // Ticks staged ahead of now are recorded; walking them again costs a `settled` answer each, and
+    // finds the ticks a schedule edited since then put between now and them.
+    this.cursor = Math.min(lastScheduledTick ?? owedSince, now);
     const plan = planCatchup(job, this.cursor, now, paused);
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
     for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;

@@ -181,7 +181,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     assert.ok(runs.some((run) => run.tick === staged.data.tick && run.id.startsWith('kept@')), 'the other job ran at that tick');
   });
 
-  it('an edit keeps a staged run its new schedule still has, and takes back one it no longer has', { timeout: 30_000 }, async () => {
+  it('an edit keeps a staged run its new schedule still has, takes back one it no longer has, and misses none of its new ticks', { timeout: 30_000 }, async () => {
     jobs.set('edited', job({ name: 'edited' }));
     const { producer } = lead(1);
     const first = await stagedRun('edited');
@@ -193,11 +193,14 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     assert.equal(await queue.getJobState(first.id!), 'delayed');
 
     const next = await stagedRun('edited');
-    // A schedule that starts after the staged tick no longer has it.
-    jobs.set('edited', job({ name: 'edited', startAt: new Date(next.data.tick + 1_000) }));
+    // Every 3 s from half a second before the staged tick: the new schedule does not have that tick, and
+    // has one before it that is still ahead, which must not be lost behind the staged one.
+    const earlier = next.data.tick - 500;
+    jobs.set('edited', job({ name: 'edited', startAt: new Date(earlier) }));
     producer.reload();
     await waitFor('the rescheduled tick to be taken back', async () => (await state('edited', next.data.tick)) === 'skipped|rescheduled');
     assert.equal(await queue.getJobState(next.id!), 'unknown');
+    await waitFor('the new schedule’s earlier tick to be enqueued', async () => (await state('edited', earlier)) === `enqueued|edited@${earlier}`);
   });
 
   it('a term that ends between staging and the tick leaves a valid run: the next leader neither stages it again nor loses it', { timeout: 30_000 }, async () => {
@@ -214,6 +217,18 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const added = (await queue.getJobs(['completed'])) as Array<Job<TickJobData>>;
     assert.equal(added.find((run) => run.data.tick === staged.data.tick)?.data.token.leaderTransitions, 1, 'it is the first term’s run');
     assert.equal(await state('handover', staged.data.tick), `enqueued|handover@${staged.data.tick}`);
+  });
+
+  it('a schedule edited during a handover: the next leader takes back the tick it lost and enqueues the one it gained', { timeout: 30_000 }, async () => {
+    jobs.set('moved', job({ name: 'moved' }));
+    const first = lead(1);
+    const staged = await stagedRun('moved');
+    await first.stop();
+    const earlier = staged.data.tick - 500;
+    jobs.set('moved', job({ name: 'moved', startAt: new Date(earlier) }));
+    lead(2);
+    await waitFor('the lost tick to be taken back', async () => (await state('moved', staged.data.tick)) === 'skipped|rescheduled');
+    await waitFor('the gained tick to be enqueued', async () => (await state('moved', earlier)) === `enqueued|moved@${earlier}`);
   });
 
   it('the next leader takes back a run staged by an earlier term when the job is paused', { timeout: 30_000 }, async () => {
