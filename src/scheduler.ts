@@ -253,6 +253,7 @@ class LeasebeatScheduler implements Scheduler {
       clock: this.clock,
       metrics: options.metrics?.producer,
       stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
+      ...(durability ? { confirmWrite: (key: string, what: string) => durability.confirm(key, what) } : {}),
     });
     this.heartbeat = new Heartbeat({
       store: this.members,

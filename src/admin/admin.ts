@@ -99,7 +99,7 @@ export interface ClusterStatus {
 /** One recent tick of a job, newest first, from the fenced ledger (and BullMQ when the queue is known). */
 export interface RecentRun {
   tick: string;
-  /** `enqueued`, `claimed`, `buffered`, `skipped`, or `unstaging`/`unstaged` while a staged run is taken back. */
+  /** `enqueued`, `claimed`, `buffered`, `skipped`, or `unstaging` while a staged run is taken back. */
   fate: string;
   jobId: string | null;
   /** The skip reason, for skipped ticks (and why a staged run is being taken back). */
@@ -349,8 +349,8 @@ class ClusterAdmin implements Admin {
       return Promise.all(
         ticks.map(async (tick, i): Promise<RecentRun> => {
           const [fate = 'unknown', ...rest] = (fates[i] ?? 'pruned').split('|');
-          // `unstaging|<reason>|<jobId>|<queue>` and `unstaged|…`: a staged run being taken back.
-          const takingBack = fate === 'unstaging' || fate === 'unstaged';
+          // `unstaging|<reason>|<jobId>|<queue>`: a staged run being taken back.
+          const takingBack = fate === 'unstaging';
           const jobId = fate === 'enqueued' ? (rest[0] ?? null) : fate === 'claimed' || fate === 'buffered' ? (rest[2] ?? null) : takingBack ? (rest[1] ?? null) : null;
           const state = jobId && queue ? await this.queues.get(queue).getJobState(jobId) : null;
           const reason = fate === 'skipped' || takingBack ? (rest[0] ?? null) : null;

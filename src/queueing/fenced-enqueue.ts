@@ -7,7 +7,7 @@ import type { QueueSet } from './queue-set.js';
 import type { ClaimOutcome, ClaimRequest, FencingToken, TickClaim, TickConfirmation, TickLedger } from './tick-ledger.js';
 
 /** How long ledger entries and BullMQ deduplication keys outlive a tick, at the least. */
-const MIN_RETENTION_MS = 3_600_000;
+export const MIN_RETENTION_MS = 3_600_000;
 
 /** How long the ledger remembers a job's ticks: longer than its catch-up window can look back. */
 export function retentionMs(job: ScheduledJob): number {

@@ -3,7 +3,7 @@ import type { ScheduledJob } from '../scheduling/define-job.js';
 import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, type RunState, type SkippedTicks } from '../scheduling/plan.js';
 import type { Clock } from '../util/clock.js';
 import type { DueTimer, Nap } from './due-timer.js';
-import type { FencedEnqueue } from './fenced-enqueue.js';
+import { MIN_RETENTION_MS, retentionMs, type FencedEnqueue } from './fenced-enqueue.js';
 import { tickJobId } from './job-data.js';
 import type { ProducerMetrics } from './producer.js';
 import { takeBackInProgress, type RunTakeBack, type StagedRun } from './staging.js';
@@ -87,6 +87,10 @@ export class JobLane {
   private recheckStaged = false;
   /** Redefined: the cursor may have run ahead of now (staged ticks), past ticks the new schedule has. */
   private rewind = false;
+  /** Ticks recorded while still ahead of now (staged, or skipped early), not yet folded into {@link dueCursor}. */
+  private recordedAhead: number[] = [];
+  /** Every tick at or before this is recorded (or owed to no one): where a rewind may walk back to. */
+  private dueCursor = -Infinity;
   private stopped = false;
   /** The lane's current nap on the term's timer, and whether a redefinition may cut it short. */
   private napping: { nap: Nap; wakeable: boolean } | undefined;
@@ -180,11 +184,12 @@ export class JobLane {
       });
     }
     if (this.rewind) {
-      // Staging moved the cursor up to a horizon past now. A new schedule may have ticks between now and
-      // there: walk them again. Those recorded already (a staged run the edit kept) are answered
-      // `settled` by the ledger, which accepts a new tick below the watermark (it refuses only holes).
+      // Staging moved the cursor up to a horizon past now. A new schedule may have ticks between the
+      // newest tick recorded by now and there: walk them again. Those recorded already (a staged run
+      // the edit kept) are answered `settled` by the ledger, which accepts a new tick below the
+      // watermark (it refuses only holes).
       this.rewind = false;
-      this.cursor = Math.min(this.cursor, this.term.now());
+      this.cursor = Math.min(this.cursor, this.recordedBy(this.term.now()));
     }
     const tick = nextTick(job, this.cursor);
     const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job) - this.term.now();
@@ -234,7 +239,7 @@ export class JobLane {
       const takingBack = takeBackInProgress(state);
       if (takingBack) {
         this.log.info({ tick: new Date(tick), reason: takingBack.reason }, 'finishing the take-back of a staged run started by an earlier term');
-        await this.term.takeBack.finish(job.name, tick, takingBack);
+        await this.term.takeBack.finish(job.name, tick, takingBack, retentionMs(job));
         continue;
       }
       if (state.startsWith('buffered|') && job.overlap === 'bufferOne' && this.buffered === undefined && (await this.unfinished(job))) {
@@ -256,13 +261,14 @@ export class JobLane {
     const owedSince = taken.scheduledSince;
     const { lastScheduledTick } = taken.state;
     this.watermark = lastScheduledTick;
-    // Ticks staged ahead of now are recorded; walking them again costs a `settled` answer each, and
-    // finds the ticks a schedule edited since then put between now and them.
-    this.cursor = Math.min(lastScheduledTick ?? owedSince, now);
+    // With ticks staged past now, start from the newest tick recorded by now: walking the staged ones
+    // again costs a `settled` answer each, and finds the ticks a schedule edited since then put between.
+    this.cursor = lastScheduledTick === undefined ? owedSince : lastScheduledTick <= now ? lastScheduledTick : (taken.newestDueTick ?? now);
     const plan = planCatchup(job, this.cursor, now, paused);
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
     for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;
     this.cursor = Math.max(now, this.cursor);
+    this.dueCursor = Math.max(this.dueCursor, now);
     return true;
   }
 
@@ -377,14 +383,18 @@ export class JobLane {
    */
   private async reviewStaged(job: ScheduledJob | undefined, knownPaused?: boolean): Promise<boolean> {
     const now = this.term.now();
-    this.staged = this.staged.filter((run) => run.dueAt > now);
+    // A take-back that started is finished whatever the time: its record says `unstaging` until then.
+    this.staged = this.staged.filter((run) => run.dueAt > now || run.takingBack);
     if (this.staged.length === 0) return true;
     const paused = job !== undefined && (knownPaused ?? (job.paused || (await this.term.ledger.isPaused(job.name))));
     for (const run of [...this.staged]) {
-      const reason: UnstageReason | undefined = !job ? 'removed' : paused ? 'paused' : nextTick(job, run.tick - 1) !== run.tick ? 'rescheduled' : undefined;
+      const reason: UnstageReason | undefined =
+        run.takingBack ?? (!job ? 'removed' : paused ? 'paused' : nextTick(job, run.tick - 1) !== run.tick ? 'rescheduled' : undefined);
       if (!reason) continue;
       if (!(await this.writable())) return false;
-      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason);
+      run.takingBack = reason;
+      const keepMs = job ? retentionMs(job) : MIN_RETENTION_MS;
+      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, keepMs);
       this.term.reached();
       if (outcome === 'fenced') {
         this.term.fenced();
@@ -434,6 +444,15 @@ export class JobLane {
   private recorded(tick: number): void {
     this.watermark = Math.max(tick, this.watermark ?? -Infinity);
     this.cursor = Math.max(tick, this.cursor);
+    if (tick > this.term.now()) this.recordedAhead.push(tick);
+    else this.dueCursor = Math.max(this.dueCursor, tick);
+  }
+
+  /** Where the lane's walk through the ticks stood at `now`: every tick at or before it is recorded. */
+  private recordedBy(now: number): number {
+    for (const tick of this.recordedAhead) if (tick <= now) this.dueCursor = Math.max(this.dueCursor, tick);
+    this.recordedAhead = this.recordedAhead.filter((tick) => tick > now);
+    return this.dueCursor;
   }
 
   /** Waits out a self-fence pause; owed ticks stay owed meanwhile. False when the term ended first. */

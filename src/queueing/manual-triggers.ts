@@ -171,9 +171,12 @@ export class TriggerDesk {
     }
     if (code === 3) this.term.log.warn({ ...log, reason: detail }, 'trigger refused');
     if ((code !== 1 && code !== 2) || !job) return true;
-    // The last moment to notice a lost term before the (unfenced) add; the claim stays for the next term.
-    if (!this.term.leading()) return false;
-    if (!(await this.term.enqueue.add(job, request.requestedAt, jobId, { manual: true }))) return false;
+    // The add is unfenced: it waits out a self-fence pause (the claim stands), and gives up only when the
+    // term ends, leaving the claim to the next term. Pause notices queue behind it meanwhile.
+    for (;;) {
+      if (!(await this.term.waitLeading())) return false;
+      if (await this.term.enqueue.add(job, request.requestedAt, jobId, { manual: true })) break;
+    }
     const outcome: TriggerOutcome = { jobId, queue: job.queue, flow: job.flow !== undefined };
     await confirmManualScript.run(this.redis, [this.keys.manual(request.job), this.keys.triggerResult(request.id)], [request.id, jobId, JSON.stringify(outcome)]);
     this.term.log.info({ ...log, jobId }, 'trigger enqueued');

@@ -58,6 +58,12 @@ export interface ProducerOptions {
    * `DEFAULT_STAGE_AHEAD_MS` (2 s).
    */
   stageAheadMs?: number;
+  /**
+   * Confirms writes made on `redis` on replicas (`ReplicaWait.confirm` on the durable topologies): a
+   * staged run pulled back from BullMQ's delayed set is recorded skipped only once the pull would
+   * survive a failover (on Cluster BullMQ's keys live on another node than the ledger's).
+   */
+  confirmWrite?: (key: string, what: string) => Promise<void>;
 }
 
 /** How often the producer re-reads Redis time and prunes the ledger. */
@@ -254,7 +260,12 @@ export class Producer {
       timer: new DueTimer(this.clock, term$.signal),
       enqueue,
       stageAheadMs: this.options.stageAheadMs ?? 0,
-      takeBack: new RunTakeBack(this.options.redis, ledger, this.options.queues),
+      takeBack: new RunTakeBack({
+        redis: this.options.redis,
+        ledger,
+        queues: this.options.queues,
+        ...(this.options.confirmWrite ? { confirm: this.options.confirmWrite } : {}),
+      }),
       metrics: this.options.metrics,
       now: () => this.now(),
       job: (name) => this.options.jobs().get(name),

@@ -1,7 +1,10 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { LuaScript } from '../util/lua.js';
 import type { QueueSet } from './queue-set.js';
 import type { FencingToken, TickLedger, UnstageReason } from './tick-ledger.js';
+
+const pullStagedRunScript = new LuaScript(new URL('./lua/pullStagedRun.lua', import.meta.url));
 
 /** How far ahead of its due time a tick is staged by default: the producer's `stageAheadMs`. */
 export const DEFAULT_STAGE_AHEAD_MS = 2_000;
@@ -14,76 +17,75 @@ export interface StagedRun {
   queue: string;
   /** When BullMQ makes it available to workers: the tick plus its jitter. */
   dueAt: number;
+  /** Set once a take-back started: it is carried to its end however late that is. */
+  takingBack?: UnstageReason;
 }
 
-/** A take-back that some term started and did not finish, as its ledger state records it. */
+/** A take-back that some term marked and did not settle, as its ledger state records it. */
 export interface TakeBackInProgress {
-  stage: 'unstaging' | 'unstaged';
   reason: UnstageReason;
   jobId: string;
   queue: string;
 }
 
-/** Reads `unstaging|<reason>|<jobId>|<queue>` or `unstaged|…` (the queue last: only it may hold a '|'). */
+/** Reads `unstaging|<reason>|<jobId>|<queue>` (the queue last: only it may hold a '|'). */
 export function takeBackInProgress(state: string): TakeBackInProgress | undefined {
-  const match = /^(unstaging|unstaged)\|([^|]*)\|([^|]*)\|(.*)$/s.exec(state);
+  const match = /^unstaging\|([^|]*)\|([^|]*)\|(.*)$/s.exec(state);
   if (!match) return undefined;
-  return { stage: match[1] as TakeBackInProgress['stage'], reason: match[2] as UnstageReason, jobId: match[3]!, queue: match[4]! };
+  return { reason: match[1] as UnstageReason, jobId: match[2]!, queue: match[3]! };
+}
+
+export interface RunTakeBackOptions {
+  /** Reaches the queues' Redis (on Cluster, the cluster: BullMQ's keys are in another slot than the ledger's). */
+  redis: Redis;
+  ledger: TickLedger;
+  queues: QueueSet;
+  /** Confirms a write on replicas (the durable topologies): the pull must outlive a failover before it is recorded. */
+  confirm?: (key: string, what: string) => Promise<void>;
 }
 
 /**
  * Takes back staged runs that a run-time pause, a removed job or a new schedule no longer wants. The
- * race with BullMQ's promotion of the delayed job is decided by BullMQ's own delayed set: the run is
- * taken back only if this removes it from that set (then no worker can ever see it); otherwise it was
- * promoted first and runs as staged, like a tick that was due before the pause. Each step is recorded
- * in the ledger before the next is taken, so a leader that dies halfway leaves the next one a record
- * that says where to go on ({@link finish}); no step ever has to guess whether a vanished job ran.
+ * race with BullMQ's promotion of the delayed job is decided in BullMQ's slot by pullStagedRun.lua: the
+ * run is taken back only if it is pulled from the delayed set before it ever started (then no worker can
+ * take it); otherwise it runs (or ran) as staged, like a tick that was due before the pause. The mark is
+ * recorded under the fence before the pull, and the outcome after it, so a leader that dies in between
+ * leaves the next one a record to finish from: a pulled run's hash stays in no list, which tells.
  */
 export class RunTakeBack {
-  /** `redis` reaches the queues' Redis (on Cluster, the cluster: BullMQ's keys are in another slot). */
-  constructor(
-    private readonly redis: Redis,
-    private readonly ledger: TickLedger,
-    private readonly queues: QueueSet,
-  ) {}
+  constructor(private readonly options: RunTakeBackOptions) {}
 
   /**
    * Takes back one staged run, under the fence: `taken-back` (it will never run; recorded skipped for
-   * `reason`), `runs` (promoted first), `settled` (its record is not this run's `enqueued` any more) or
-   * `fenced` (a newer term exists; nothing was done).
+   * `reason`), `runs` (promoted or started first), `settled` (its record is not this run's `enqueued`
+   * any more) or `fenced` (a newer term exists; nothing was done). Safe to call again after a failure.
+   * A pulled run's job hash is kept `keepMs` (the job's deduplication window; see pullStagedRun.lua).
    */
-  async takeBack(token: FencingToken, job: string, run: StagedRun, reason: UnstageReason): Promise<'taken-back' | 'runs' | 'settled' | 'fenced'> {
-    const marked = await this.ledger.markUnstaging(token, job, run.tick, run.jobId, reason, run.queue);
+  async takeBack(token: FencingToken, job: string, run: StagedRun, reason: UnstageReason, keepMs: number): Promise<'taken-back' | 'runs' | 'settled' | 'fenced'> {
+    const marked = await this.options.ledger.markUnstaging(token, job, run.tick, run.jobId, reason, run.queue);
     if (marked !== 'marked') return marked;
-    return this.finish(job, run.tick, { stage: 'unstaging', reason, jobId: run.jobId, queue: run.queue });
+    return this.finish(job, run.tick, { reason, jobId: run.jobId, queue: run.queue }, keepMs);
   }
 
-  /** Carries a marked take-back to its end, from the stage its record shows (this term's or an earlier one's). */
-  async finish(job: string, tick: number, progress: TakeBackInProgress): Promise<'taken-back' | 'runs'> {
-    const queue = this.queues.get(progress.queue);
-    if (progress.stage === 'unstaging') {
-      // An earlier term may have pulled it and died before recording so: its hash is then in no list.
-      const outOfReach = (await this.pullFromDelayed(queue, progress.jobId)) || (await this.orphaned(queue, progress.jobId));
-      if (!outOfReach) {
-        await this.ledger.settleUnstaging(job, tick, 'runs');
-        return 'runs';
-      }
-      await this.ledger.settleUnstaging(job, tick, 'taken-back');
-    }
-    // In none of BullMQ's lists: removing it deletes only its hash and its deduplication key.
-    await queue.remove(progress.jobId);
-    await this.ledger.settleUnstaging(job, tick, 'cleaned');
-    return 'taken-back';
+  /** Carries a marked take-back (this term's, or one an earlier term left) to its end. */
+  async finish(job: string, tick: number, progress: TakeBackInProgress, keepMs: number): Promise<'taken-back' | 'runs'> {
+    const queue = this.options.queues.get(progress.queue);
+    // An earlier term may have pulled it and died before recording so: its hash is then in no list.
+    const pulled = (await this.pull(queue, progress.jobId, keepMs)) || (await this.orphaned(queue, progress.jobId));
+    if (pulled) await this.options.confirm?.(queue.keys.delayed!, `take-back of ${progress.jobId}`);
+    const outcome = pulled ? 'taken-back' : 'runs';
+    await this.options.ledger.settleUnstaging(job, tick, outcome);
+    return outcome;
   }
 
-  /** Removes the job from BullMQ's delayed set: true when it was there, so no worker will ever take it. */
-  private async pullFromDelayed(queue: Queue, jobId: string): Promise<boolean> {
-    return (await this.redis.zrem(queue.keys.delayed!, jobId)) === 1;
+  private async pull(queue: Queue, jobId: string, keepMs: number): Promise<boolean> {
+    const keys = [queue.keys.delayed!, queue.toKey(jobId)];
+    return (await pullStagedRunScript.run<number>(this.options.redis, keys, [jobId, keepMs])) === 1;
   }
 
   /** The job's hash exists but it is in none of BullMQ's lists (checked in this order: a list move is atomic, a hash is never re-created). */
   private async orphaned(queue: Queue, jobId: string): Promise<boolean> {
     if ((await queue.getJobState(jobId)) !== 'unknown') return false;
-    return (await this.redis.exists(queue.toKey(jobId))) === 1;
+    return (await this.options.redis.exists(queue.toKey(jobId))) === 1;
   }
 }

@@ -66,11 +66,13 @@ export interface TakeOverState {
   state: JobState;
   /**
    * Ticks some term left unfinished, oldest first, with their ledger states: claimed or buffered and never
-   * confirmed, or a staged run whose take-back was not settled (`unstaging|…`, `unstaged|…`).
+   * confirmed, or a staged run whose take-back was not settled (`unstaging|…`).
    */
   pending: TickRecord[];
   /** Ticks recorded at or after the job's `stagedSince` (see {@link TakeOverRequest}), with their states. */
   recent: TickRecord[];
+  /** The newest tick recorded at or before `now` (a claim, or a skipped range's end). */
+  newestDueTick: number | undefined;
 }
 
 /** A tick and its ledger state. */
@@ -88,11 +90,8 @@ export interface TakeOverRequest {
 /** Why a staged run was taken back before its due time. */
 export type UnstageReason = 'paused' | 'removed' | 'rescheduled';
 
-/**
- * How a take-back ended ({@link TickLedger.settleUnstaging}): the run was promoted first and runs as
- * staged; or it is out of BullMQ's reach (its job hash still to delete); or that hash is gone too.
- */
-export type UnstageOutcome = 'runs' | 'taken-back' | 'cleaned';
+/** How a take-back ended ({@link TickLedger.settleUnstaging}): pulled before it started, or it runs (ran) as staged. */
+export type UnstageOutcome = 'runs' | 'taken-back';
 
 /** The outcome of recording a skipped range. */
 export type SkipRangeOutcome = 'recorded' | 'fenced' | 'invalid';
@@ -235,17 +234,18 @@ export class TickLedger {
   async takeOverStates(jobs: TakeOverRequest[], now: number): Promise<TakeOverState[]> {
     if (jobs.length === 0) return [];
     const k = this.keys;
-    const rows = await takeOverScript.run<Array<[string, number, string[], string[], string[]]>>(
+    const rows = await takeOverScript.run<Array<[string, number, string[], string[], string[], string]>>(
       this.redis,
-      [k.paused, ...jobs.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job), k.ledgerIndex(job)])],
+      [k.paused, ...jobs.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job), k.ledgerIndex(job), k.skips(job)])],
       [now, ...jobs.flatMap(({ job, stagedSince }) => [job, stagedSince])],
     );
-    return rows.map(([scheduledSince, paused, fields, pending, recent]) => ({
+    return rows.map(([scheduledSince, paused, fields, pending, recent, newestDue]) => ({
       scheduledSince: Number(scheduledSince),
       paused: paused === 1,
       state: jobStateOf(pairs(fields)),
       pending: tickRecords(pending),
       recent: tickRecords(recent),
+      newestDueTick: newestDue === '' ? undefined : Number(newestDue),
     }));
   }
 
@@ -263,7 +263,7 @@ export class TickLedger {
     return result === 1 ? 'marked' : result === 0 ? 'settled' : 'fenced';
   }
 
-  /** Records the next step of a take-back (see settleUnstaging.lua). False when the record was not in the state it follows from. */
+  /** Records how a take-back ended (see settleUnstaging.lua). False when the tick was not being taken back. */
   async settleUnstaging(job: string, tick: number, outcome: UnstageOutcome): Promise<boolean> {
     const k = this.keys;
     return (await settleUnstagingScript.run<number>(this.redis, [k.ledger(job), k.pending(job), k.jobState(job)], [tick, outcome])) === 1;

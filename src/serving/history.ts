@@ -282,9 +282,9 @@ export class HistoryReader {
         enqueued.push({ record, jobId: rest });
       } else {
         // `claimed|<gen>|<transitions>|<jobId>` or `buffered|…`: a leader has it, BullMQ does not yet;
-        // `unstaging|<reason>|<jobId>|<queue>` or `unstaged|…`: a leader is taking a staged run back.
+        // `unstaging|<reason>|<jobId>|<queue>`: a leader is taking a staged run back.
         const parts = rest.split('|');
-        const jobId = kind === 'unstaging' || kind === 'unstaged' ? parts[1] : parts.slice(2).join('|');
+        const jobId = kind === 'unstaging' ? parts[1] : parts.slice(2).join('|');
         records.push({ tick, fate: 'pending', ...(jobId ? { jobId } : {}) });
       }
     });

@@ -15,7 +15,7 @@ import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 
-const logger = pino({ level: 'silent' });
+const logger = pino({ level: process.env.TEST_LOG ?? 'silent' });
 const QUEUE = 'leasebeat';
 /** Ticks every 3 s, staged 2.5 s ahead: most of the time one run of each job is staged. */
 const EVERY = '3s';
@@ -219,6 +219,20 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     assert.equal(await state('handover', staged.data.tick), `enqueued|handover@${staged.data.tick}`);
   });
 
+  it('an edit walks back only to the newest tick recorded by now: a due tick of the new schedule is not skipped', { timeout: 30_000 }, async () => {
+    jobs.set('densified', job({ name: 'densified' }));
+    const { producer } = lead(1);
+    const staged = await stagedRun('densified');
+    const tick = staged.data.tick;
+    // Past T − 2 s, with T staged: a new schedule every second has a tick that is already due, T − 2 s.
+    await waitFor('T − 1.9 s', () => Date.now() > tick - 1_900);
+    jobs.set('densified', job({ name: 'densified', every: '1s', catchup: { mode: 'all', window: '1m' } }));
+    producer.reload();
+    for (const due of [tick - 2_000, tick - 1_000, tick]) {
+      await waitFor(`the new schedule's tick ${due - tick} ms to be enqueued`, async () => (await state('densified', due)) === `enqueued|densified@${due}`);
+    }
+  });
+
   it('a schedule edited during a handover: the next leader takes back the tick it lost and enqueues the one it gained', { timeout: 30_000 }, async () => {
     jobs.set('moved', job({ name: 'moved' }));
     const first = lead(1);
@@ -260,7 +274,8 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       const runs = work();
       lead(2);
       await waitFor('the take-back to be finished', async () => (await state('interrupted', tick)) === 'skipped|paused');
-      assert.equal(await redis.exists(queue.toKey(id)), 0, 'the job hash is deleted');
+      assert.equal(await queue.getJobState(id), 'unknown', 'the run is in no list');
+      assert.ok((await redis.pttl(queue.toKey(id))) > 0, 'its hash is kept, to expire: a late add of the same id stays a no-op');
       assert.equal(await redis.zscore(ledger.keys.pending('interrupted'), String(tick)), null, 'nothing left pending');
       await waitFor('the tick to pass', () => Date.now() > tick + 800);
       assert.equal(runs.filter((run) => run.tick === tick).length, 0, 'the taken-back run never started');
@@ -273,15 +288,47 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     it('pulled from the delayed set, not yet recorded', { timeout: 30_000 }, async () => {
       const run = await interrupted();
       assert.equal(await redis.zrem(queue.keys.delayed!, run.id), 1);
+      await redis.pexpire(queue.toKey(run.id), 3_600_000);
       await finishedByNextLeader(run);
     });
+  });
 
-    it('recorded as taken back, its job hash not yet deleted', { timeout: 30_000 }, async () => {
-      const run = await interrupted();
-      assert.equal(await redis.zrem(queue.keys.delayed!, run.id), 1);
-      assert.equal(await ledger.settleUnstaging('interrupted', run.tick, 'taken-back'), true);
-      await finishedByNextLeader(run);
-    });
+  it('a take-back that fails until after the due time is carried to its end, not dropped', { timeout: 40_000 }, async () => {
+    jobs.set('stubborn', job({ name: 'stubborn' }));
+    lead(1);
+    const staged = await stagedRun('stubborn');
+    // BullMQ's delayed set becomes unusable: every pull fails (WRONGTYPE), and no worker runs.
+    const delayed = queue.keys.delayed!;
+    await redis.rename(delayed, `${delayed}:aside`);
+    await redis.set(delayed, 'not a sorted set');
+    await ledger.pause('stubborn');
+    await waitFor('the take-back to be marked', async () => (await state('stubborn', staged.data.tick))?.startsWith('unstaging|'));
+    await waitFor('the due time to pass', () => Date.now() > staged.data.tick + 1_000, 10_000);
+    // Back, with no worker yet to promote the run (a promotion winning now would be a fair outcome too).
+    await redis.del(delayed);
+    await redis.rename(`${delayed}:aside`, delayed);
+    await waitFor('the take-back to finish', async () => (await state('stubborn', staged.data.tick)) === 'skipped|paused', 15_000);
+    assert.equal(await redis.zscore(ledger.keys.pending('stubborn'), String(staged.data.tick)), null, 'nothing left pending');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown', 'the run is in no list: no worker can take it');
+  });
+
+  it('a run that started and waits in the delayed set for a retry is not taken back', { timeout: 40_000 }, async () => {
+    jobs.set('retried', job({ name: 'retried', attempts: 2, backoff: { type: 'fixed', delay: 60_000 } }));
+    const failing: Worker = new Worker(QUEUE, (): Promise<void> => Promise.reject(new Error('first attempt fails')), { connection: redis.duplicate({ maxRetriesPerRequest: null }) });
+    workers.push(failing);
+    const first = lead(1);
+    const staged = await stagedRun('retried');
+    await first.stop();
+    await waitFor('the first attempt to fail into its retry delay', async () => {
+      const run = await queue.getJob(staged.id!);
+      return run?.attemptsMade === 1 && (await run.getState()) === 'delayed';
+    }, 15_000);
+    // Term 1 marked a take-back and died before the pull: the next leader finishes it, and must see the run started.
+    await ledger.pause('retried');
+    assert.equal(await ledger.markUnstaging({ generation: 'gen-1', leaderTransitions: 1 }, 'retried', staged.data.tick, staged.id!, 'paused', QUEUE), 'marked');
+    lead(2);
+    await waitFor('the take-back to settle', async () => (await state('retried', staged.data.tick)) === `enqueued|${staged.id}`);
+    assert.equal(await queue.getJobState(staged.id!), 'delayed', 'its retry stands');
   });
 
   it('a run promoted before its take-back runs as staged, and stays recorded enqueued', { timeout: 30_000 }, async () => {

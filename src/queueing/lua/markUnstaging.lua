@@ -2,7 +2,8 @@
   Starts taking back a staged run (a tick added to BullMQ as a delayed job ahead of its due time) that a
   pause, a removal or a new schedule no longer wants, under the fence: a stale leader must not take back
   a run the current one counts on. The tick is put back in the pending set, so a leader that dies before
-  the take-back is settled leaves it to the next one (see settleUnstaging.lua).
+  the take-back is settled leaves it to the next one (see settleUnstaging.lua). Marking a tick already
+  being taken back answers as a fresh mark, so a lane retrying a take-back whose reply it lost goes on.
   KEYS[1] fence  KEYS[2] retired generations  KEYS[3] ledger  KEYS[4] pending
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] tick (ms)  ARGV[4] job id  ARGV[5] reason
   ARGV[6] the queue the run was added to

@@ -2,12 +2,14 @@
   What a new leader reads of each job it takes over, for many jobs in one round trip; it also records,
   once per job, when leaders started owing the job its ticks (`scheduledSince`, the first takeover that
   saw it). Unfenced: it decides no tick.
-  KEYS[1] paused jobs; for the i-th job (i from 0): KEYS[2+4i] ledger  KEYS[3+4i] pending
-          KEYS[4+4i] job state  KEYS[5+4i] ledger index
+  KEYS[1] paused jobs; for the i-th job (i from 0): KEYS[2+5i] ledger  KEYS[3+5i] pending
+          KEYS[4+5i] job state  KEYS[5+5i] ledger index  KEYS[6+5i] skipped ranges
   ARGV[1] now (ms); for the i-th job: ARGV[2+2i] its name  ARGV[3+2i] the oldest tick whose run may still
           be ahead of its due time (now minus the job's largest jitter): where staged runs may be found
   Returns, per job, { scheduledSince, paused (0/1), job state (HGETALL, flat), pending ticks with their
-  ledger states (flat: tick, state, ...), ticks recorded since ARGV[3+2i] with their states (flat) }.
+  ledger states (flat: tick, state, ...), ticks recorded since ARGV[3+2i] with their states (flat), the
+  newest tick recorded at or before now (a claim's, or the end of a skipped range; '' when none) }.
+  The last tells where the job's due ticks stand when staging has moved the watermark past now.
 ]]
 local now = ARGV[1]
 local function withStates(ledger, ticks)
@@ -19,8 +21,17 @@ local function withStates(ledger, ticks)
   return flat
 end
 local results = {}
+local function newestDue(index, skips)
+  local newest = tonumber(redis.call('ZREVRANGEBYSCORE', index, now, '-inf', 'LIMIT', 0, 1)[1])
+  local range = redis.call('ZREVRANGEBYSCORE', skips, now, '-inf', 'LIMIT', 0, 1)[1]
+  if range then
+    local to = math.min(tonumber(cjson.decode(range).to), tonumber(now))
+    if not newest or to > newest then newest = to end
+  end
+  return newest and string.format('%d', newest) or ''
+end
 for i = 0, (#ARGV - 1) / 2 - 1 do
-  local ledger, pending, state, index = KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i], KEYS[5 + 4 * i]
+  local ledger, pending, state, index = KEYS[2 + 5 * i], KEYS[3 + 5 * i], KEYS[4 + 5 * i], KEYS[5 + 5 * i]
   redis.call('HSETNX', state, 'scheduledSince', now)
   results[#results + 1] = {
     redis.call('HGET', state, 'scheduledSince'),
@@ -28,6 +39,7 @@ for i = 0, (#ARGV - 1) / 2 - 1 do
     redis.call('HGETALL', state),
     withStates(ledger, redis.call('ZRANGE', pending, 0, -1)),
     withStates(ledger, redis.call('ZRANGEBYSCORE', index, ARGV[3 + 2 * i], '+inf')),
+    newestDue(index, KEYS[6 + 5 * i]),
   }
 end
 return results
