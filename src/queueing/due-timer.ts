@@ -7,10 +7,19 @@ export interface Nap {
   wake(): void;
 }
 
-interface Entry {
-  at: number;
+/** What a {@link DueTimer} wakes: told once, when its time comes, when rung, or when the term ends. */
+export interface Sleeper {
+  wakeUp(): void;
+}
+
+/** A pending wake-up on a {@link DueTimer}, to ring early. */
+export interface Alarm {
+  readonly at: number;
+}
+
+interface Entry extends Alarm {
   seq: number;
-  resolve: (() => void) | undefined;
+  sleeper: Sleeper | undefined;
 }
 
 /** How many due naps one pass ends before it yields to the event loop (so their work starts in batches). */
@@ -20,7 +29,8 @@ export const DUE_BATCH = 500;
  * One timer for every lane of a term: a min-heap of wake-up times behind a single `clock.sleep` for the
  * earliest. Thousands of lanes due at one instant cost one timer callback, and are woken in passes of
  * {@link DUE_BATCH} with a turn of the event loop between passes, so the first batch's Redis calls are
- * on the wire while the next batch is prepared. No per-nap timer, listener or AbortSignal.
+ * on the wire while the next batch is prepared. No per-sleep timer, listener, AbortSignal or promise: a
+ * sleeping lane is its heap entry and nothing else.
  */
 export class DueTimer {
   private readonly heap: Entry[] = [];
@@ -37,25 +47,30 @@ export class DueTimer {
     signal.addEventListener('abort', () => this.endAll(), { once: true });
   }
 
-  /** Naps for `ms` on the local clock. */
-  nap(ms: number): Nap {
-    const entry: Entry = { at: this.clock.now() + Math.max(0, ms), seq: this.seq++, resolve: undefined };
-    const done = new Promise<void>((resolve) => (entry.resolve = resolve));
-    if (this.signal.aborted) {
-      entry.resolve!();
-      entry.resolve = undefined;
-    } else {
+  /** Wakes `sleeper` after `ms` on the local clock (at once, synchronously, once the term has ended). */
+  set(ms: number, sleeper: Sleeper): Alarm {
+    const entry: Entry = { at: this.clock.now() + Math.max(0, ms), seq: this.seq++, sleeper };
+    if (this.signal.aborted) this.ring(entry);
+    else {
       this.push(entry);
       if (!this.draining && entry.at < this.armedAt) this.arm();
     }
-    return {
-      done,
-      wake: () => {
-        // Left in the heap, ended; it is dropped when it comes to the top.
-        entry.resolve?.();
-        entry.resolve = undefined;
-      },
-    };
+    return entry;
+  }
+
+  /** Wakes the alarm's sleeper now (a no-op once it was woken). Left in the heap, it is dropped at the top. */
+  ring(alarm: Alarm): void {
+    const entry = alarm as Entry;
+    const sleeper = entry.sleeper;
+    entry.sleeper = undefined;
+    sleeper?.wakeUp();
+  }
+
+  /** Naps for `ms` on the local clock. */
+  nap(ms: number): Nap {
+    let alarm: Alarm | undefined;
+    const done = new Promise<void>((resolve) => (alarm = this.set(ms, { wakeUp: resolve })));
+    return { done, wake: () => this.ring(alarm!) };
   }
 
   /** How many naps are pending (ended ones not yet dropped included). */
@@ -95,9 +110,8 @@ export class DueTimer {
         const now = this.clock.now();
         while (ended < DUE_BATCH && this.heap.length > 0 && this.heap[0]!.at <= now) {
           const entry = this.pop();
-          if (!entry.resolve) continue;
-          entry.resolve();
-          entry.resolve = undefined;
+          if (!entry.sleeper) continue;
+          this.ring(entry);
           ended++;
         }
         if (ended < DUE_BATCH) break;
@@ -112,7 +126,7 @@ export class DueTimer {
   private endAll(): void {
     this.disarm?.abort();
     this.disarm = undefined;
-    for (const entry of this.heap.splice(0)) entry.resolve?.();
+    for (const entry of this.heap.splice(0)) this.ring(entry);
   }
 
   private push(entry: Entry): void {

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, type RunState, type SkippedTicks } from '../scheduling/plan.js';
 import type { Clock } from '../util/clock.js';
-import type { DueTimer, Nap } from './due-timer.js';
+import type { Alarm, DueTimer, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs, type FencedEnqueue } from './fenced-enqueue.js';
 import { tickJobId } from './job-data.js';
 import type { ProducerMetrics } from './producer.js';
@@ -47,6 +47,10 @@ export interface LaneTerm {
   fenced(): void;
 }
 
+/** What a step asks for: to go on at once, or to sleep (`wakeable`: a redefinition or a notice may cut it short). */
+type Next = { sleepMs: number; wakeable: boolean } | undefined;
+const GO_ON: Next = undefined;
+
 /** A failed step is retried after this, doubling up to {@link MAX_RETRY_MS}. */
 const RETRY_MS = 500;
 const MAX_RETRY_MS = 5_000;
@@ -67,7 +71,7 @@ const MAX_SLEEP_MS = 60_000;
  * from the watermark), then fire each tick when due. A buffered tick (`bufferOne`) is released in the
  * same lane, before the next tick is decided, so runs never overlap and start in tick order.
  */
-export class JobLane {
+export class JobLane implements Sleeper {
   /** Every tick at or before this instant is recorded (or, once the takeover is done, owed to no one). */
   private cursor = -Infinity;
   /** The newest recorded tick: the `previousTick` of the next claim. */
@@ -85,6 +89,8 @@ export class JobLane {
   private staged: StagedRun[] = [];
   /** A redefinition or a pause notice since the staged runs were last checked against them. */
   private recheckStaged = false;
+  /** The lane slept before its next tick (or while a tick is buffered): the buffered tick is released first on waking. */
+  private releaseDue = false;
   /** Redefined: the cursor may have run ahead of now (staged ticks), past ticks the new schedule has. */
   private rewind = false;
   /** Ticks recorded while still ahead of now (staged, or skipped early), not yet folded into {@link dueCursor}. */
@@ -92,16 +98,26 @@ export class JobLane {
   /** Every tick at or before this is recorded (or owed to no one): where a rewind may walk back to. */
   private dueCursor = -Infinity;
   private stopped = false;
-  /** The lane's current nap on the term's timer, and whether a redefinition may cut it short. */
-  private napping: { nap: Nap; wakeable: boolean } | undefined;
+  /** The lane's pending wake-up on the term's timer while it sleeps, and whether a redefinition may cut it short. */
+  private alarm: Alarm | undefined;
+  private alarmWakeable = false;
+  /** The turn in flight (the lane's steps from one wake-up to its next sleep); undefined while it sleeps. */
+  private turning: Promise<void> | undefined;
+  /** Steps failed in a row: the retry backoff doubles with each. */
+  private failures = 0;
+  /** Ended: the term is over, or the job was removed and its staged runs were dealt with. */
+  private ended = false;
   private logger: Logger | undefined;
-  private markTakenOver: () => void = () => undefined;
-  /** Resolves once the lane has taken its job over (pending ticks finished, catch-up recorded). */
-  readonly takenOver = new Promise<void>((resolve) => (this.markTakenOver = resolve));
 
+  /**
+   * A lane is driven by the term's timer: while it sleeps it is its timer entry and this object, with no
+   * suspended async call behind it (10,000 lanes cost about 2 KB less each than an awaiting loop).
+   * `onTakenOver` is called once, when the lane has taken its job over.
+   */
   constructor(
     readonly name: string,
     private readonly term: LaneTerm,
+    private onTakenOver: (() => void) | undefined = undefined,
   ) {}
 
   /** The lane's logger, made on first use: a pino child per lane costs kilobytes, and most lanes never log. */
@@ -114,59 +130,93 @@ export class JobLane {
     this.redefined = true;
     this.recheckStaged = true;
     this.rewind = true;
-    if (this.napping?.wakeable) this.napping.nap.wake();
+    this.interrupt();
   }
 
   /** The job was paused at run time: take back its staged runs now. */
   paused(): void {
     this.recheckStaged = true;
-    if (this.napping?.wakeable) this.napping.nap.wake();
+    this.interrupt();
   }
 
   /** The job was removed: the lane takes back its staged runs, then ends. */
   stop(): void {
     this.stopped = true;
-    if (this.napping?.wakeable) this.napping.nap.wake();
+    this.interrupt();
+  }
+
+  /** Starts the lane: it takes its job over at once, then wakes up on the term's timer until the term ends. */
+  start(): void {
+    this.wakeUp();
+  }
+
+  /** Resolves once no step is in flight (at the end of a term: nothing of this lane is still writing). */
+  settled(): Promise<void> {
+    return this.turning ?? Promise.resolve();
+  }
+
+  /** Called by the timer: the sleep is over (or the term ended). */
+  wakeUp(): void {
+    this.alarm = undefined;
+    if (this.ended || this.turning) return;
+    if (this.term.signal.aborted) {
+      this.ended = true;
+      return;
+    }
+    const turn = this.turn().catch((error: unknown) => this.log.error({ err: error }, 'job lane failed'));
+    this.turning = turn;
+    void turn.finally(() => {
+      if (this.turning === turn) this.turning = undefined;
+    });
+  }
+
+  /** Cuts a wakeable sleep short; a step in flight sees the flags before it sleeps again. */
+  private interrupt(): void {
+    if (this.alarm && this.alarmWakeable) this.term.timer.ring(this.alarm);
   }
 
   private get over(): boolean {
     return this.stopped || this.term.signal.aborted;
   }
 
-  /** Runs until the term ends or the lane is stopped. */
-  async run(): Promise<void> {
-    for (let failures = 0; !this.term.signal.aborted; ) {
+  /** Runs steps until one asks to sleep, then sets the lane's alarm; the lane is then idle until it rings. */
+  private async turn(): Promise<void> {
+    while (!this.term.signal.aborted) {
       const job = this.stopped ? undefined : this.term.job(this.name);
+      let next: Next;
       try {
         if (!job) {
           // Removed: its staged runs must not run either. The lane ends once they are taken back (or the term ends).
           await this.reviewStaged(undefined);
-          return;
+          break;
         }
         if (this.needsPlan) {
           this.needsPlan = !(await this.takeOver(job));
-          if (!this.needsPlan) this.markTakenOver();
-        }
-        else await this.step(job);
-        failures = 0;
+          if (!this.needsPlan) this.tookOver();
+        } else next = await this.step(job);
+        this.failures = 0;
       } catch (error) {
-        if (this.term.signal.aborted) return;
+        if (this.term.signal.aborted) break;
         this.behind = true;
-        const retryInMs = Math.min(RETRY_MS * 2 ** failures++, MAX_RETRY_MS);
+        const retryInMs = Math.min(RETRY_MS * 2 ** this.failures++, MAX_RETRY_MS);
         this.log.warn({ err: error, retryInMs }, this.stopped ? 'could not take back the staged runs of a removed job; retrying' : 'could not record a tick; retrying it before any later tick of this job');
-        await this.nap(retryInMs, false);
+        // A stopped lane still sleeps between retries of its last duty (taking back its staged runs).
+        next = { sleepMs: retryInMs, wakeable: false };
       }
+      if (next === undefined) continue;
+      if (next.wakeable && (this.redefined || this.recheckStaged || this.stopped)) continue;
+      // Idle from here: the alarm may ring (a notice, a redefinition) before this promise has settled.
+      this.turning = undefined;
+      this.alarmWakeable = next.wakeable;
+      this.alarm = this.term.timer.set(next.sleepMs, this);
+      return;
     }
+    this.ended = true;
   }
 
-  /** Naps on the term's timer until `ms` passed, the lane stops, the term ends, or (if `wakeable`) a redefinition. */
-  private async nap(ms: number, wakeable: boolean): Promise<void> {
-    const nap = this.term.timer.nap(ms);
-    this.napping = { nap, wakeable };
-    // A stopped lane still naps between retries of its last duty (taking back its staged runs).
-    if (this.term.signal.aborted || (wakeable && (this.redefined || this.recheckStaged || this.stopped))) nap.wake();
-    await nap.done;
-    this.napping = undefined;
+  private tookOver(): void {
+    this.onTakenOver?.();
+    this.onTakenOver = undefined;
   }
 
   /**
@@ -174,8 +224,14 @@ export class JobLane {
    * whose turn came, or fires the next tick once it is due (or, for a job that may be staged, once it is
    * within the staging horizon).
    */
-  private async step(job: ScheduledJob): Promise<void> {
-    if (this.unadded !== undefined) return this.finishAdd(job);
+  private async step(job: ScheduledJob): Promise<Next> {
+    if (this.releaseDue) {
+      // Woken from a nap taken while a tick was buffered, or waiting for the next tick: release it if its turn came.
+      this.releaseDue = false;
+      if (!this.over) await this.release(job);
+      return GO_ON;
+    }
+    if (this.unadded !== undefined) return void (await this.finishAdd(job));
     if (this.recheckStaged) {
       this.recheckStaged = false;
       await this.reviewStaged(job).catch((error: unknown) => {
@@ -198,15 +254,15 @@ export class JobLane {
       if (this.redefined) {
         // Redefined while this step ran: re-read the definition before napping on the old schedule.
         this.redefined = false;
-        return;
+        return GO_ON;
       }
-      await this.nap(Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS), true);
-      if (!this.over) await this.release(job);
-      return;
+      this.releaseDue = true;
+      return { sleepMs: Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS), wakeable: true };
     }
     // Release first, then decide the new tick against the released run.
     await this.release(job);
     if (this.unadded === undefined) await this.fire(job, tick!);
+    return GO_ON;
   }
 
   /** Records one due tick, or, when the lane fell behind past the catch-up window, the ticks it missed. */

@@ -167,40 +167,39 @@ export class Producer {
 
   /** Runs one lane per job, keeps the lanes in step with the job definitions, and maintains the ledger. */
   private async produce(context: ProducerTerm): Promise<void> {
-    const lanes = new Map<string, { lane: JobLane; run: Promise<void> }>();
-    const reconcile = (): void => {
+    const lanes = new Map<string, JobLane>();
+    /** Lanes of removed jobs: they may still be taking back staged runs when the term ends. */
+    const stopped: JobLane[] = [];
+    const reconcile = (onTakenOver?: () => void): void => {
       const jobs = this.options.jobs();
-      for (const [name, { lane }] of lanes) {
+      for (const [name, lane] of lanes) {
         if (jobs.has(name)) {
           lane.wake();
           continue;
         }
         lane.stop();
         lanes.delete(name);
+        stopped.push(lane);
       }
       for (const name of jobs.keys()) {
         if (lanes.has(name)) continue;
-        const lane = new JobLane(name, context);
-        const run = lane.run().catch((error: unknown) => context.log.error({ err: error, job: name }, 'job lane failed'));
-        lanes.set(name, { lane, run });
+        const lane = new JobLane(name, context, onTakenOver);
+        lanes.set(name, lane);
+        lane.start();
       }
     };
-    const stopped = new Set<Promise<void>>();
     // Manual triggers (`leasebeat trigger`) run beside the lanes, under the same term and fence.
-    const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => lanes.get(job)?.lane.paused())
+    const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => lanes.get(job)?.paused())
       .run()
       .catch((error: unknown) => context.log.error({ err: error }, 'trigger desk failed'));
-    stopped.add(desk);
     try {
-      reconcile();
-      this.reportTakeover(context, [...lanes.values()].map(({ lane }) => lane.takenOver));
+      reconcile(this.takeoverReport(context, this.options.jobs().size));
       let nextResync = this.clock.now() + CLOCK_RESYNC_MS;
       while (!context.signal.aborted) {
         this.wake = new AbortController();
         await this.clock.sleep(nextResync - this.clock.now(), AbortSignal.any([context.signal, this.wake.signal])).catch(() => undefined);
         if (context.signal.aborted) break;
         if (this.wake.signal.aborted) {
-          for (const { run } of lanes.values()) stopped.add(run);
           reconcile();
           context.log.info({ jobs: lanes.size }, 'schedules reloaded');
           continue;
@@ -212,19 +211,27 @@ export class Producer {
       context.stop();
       // Lanes end at their next check of the term; an add already on the wire may still land, which is
       // why the next term finishes every pending claim with the same job id.
-      await Promise.allSettled([...stopped, ...[...lanes.values()].map((entry) => entry.run)]);
+      await Promise.allSettled([desk, ...[...stopped, ...lanes.values()].map((lane) => lane.settled())]);
     }
   }
 
-  /** Logs (and reports) when every lane of the term's start has taken its job over. */
-  private reportTakeover(context: ProducerTerm, takenOver: Array<Promise<void>>): void {
+  /**
+   * What each lane of the term's start calls once it has taken its job over: once all `jobs` have, the
+   * takeover is logged and reported (at once when there are none).
+   */
+  private takeoverReport(context: ProducerTerm, jobs: number): () => void {
     const started = this.clock.now();
-    void Promise.all(takenOver).then(() => {
+    let waiting = jobs;
+    const report = (): void => {
       if (context.signal.aborted) return;
       const ms = this.clock.now() - started;
-      context.log.info({ jobs: takenOver.length, ms }, 'every job taken over');
-      this.options.onTakenOver?.(takenOver.length, ms);
-    });
+      context.log.info({ jobs, ms }, 'every job taken over');
+      this.options.onTakenOver?.(jobs, ms);
+    };
+    if (waiting === 0) queueMicrotask(report);
+    return () => {
+      if (--waiting === 0) report();
+    };
   }
 
   /** The term as its lanes see it. */
