@@ -419,22 +419,8 @@ class ClusterAdmin implements Admin {
     return membersReport(records, cordons, health, leader);
   }
 
-  /** Job names the cluster knows: every job a leader has scheduled has a state hash. */
-  private async knownJobs(): Promise<Set<string>> {
-    const prefix = this.keys.jobState('');
-    const names = new Set<string>();
-    // On Redis Cluster every key of the cluster shares one hash tag, but SCAN reads one node: ask each primary.
-    const client = this.redis as Redis | Cluster;
-    const nodes: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
-    for (const node of nodes) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', `${globEscape(prefix)}*`, 'COUNT', 500);
-        cursor = next;
-        for (const key of keys) names.add(key.slice(prefix.length));
-      } while (cursor !== '0');
-    }
-    return names;
+  private knownJobs(): Promise<Set<string>> {
+    return this.ledger.knownJobs();
   }
 
   /** The loaded job folder; undefined when none is configured or it does not exist, unless `required`. */
@@ -490,9 +476,4 @@ function holderOf(lease: { record?: { holderIdentity: string }; missing?: true; 
 
 function describeTrigger(job: ScheduledJob): string {
   return job.trigger.kind === 'cron' ? job.trigger.expression : `every ${formatDuration(job.trigger.everyMs)}`;
-}
-
-/** Escapes Redis glob characters, so a prefix or lease name is matched literally. */
-function globEscape(text: string): string {
-  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }

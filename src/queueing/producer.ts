@@ -12,6 +12,7 @@ import { JobLane, type LaneTerm } from './job-lane.js';
 import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
 import type { QueueSet } from './queue-set.js';
 import { RedisReachability } from './redis-reachability.js';
+import { takeBackRemovedJobs } from './removed-jobs.js';
 import { RunTakeBack } from './staging.js';
 import type { FencingToken, TickLedger } from './tick-ledger.js';
 
@@ -192,8 +193,10 @@ export class Producer {
     const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => lanes.get(job)?.paused())
       .run()
       .catch((error: unknown) => context.log.error({ err: error }, 'trigger desk failed'));
+    let sweep: Promise<void> = Promise.resolve();
     try {
-      reconcile(this.takeoverReport(context, this.options.jobs().size));
+      // Once every job is taken over, the staged runs of jobs this leader did not load are taken back.
+      reconcile(this.takeoverReport(context, this.options.jobs().size, () => (sweep = this.sweepRemovedJobs(context))));
       let nextResync = this.clock.now() + CLOCK_RESYNC_MS;
       while (!context.signal.aborted) {
         this.wake = new AbortController();
@@ -211,15 +214,15 @@ export class Producer {
       context.stop();
       // Lanes end at their next check of the term; an add already on the wire may still land, which is
       // why the next term finishes every pending claim with the same job id.
-      await Promise.allSettled([desk, ...[...stopped, ...lanes.values()].map((lane) => lane.settled())]);
+      await Promise.allSettled([desk, sweep, ...[...stopped, ...lanes.values()].map((lane) => lane.settled())]);
     }
   }
 
   /**
    * What each lane of the term's start calls once it has taken its job over: once all `jobs` have, the
-   * takeover is logged and reported (at once when there are none).
+   * takeover is logged and reported (at once when there are none), then `then` is called.
    */
-  private takeoverReport(context: ProducerTerm, jobs: number): () => void {
+  private takeoverReport(context: ProducerTerm, jobs: number, then: () => void): () => void {
     const started = this.clock.now();
     let waiting = jobs;
     const report = (): void => {
@@ -227,11 +230,28 @@ export class Producer {
       const ms = this.clock.now() - started;
       context.log.info({ jobs, ms }, 'every job taken over');
       this.options.onTakenOver?.(jobs, ms);
+      then();
     };
     if (waiting === 0) queueMicrotask(report);
     return () => {
       if (--waiting === 0) report();
     };
+  }
+
+  /** Takes back the staged runs of jobs this leader did not load (see takeBackRemovedJobs), retrying until the term ends. */
+  private async sweepRemovedJobs(context: ProducerTerm): Promise<void> {
+    for (let attempt = 0; !context.signal.aborted; attempt++) {
+      try {
+        const takenBack = await takeBackRemovedJobs(context, this.options.queues, this.options.jobs());
+        if (takenBack > 0) context.log.info({ takenBack }, 'took back the staged runs of jobs no longer loaded');
+        return;
+      } catch (error) {
+        if (context.signal.aborted) return;
+        const retryInMs = Math.min(RESTART_BACKOFF_MS * 2 ** attempt, MAX_RESTART_BACKOFF_MS);
+        context.log.warn({ err: error, retryInMs }, 'could not take back the staged runs of jobs no longer loaded; retrying');
+        await context.timer.nap(retryInMs).done;
+      }
+    }
   }
 
   /** The term as its lanes see it. */

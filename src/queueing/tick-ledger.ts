@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
 import { LEADER_STREAM_MAXLEN, type KeySpace } from './keys.js';
+import { isCluster, type RedisClient } from './redis-topology.js';
 
 const raiseFenceScript = new LuaScript(new URL('./lua/raiseFence.lua', import.meta.url));
 const claimTicksScript = new LuaScript(new URL('./lua/claimTicks.lua', import.meta.url));
@@ -146,6 +147,11 @@ function claimOutcome(code: number, detail: string): ClaimOutcome {
     default:
       return { kind: 'fenced' };
   }
+}
+
+/** Escapes Redis glob characters, so a prefix or a job name is matched literally. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }
 
 /** Flat `tick, state, …` pairs (as scripts return them) as records. */
@@ -338,6 +344,24 @@ export class TickLedger {
   async prune(job: string, cutoff: number, limit = 10_000): Promise<number> {
     const k = this.keys;
     return pruneLedgerScript.run<number>(this.redis, [k.ledger(job), k.ledgerIndex(job), k.skips(job)], [cutoff, limit]);
+  }
+
+  /** Job names the cluster knows: every job a leader has scheduled has a state hash. */
+  async knownJobs(): Promise<Set<string>> {
+    const prefix = this.keys.jobState('');
+    const names = new Set<string>();
+    // On Redis Cluster every key of the cluster shares one hash tag, but SCAN reads one node: ask each primary.
+    const client = this.redis as RedisClient;
+    const nodes: Redis[] = isCluster(client) ? client.nodes('master') : [client];
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${globEscape(prefix)}*`, 'COUNT', 500);
+        cursor = next;
+        for (const key of keys) names.add(key.slice(prefix.length));
+      } while (cursor !== '0');
+    }
+    return names;
   }
 
   async jobState(job: string): Promise<JobState> {

@@ -257,6 +257,35 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     assert.equal(await queue.getJobState(staged.id!), 'unknown');
   });
 
+  describe('a job removed while no instance leads (a deploy) has its staged runs taken back by the next leader', () => {
+    /** Stages a run of `gone` under term 1 (beside a job that stays), then stops term 1. */
+    const stagedThenStopped = async (): Promise<Job<TickJobData>> => {
+      jobs.set('gone', job({ name: 'gone' }));
+      jobs.set('stays', job({ name: 'stays' }));
+      const first = lead(1);
+      const staged = await stagedRun('gone');
+      await first.stop();
+      return staged;
+    };
+
+    it('a staged run', { timeout: 30_000 }, async () => {
+      const staged = await stagedThenStopped();
+      jobs.delete('gone');
+      lead(2);
+      await waitFor('the removed job’s staged run to be taken back', async () => (await state('gone', staged.data.tick)) === 'skipped|removed');
+      assert.equal(await queue.getJobState(staged.id!), 'unknown');
+    });
+
+    it('a take-back of it that term 1 marked and did not finish', { timeout: 30_000 }, async () => {
+      const staged = await stagedThenStopped();
+      assert.equal(await ledger.markUnstaging({ generation: 'gen-1', leaderTransitions: 1 }, 'gone', staged.data.tick, staged.id!, 'removed', QUEUE), 'marked');
+      jobs.delete('gone');
+      lead(2);
+      await waitFor('the take-back to be finished', async () => (await state('gone', staged.data.tick)) === 'skipped|removed');
+      assert.equal(await redis.zscore(ledger.keys.pending('gone'), String(staged.data.tick)), null, 'nothing left pending');
+    });
+  });
+
   describe('a take-back interrupted by the end of its term is finished by the next leader', () => {
     /** Stages a run under term 1, stops, and marks it for take-back as if term 1 had then died. */
     const interrupted = async (): Promise<{ tick: number; id: string }> => {
