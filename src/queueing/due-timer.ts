@@ -22,7 +22,7 @@ interface Entry extends Alarm {
   sleeper: Sleeper | undefined;
 }
 
-/** How many due naps one pass ends before it yields to the event loop (so their work starts in batches). */
+/** How many due wake-ups one pass rings before it yields to the event loop (so their work starts in batches). */
 export const DUE_BATCH = 500;
 
 /**
@@ -73,7 +73,7 @@ export class DueTimer {
     return { done, wake: () => this.ring(alarm!) };
   }
 
-  /** How many naps are pending (ended ones not yet dropped included). */
+  /** How many wake-ups are pending (rung ones not yet dropped included). */
   get size(): number {
     return this.heap.length;
   }
@@ -100,7 +100,7 @@ export class DueTimer {
     );
   }
 
-  /** Ends every due nap, {@link DUE_BATCH} per turn of the event loop, then arms for the next. */
+  /** Rings every due alarm, {@link DUE_BATCH} per turn of the event loop, then arms for the next. */
   private async drain(): Promise<void> {
     this.draining = true;
     try {

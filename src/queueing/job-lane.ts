@@ -17,7 +17,7 @@ export interface LaneTerm {
   readonly log: Logger;
   readonly ledger: TickLedger;
   readonly clock: Clock;
-  /** The term's one timer: every lane naps on it. */
+  /** The term's one timer: every lane sleeps on it. */
   readonly timer: DueTimer;
   /** The term's fenced claim, add and confirm, batched with the other lanes' calls of the same turn. */
   readonly enqueue: FencedEnqueue;
@@ -83,7 +83,7 @@ export class JobLane implements Sleeper {
   private needsPlan = true;
   /** True while the lane runs late (after a failure or a self-fence pause): the catch-up window applies. */
   private behind = false;
-  /** The definition changed since the lane last planned its nap. */
+  /** The definition changed since the lane last planned its sleep. */
   private redefined = false;
   /** Runs this lane staged (or found staged at takeover) whose due time may not have come, oldest first. */
   private staged: StagedRun[] = [];
@@ -226,7 +226,7 @@ export class JobLane implements Sleeper {
    */
   private async step(job: ScheduledJob): Promise<Next> {
     if (this.releaseDue) {
-      // Woken from a nap taken while a tick was buffered, or waiting for the next tick: release it if its turn came.
+      // Woken from a sleep taken while a tick was buffered, or before the next tick: release it if its turn came.
       this.releaseDue = false;
       if (!this.over) await this.release(job);
       return GO_ON;
