@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -109,18 +109,7 @@ describe('admin commands of the CLI, on a real Redis', () => {
     const api = await FakeLeaseServer.start();
     const dir = await mkdtemp(join(tmpdir(), 'leasebeat-kubeconfig-'));
     try {
-      const kubeconfig = join(dir, 'config');
-      await writeFile(
-        kubeconfig,
-        [
-          'apiVersion: v1',
-          'kind: Config',
-          `clusters:\n- name: fake\n  cluster:\n    server: ${api.url}\n    insecure-skip-tls-verify: true`,
-          'users:\n- name: fake\n  user:\n    token: fake-token',
-          'contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake',
-          'current-context: fake',
-        ].join('\n'),
-      );
+      const kubeconfig = await api.writeKubeconfig(dir);
       const lock = new KubernetesLeaseLock({ namespace: 'ops', name: 'leasebeat', identity: 'pod-in-k8s', kubeConfig: api.kubeConfig() });
       const now = Date.now();
       await lock.create({ holderIdentity: 'pod-in-k8s', leaseDurationSeconds: 15, acquireTime: now, renewTime: now, leaderTransitions: 3 }, AbortSignal.timeout(5000));

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
@@ -258,18 +258,7 @@ void describe('KubernetesLeaseLock against the fake API server', () => {
 
   void it('without a kubeConfig it loads the default one ($KUBECONFIG)', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'leasebeat-kubeconfig-'));
-    const file = join(dir, 'config');
-    await writeFile(file, [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters:',
-      `- name: fake\n  cluster:\n    server: ${server.url}\n    insecure-skip-tls-verify: true`,
-      'users:',
-      '- name: fake\n  user:\n    token: fake-token',
-      'contexts:',
-      '- name: fake\n  context:\n    cluster: fake\n    user: fake',
-      'current-context: fake',
-    ].join('\n'));
+    const file = await server.writeKubeconfig(dir);
     const previous = process.env.KUBECONFIG;
     process.env.KUBECONFIG = file;
     try {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -41,18 +41,7 @@ void describe('@kubernetes/client-node loads only when a Kubernetes lock is used
   before(async () => {
     server = await FakeLeaseServer.start();
     dir = await mkdtemp(join(tmpdir(), 'leasebeat-lazy-k8s-'));
-    kubeconfig = join(dir, 'config');
-    await writeFile(kubeconfig, [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters:',
-      `- name: fake\n  cluster:\n    server: ${server.url}\n    insecure-skip-tls-verify: true`,
-      'users:',
-      '- name: fake\n  user:\n    token: fake-token',
-      'contexts:',
-      '- name: fake\n  context:\n    cluster: fake\n    user: fake',
-      'current-context: fake',
-    ].join('\n'));
+    kubeconfig = await server.writeKubeconfig(dir);
   });
   after(async () => {
     await server.close();

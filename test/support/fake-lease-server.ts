@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { LeaseWatchHub, type WatchedLease } from './fake-lease-watch.js';
 
@@ -313,6 +315,23 @@ export class FakeLeaseServer {
       currentContext: 'fake',
     });
     return kubeConfig;
+  }
+
+  /** Writes a kubeconfig file for this server into `dir`, for code that loads the default one (`$KUBECONFIG`); returns its path. */
+  async writeKubeconfig(dir: string): Promise<string> {
+    const file = join(dir, 'config');
+    await writeFile(
+      file,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        `clusters:\n- name: fake\n  cluster:\n    server: ${this.url}\n    insecure-skip-tls-verify: true`,
+        'users:\n- name: fake\n  user:\n    token: fake-token',
+        'contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake',
+        'current-context: fake',
+      ].join('\n'),
+    );
+    return file;
   }
 
   // --- assertions -----------------------------------------------------------------------------------
