@@ -8,7 +8,7 @@ import type { TickJobData } from '../../src/queueing/job-data.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { Producer } from '../../src/queueing/producer.js';
 import { QueueSet } from '../../src/queueing/queue-set.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { TickLedger, type UnstageReason } from '../../src/queueing/tick-ledger.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { waitFor } from '../support/ledger-audit.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -22,6 +22,8 @@ const EVERY = '3s';
 const STAGE_AHEAD_MS = 2_500;
 /** A staged run the tests act on has at least this long left before its due time (room for a loaded machine). */
 const ROOM_MS = 1_200;
+/** The fencing token `lead(1)` produces under (see test/support/term.ts). */
+const TERM_1 = { generation: 'gen-1', leaderTransitions: 1 };
 
 const job = (definition: Partial<JobDefinition> & { name: string }): ScheduledJob =>
   scheduledJob({ every: EVERY, handler: () => undefined, ...definition } as Partial<JobDefinition> & { name: string });
@@ -97,6 +99,18 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     });
 
   const state = (name: string, tick: number): Promise<string | undefined> => ledger.tickState(name, tick);
+
+  /** Stages a run of `name` under term 1, then ends term 1 (a leader that died or handed over). */
+  const stagedByEndedTerm = async (name: string): Promise<Job<TickJobData>> => {
+    const first = lead(1);
+    const staged = await stagedRun(name);
+    await first.stop();
+    return staged;
+  };
+
+  /** Term 1 (its token, now perhaps stale) marks a take-back of `run`, as a leader that died right after would have. */
+  const markedByTerm1 = (name: string, run: Job<TickJobData>, reason: UnstageReason = 'paused'): Promise<'marked' | 'settled' | 'fenced'> =>
+    ledger.markUnstaging(TERM_1, name, run.data.tick, run.id!, reason, QUEUE);
 
   it('adds each tick as a delayed job before it is due; BullMQ starts it at the tick, once', { timeout: 30_000 }, async () => {
     jobs.set('steady', job({ name: 'steady' }));
@@ -206,9 +220,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
   it('a term that ends between staging and the tick leaves a valid run: the next leader neither stages it again nor loses it', { timeout: 30_000 }, async () => {
     jobs.set('handover', job({ name: 'handover' }));
     const runs = work();
-    const first = lead(1);
-    const staged = await stagedRun('handover');
-    await first.stop();
+    const staged = await stagedByEndedTerm('handover');
     lead(2);
     await waitFor('the staged run to start', () => runs.find((run) => run.tick === staged.data.tick), 10_000);
     await waitFor('a run of the new term', () => runs.find((run) => run.tick > staged.data.tick), 10_000);
@@ -235,9 +247,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
   it('a schedule edited during a handover: the next leader takes back the tick it lost and enqueues the one it gained', { timeout: 30_000 }, async () => {
     jobs.set('moved', job({ name: 'moved' }));
-    const first = lead(1);
-    const staged = await stagedRun('moved');
-    await first.stop();
+    const staged = await stagedByEndedTerm('moved');
     const earlier = staged.data.tick - 500;
     jobs.set('moved', job({ name: 'moved', startAt: new Date(earlier) }));
     lead(2);
@@ -247,9 +257,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
   it('the next leader takes back a run staged by an earlier term when the job is paused', { timeout: 30_000 }, async () => {
     jobs.set('inherited', job({ name: 'inherited' }));
-    const first = lead(1);
-    const staged = await stagedRun('inherited');
-    await first.stop();
+    const staged = await stagedByEndedTerm('inherited');
     // Paused while no instance leads: the notice reaches nobody, the takeover reads the pause.
     await ledger.pause('inherited');
     lead(2);
@@ -262,10 +270,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const stagedThenStopped = async (): Promise<Job<TickJobData>> => {
       jobs.set('gone', job({ name: 'gone' }));
       jobs.set('stays', job({ name: 'stays' }));
-      const first = lead(1);
-      const staged = await stagedRun('gone');
-      await first.stop();
-      return staged;
+      return stagedByEndedTerm('gone');
     };
 
     it('a staged run', { timeout: 30_000 }, async () => {
@@ -278,7 +283,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
     it('a take-back of it that term 1 marked and did not finish', { timeout: 30_000 }, async () => {
       const staged = await stagedThenStopped();
-      assert.equal(await ledger.markUnstaging({ generation: 'gen-1', leaderTransitions: 1 }, 'gone', staged.data.tick, staged.id!, 'removed', QUEUE), 'marked');
+      assert.equal(await markedByTerm1('gone', staged, 'removed'), 'marked');
       jobs.delete('gone');
       lead(2);
       await waitFor('the take-back to be finished', async () => (await state('gone', staged.data.tick)) === 'skipped|removed');
@@ -290,12 +295,9 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     /** Stages a run under term 1, stops, and marks it for take-back as if term 1 had then died. */
     const interrupted = async (): Promise<{ tick: number; id: string }> => {
       jobs.set('interrupted', job({ name: 'interrupted' }));
-      const first = lead(1);
-      const staged = await stagedRun('interrupted');
-      await first.stop();
+      const staged = await stagedByEndedTerm('interrupted');
       await ledger.pause('interrupted');
-      const token = { generation: 'gen-1', leaderTransitions: 1 };
-      assert.equal(await ledger.markUnstaging(token, 'interrupted', staged.data.tick, staged.id!, 'paused', QUEUE), 'marked');
+      assert.equal(await markedByTerm1('interrupted', staged), 'marked');
       return { tick: staged.data.tick, id: staged.id! };
     };
 
@@ -345,16 +347,14 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     jobs.set('retried', job({ name: 'retried', attempts: 2, backoff: { type: 'fixed', delay: 60_000 } }));
     const failing: Worker = new Worker(QUEUE, (): Promise<void> => Promise.reject(new Error('first attempt fails')), { connection: redis.duplicate({ maxRetriesPerRequest: null }) });
     workers.push(failing);
-    const first = lead(1);
-    const staged = await stagedRun('retried');
-    await first.stop();
+    const staged = await stagedByEndedTerm('retried');
     await waitFor('the first attempt to fail into its retry delay', async () => {
       const run = await queue.getJob(staged.id!);
       return run?.attemptsMade === 1 && (await run.getState()) === 'delayed';
     }, 15_000);
     // Term 1 marked a take-back and died before the pull: the next leader finishes it, and must see the run started.
     await ledger.pause('retried');
-    assert.equal(await ledger.markUnstaging({ generation: 'gen-1', leaderTransitions: 1 }, 'retried', staged.data.tick, staged.id!, 'paused', QUEUE), 'marked');
+    assert.equal(await markedByTerm1('retried', staged), 'marked');
     lead(2);
     await waitFor('the take-back to settle', async () => (await state('retried', staged.data.tick)) === `enqueued|${staged.id}`);
     assert.equal(await queue.getJobState(staged.id!), 'delayed', 'its retry stands');
@@ -362,14 +362,11 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
   it('a run promoted before its take-back runs as staged, and stays recorded enqueued', { timeout: 30_000 }, async () => {
     jobs.set('late', job({ name: 'late' }));
-    const first = lead(1);
-    const staged = await stagedRun('late');
-    await first.stop();
+    const staged = await stagedByEndedTerm('late');
     // The promotion wins the race: the run is in the wait list by the time the take-back is marked.
     await staged.promote();
     await ledger.pause('late');
-    const token = { generation: 'gen-1', leaderTransitions: 1 };
-    assert.equal(await ledger.markUnstaging(token, 'late', staged.data.tick, staged.id!, 'paused', QUEUE), 'marked');
+    assert.equal(await markedByTerm1('late', staged), 'marked');
     lead(2);
     await waitFor('the take-back to settle', async () => (await state('late', staged.data.tick)) === `enqueued|${staged.id}`);
     assert.equal(await queue.getJobState(staged.id!), 'waiting', 'the promoted run is left to run');
@@ -377,14 +374,11 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
   it('a stale term can neither stage nor take back a run', { timeout: 30_000 }, async () => {
     jobs.set('fenced', job({ name: 'fenced' }));
-    const first = lead(1);
-    const staged = await stagedRun('fenced');
-    await first.stop();
+    const staged = await stagedByEndedTerm('fenced');
     lead(2);
     await waitFor('the second term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 2);
-    const stale = { generation: 'gen-1', leaderTransitions: 1 };
-    assert.equal(await ledger.markUnstaging(stale, 'fenced', staged.data.tick, staged.id!, 'paused', QUEUE), 'fenced');
-    const [outcome] = await ledger.claimTicks(stale, [{ job: 'fenced', tick: staged.data.tick + 60_000, jobId: 'x', request: { previousTick: staged.data.tick } }]);
+    assert.equal(await markedByTerm1('fenced', staged), 'fenced');
+    const [outcome] = await ledger.claimTicks(TERM_1, [{ job: 'fenced', tick: staged.data.tick + 60_000, jobId: 'x', request: { previousTick: staged.data.tick } }]);
     assert.deepEqual(outcome, { kind: 'fenced' });
     assert.equal(await state('fenced', staged.data.tick), `enqueued|${staged.id}`);
   });
