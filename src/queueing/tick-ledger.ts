@@ -220,7 +220,26 @@ export class TickLedger {
    * the fence is past `token`. Keep batches bounded (a few hundred): the script holds Redis meanwhile.
    */
   async claimTicks(token: FencingToken, claims: TickClaim[]): Promise<ClaimOutcome[]> {
-    return this.runClaims(token, claims);
+    if (claims.length === 0) return [];
+    const k = this.keys;
+    const reply = await claimTicksScript.run<Array<number | string>>(
+      this.redis,
+      [k.fence, k.retiredGenerations, k.paused, ...claims.flatMap(({ job }) => [k.ledger(job), k.ledgerIndex(job), k.pending(job), k.jobState(job)])],
+      [
+        token.generation,
+        token.leaderTransitions,
+        ...claims.flatMap(({ job, tick, jobId, request = {} }) => [
+          job,
+          tick,
+          jobId,
+          request.skip ? 'skip' : request.buffer ? 'buffer' : 'enqueue',
+          request.skip ?? '',
+          request.previousTick ?? '',
+        ]),
+      ],
+    );
+    if (reply[0] === -1) return claims.map(() => ({ kind: 'fenced' }));
+    return claims.map((_, i) => claimOutcome(Number(reply[2 * i]), String(reply[2 * i + 1])));
   }
 
   /** Records that the claimed tick's job is in BullMQ. */
@@ -230,7 +249,13 @@ export class TickLedger {
 
   /** {@link confirm} for many ticks in one script. */
   async confirmTicks(confirmations: TickConfirmation[], now: number): Promise<void> {
-    await this.runConfirms(confirmations, now);
+    if (confirmations.length === 0) return;
+    const k = this.keys;
+    await confirmTicksScript.run(
+      this.redis,
+      confirmations.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job)]),
+      [now, ...confirmations.flatMap(({ tick, jobId }) => [tick, jobId])],
+    );
   }
 
   /**
@@ -275,40 +300,6 @@ export class TickLedger {
     return (await settleUnstagingScript.run<number>(this.redis, [k.ledger(job), k.pending(job), k.jobState(job)], [tick, outcome])) === 1;
   }
 
-  // The scripts behind both the single and the batch methods, so that a subclass that confirms writes
-  // (DurableTickLedger) overrides each public method once and no call is confirmed twice.
-  private async runClaims(token: FencingToken, claims: TickClaim[]): Promise<ClaimOutcome[]> {
-    if (claims.length === 0) return [];
-    const k = this.keys;
-    const reply = await claimTicksScript.run<Array<number | string>>(
-      this.redis,
-      [k.fence, k.retiredGenerations, k.paused, ...claims.flatMap(({ job }) => [k.ledger(job), k.ledgerIndex(job), k.pending(job), k.jobState(job)])],
-      [
-        token.generation,
-        token.leaderTransitions,
-        ...claims.flatMap(({ job, tick, jobId, request = {} }) => [
-          job,
-          tick,
-          jobId,
-          request.skip ? 'skip' : request.buffer ? 'buffer' : 'enqueue',
-          request.skip ?? '',
-          request.previousTick ?? '',
-        ]),
-      ],
-    );
-    if (reply[0] === -1) return claims.map(() => ({ kind: 'fenced' }));
-    return claims.map((_, i) => claimOutcome(Number(reply[2 * i]), String(reply[2 * i + 1])));
-  }
-
-  private async runConfirms(confirmations: TickConfirmation[], now: number): Promise<void> {
-    if (confirmations.length === 0) return;
-    const k = this.keys;
-    await confirmTicksScript.run(
-      this.redis,
-      confirmations.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job)]),
-      [now, ...confirmations.flatMap(({ tick, jobId }) => [tick, jobId])],
-    );
-  }
 
   /** Records a range of ticks that will not run. Refuses (`invalid`) an inverted or empty range. */
   async skipRange(token: FencingToken, job: string, range: SkippedRange): Promise<SkipRangeOutcome> {
