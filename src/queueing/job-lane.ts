@@ -458,7 +458,6 @@ export class JobLane implements Sleeper {
       }
       this.staged = this.staged.filter((other) => other !== run);
       if (outcome === 'taken-back') {
-        this.term.metrics?.skipped(this.name, reason, 1);
         this.log.info({ tick: new Date(run.tick), reason }, 'took back a staged run before its due time');
       } else {
         this.log.info({ tick: new Date(run.tick), reason, outcome }, 'a staged run could not be taken back: BullMQ had promoted it');

@@ -292,6 +292,7 @@ export class Producer {
         ledger,
         queues: this.options.queues,
         ...(this.options.confirmWrite ? { confirm: this.options.confirmWrite } : {}),
+        onTakenBack: (job, reason) => this.options.metrics?.skipped(job, reason, 1),
       }),
       metrics: this.options.metrics,
       now: () => this.now(),

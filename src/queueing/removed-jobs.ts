@@ -1,4 +1,5 @@
 import type { ScheduledJob } from '../scheduling/define-job.js';
+import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { MIN_RETENTION_MS } from './fenced-enqueue.js';
 import type { LaneTerm } from './job-lane.js';
 import type { QueueSet } from './queue-set.js';
@@ -11,8 +12,6 @@ const BATCH = 500;
  * jitter) is gone, and a staged run is never further than its jitter behind its tick.
  */
 const STAGED_LOOKBACK_MS = 60_000;
-/** The queue a definition uses when it names none: where a removed job's runs are looked for first. */
-const DEFAULT_QUEUE = 'leasebeat';
 
 /**
  * At the start of a term, takes back the staged runs of jobs the ledger knows and this leader did not
@@ -24,7 +23,8 @@ const DEFAULT_QUEUE = 'leasebeat';
 export async function takeBackRemovedJobs(term: LaneTerm, queueSet: QueueSet, loaded: ReadonlyMap<string, ScheduledJob>): Promise<number> {
   const removed = [...(await term.ledger.knownJobs())].filter((name) => !loaded.has(name));
   term.reached();
-  const queues = [...new Set([DEFAULT_QUEUE, ...[...loaded.values()].map((job) => job.queue)])];
+  // The queue a definition uses when it names none first, then those of the loaded jobs.
+  const queues = [...new Set([JOB_DEFAULTS.queue, ...[...loaded.values()].map((job) => job.queue)])];
   let takenBack = 0;
   for (let i = 0; i < removed.length; i += BATCH) {
     const batch = removed.slice(i, i + BATCH);
@@ -34,10 +34,7 @@ export async function takeBackRemovedJobs(term: LaneTerm, queueSet: QueueSet, lo
       const job = batch[index]!;
       for (const { tick, state: recorded } of state.pending) {
         const progress = takeBackInProgress(recorded);
-        if (progress && (await term.takeBack.finish(job, tick, progress, MIN_RETENTION_MS)) === 'taken-back') {
-          term.metrics?.skipped(job, progress.reason, 1);
-          takenBack++;
-        }
+        if (progress && (await term.takeBack.finish(job, tick, progress, MIN_RETENTION_MS)) === 'taken-back') takenBack++;
       }
       for (const { tick, state: recorded } of state.recent) {
         if (!recorded.startsWith('enqueued|')) continue;
@@ -51,10 +48,7 @@ export async function takeBackRemovedJobs(term: LaneTerm, queueSet: QueueSet, lo
           term.fenced();
           return takenBack;
         }
-        if (outcome === 'taken-back') {
-          term.metrics?.skipped(job, 'removed', 1);
-          takenBack++;
-        }
+        if (outcome === 'taken-back') takenBack++;
       }
     }
     term.reached();

@@ -42,6 +42,8 @@ export interface RunTakeBackOptions {
   queues: QueueSet;
   /** Confirms a write on replicas (the durable topologies): the pull must outlive a failover before it is recorded. */
   confirm?: (key: string, what: string) => Promise<void>;
+  /** Called for each run taken back (recorded skipped for `reason`): the skip metrics. */
+  onTakenBack?: (job: string, reason: UnstageReason) => void;
 }
 
 /**
@@ -75,6 +77,7 @@ export class RunTakeBack {
     if (pulled) await this.options.confirm?.(queue.keys.delayed!, `take-back of ${progress.jobId}`);
     const outcome = pulled ? 'taken-back' : 'runs';
     await this.options.ledger.settleUnstaging(job, tick, outcome);
+    if (pulled) this.options.onTakenBack?.(job, progress.reason);
     return outcome;
   }
 
