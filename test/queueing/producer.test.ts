@@ -127,14 +127,22 @@ describe('Producer on a real Redis and BullMQ', () => {
     jobs.set('fast', scheduled({ name: 'fast' }));
     let leading = true;
     let ended = false;
+    /** Self-fence checks answered `false`: the lane's and the enqueue path's few, then the pause's poll every 100 ms. */
+    let deniedChecks = 0;
     const stop = new AbortController();
-    const run = producer({ stillLeading: () => leading })
+    const stillLeading = (): boolean => {
+      if (!leading) deniedChecks++;
+      return leading;
+    };
+    const run = producer({ stillLeading })
       .run(term(1), stop.signal)
       .finally(() => (ended = true));
     await waitFor('a first enqueue', async () => (await ledger.jobState('fast')).enqueued >= 1);
     leading = false;
     const pausedAt = Date.now();
-    await sleep(50); // a claim already past its self-fence check may still land
+    // A claim or add already past its self-fence check may still land. Once the pause polls (more denied
+    // checks than the lane's own step makes), the lane is parked and nothing of it is on the wire.
+    await waitFor('the producer to park on the self-fence', () => deniedChecks >= 6);
     const atLoss = await ledger.jobState('fast');
     await sleep(2_200 - (Date.now() - pausedAt)); // two ticks come due while paused
     assert.deepEqual(await ledger.jobState('fast'), atLoss, 'no claim and no add while self-fenced');
