@@ -140,9 +140,10 @@ describe('Producer on a real Redis and BullMQ', () => {
     await waitFor('a first enqueue', async () => (await ledger.jobState('fast')).enqueued >= 1);
     leading = false;
     const pausedAt = Date.now();
-    // A claim or add already past its self-fence check may still land. Once the pause polls (more denied
-    // checks than the lane's own step makes), the lane is parked and nothing of it is on the wire.
-    await waitFor('the producer to park on the self-fence', () => deniedChecks >= 6);
+    // A claim or add already past its self-fence check may still land. A lane's step asks at most five
+    // times before it parks; past that the asking is the pause's poll (every 100 ms), so the lane is
+    // parked and nothing of it is on the wire.
+    await waitFor('the producer to park on the self-fence', () => deniedChecks >= 10);
     const atLoss = await ledger.jobState('fast');
     await sleep(2_200 - (Date.now() - pausedAt)); // two ticks come due while paused
     assert.deepEqual(await ledger.jobState('fast'), atLoss, 'no claim and no add while self-fenced');
