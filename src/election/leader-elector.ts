@@ -15,7 +15,8 @@ import { LockConflictError, LockNotFoundError } from './resource-lock.js';
 
 /**
  * A follower with a live feed wakes this long after the observed expiry: a timer may fire up to a
- * millisecond early against `Date.now()`, and an attempt a hair before expiry is a wasted round trip.
+ * millisecond early against `performance.now()` (Node counts timers in whole milliseconds of the event
+ * loop's time), and an attempt a hair before expiry is a wasted round trip.
  */
 const EXPIRY_MARGIN_MS = 5;
 /** Upper bound of the deterministic per-identity delay before contending for a released lease. */
@@ -38,8 +39,8 @@ interface Observed {
   raw: string;
   version: LockVersion;
   /**
-   * Local time from which the lease counts: when a changed record arrived (a follower's view), or when
-   * our own successful write was *sent* (a holder's view). Both err on the side of a shorter lease.
+   * Monotonic time from which the lease counts: when a changed record arrived (a follower's view), or
+   * when our own successful write was *sent* (a holder's view). Both err on the side of a shorter lease.
    */
   time: number;
   /** Why the stored record could not be decoded, if it could not. */
@@ -56,7 +57,15 @@ interface Observed {
  * Renewal follows client-go: a round starts at once after acquiring and then RetryPeriod after the
  * previous round; each round retries every RetryPeriod and gives up RenewDeadline after *it* started.
  * So a leader can believe it leads for up to RetryPeriod + RenewDeadline after its last good renewal,
- * which is why the guarded work must also self-fence on `lastRenewTime()` (see `Scheduler`).
+ * which is why the guarded work must also self-fence on `renewedWithin(RenewDeadline)` (see `Scheduler`).
+ *
+ * Time: every duration (a lease's expiry, the renew deadline, the self-fence, standing aside, the health
+ * check) is measured on the clock's monotonic reading, as client-go measures them on the monotonic
+ * reading that Go's `time.Now()` carries. The wall clock only stamps the record's `acquireTime` and
+ * `renewTime`, which no decision reads: an NTP step or a jumped clock on one host moves no deadline. Like
+ * Go's, the monotonic clock may stop while the host is suspended: a leader resumed from a suspend counts
+ * only the time it was awake, and its claims are then turned away by the fence in Redis, which the next
+ * leader raised.
  *
  * Deliberate differences from client-go, each on the side of safety:
  * - Every write is a compare-and-swap on the version of the very observation it was decided on. client-go
@@ -88,7 +97,9 @@ export class LeaderElector {
   private reportedLeader: string | undefined;
   private currentTerm: Term | undefined;
   private leadership: AbortController | undefined;
-  private lastRenewStart = 0;
+  /** Monotonic time at which the last successful acquire or renew started; -Infinity before the first. */
+  private lastRenewStart = Number.NEGATIVE_INFINITY;
+  /** Monotonic time until which a resigner does not campaign. */
   private standAsideUntil = 0;
   private running = false;
   private readonly feed: LeaseFeed;
@@ -162,7 +173,7 @@ export class LeaderElector {
   resign(reason: string): boolean {
     if (!this.leadership || this.leadership.signal.aborted) return false;
     this.log.warn({ term: this.currentTerm, reason }, 'resigning the lease');
-    this.standAsideUntil = this.clock.now() + this.config.leaseDurationMs;
+    this.standAsideUntil = this.clock.monotonic() + this.config.leaseDurationMs;
     this.leadership.abort(new LeadershipLostError(`resigned: ${reason}`));
     return true;
   }
@@ -173,11 +184,22 @@ export class LeaderElector {
   }
 
   /**
-   * Wall-clock time at which the last successful acquire or renew started. The guarded work must stop
-   * once RenewDeadline has passed since then, even if the elector has not yet noticed (a paused process).
+   * True when the last successful acquire or renew started less than `ms` ago, on the monotonic clock.
+   * The guarded work must stop once RenewDeadline has passed since then, even if the elector has not yet
+   * noticed (a paused process): `renewedWithin(settings.renewDeadlineMs)` is that self-fence.
+   */
+  renewedWithin(ms: number): boolean {
+    return this.clock.monotonic() - this.lastRenewStart < ms;
+  }
+
+  /**
+   * When the last successful acquire or renew started (0 before the first), as the wall clock reads now:
+   * the monotonic time since then, taken back from `clock.now()`. A step of the wall clock moves it along,
+   * so `clock.now() - lastRenewTime()` stays the true time since. For reports; fence with `renewedWithin`.
    */
   lastRenewTime(): number {
-    return this.lastRenewStart;
+    if (this.lastRenewStart === Number.NEGATIVE_INFINITY) return 0;
+    return this.clock.now() - (this.clock.monotonic() - this.lastRenewStart);
   }
 
   /** The configuration in force, with defaults applied. */
@@ -191,7 +213,7 @@ export class LeaderElector {
    */
   check(maxTolerableExpiredMs: number): Error | undefined {
     if (!this.isLeader()) return undefined;
-    const sinceObservation = this.clock.now() - this.observed!.time;
+    const sinceObservation = this.clock.monotonic() - this.observed!.time;
     if (sinceObservation > this.config.leaseDurationMs + maxTolerableExpiredMs) {
       return new Error(
         `failed to renew leadership on ${this.config.name}: last renewal ${sinceObservation} ms ago, ` +
@@ -215,12 +237,14 @@ export class LeaderElector {
    */
   private async attempt(signal: AbortSignal | undefined, known: LockObservation | undefined): Promise<boolean> {
     const { lock } = this.config;
-    const now = this.clock.now();
+    // The record is stamped with wall time, for people and tools; every decision below is on `now`.
+    const timestamp = this.clock.now();
+    const now = this.clock.monotonic();
     const desired: LeaderElectionRecord = {
       holderIdentity: this.identity,
       leaseDurationSeconds: Math.ceil(this.config.leaseDurationMs / 1000),
-      acquireTime: now,
-      renewTime: now,
+      acquireTime: timestamp,
+      renewTime: timestamp,
       leaderTransitions: 0,
     };
 
@@ -260,7 +284,8 @@ export class LeaderElector {
     }
 
     // 3. Restart the expiry countdown only when the record changed. Expiry is judged by when *we* saw the
-    //    change, never by the remote renewTime, so skewed clocks cannot steal a healthy lease.
+    //    change, never by the remote renewTime, so skewed clocks cannot steal a healthy lease; and on our
+    //    monotonic clock, so a step of our own wall clock cannot either.
     this.observe(observation);
     const current = observation.record;
     // Renewing is only for a term in progress: a record that still names us after our term ended is taken
@@ -334,10 +359,11 @@ export class LeaderElector {
 
   /** Writes the released record (empty holder, 1 s, transitions kept) over `base`. */
   private async writeRelease(base: LockVersion, leaderTransitions: number, signal: AbortSignal): Promise<void> {
-    const now = this.clock.now();
-    const released: LeaderElectionRecord = { holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaderTransitions };
+    const timestamp = this.clock.now();
+    const sentAt = this.clock.monotonic();
+    const released: LeaderElectionRecord = { holderIdentity: '', leaseDurationSeconds: 1, acquireTime: timestamp, renewTime: timestamp, leaderTransitions };
     const version = await this.request('update', signal, (s) => this.config.lock.update(released, base, s));
-    this.observeOwnWrite(released, version, now);
+    this.observeOwnWrite(released, version, sentAt);
     this.log.info('released the lease');
   }
 
@@ -366,7 +392,7 @@ export class LeaderElector {
   }
 
   private async acquire(signal: AbortSignal): Promise<boolean> {
-    const aside = this.standAsideUntil - this.clock.now();
+    const aside = this.standAsideUntil - this.clock.monotonic();
     if (aside > 0) {
       this.log.info({ forMs: aside }, 'standing aside after resigning');
       try {
@@ -421,7 +447,7 @@ export class LeaderElector {
   private untilExpiry(): number {
     const observed = this.observed!;
     if (observed.record.holderIdentity === '' && !observed.damaged) return 0;
-    return Math.max(0, observed.time + this.leaseMs(observed) - this.clock.now()) + EXPIRY_MARGIN_MS;
+    return Math.max(0, observed.time + this.leaseMs(observed) - this.clock.monotonic()) + EXPIRY_MARGIN_MS;
   }
 
   /** The record as the live feed last reported it, when it may stand in for a read. */
@@ -553,12 +579,12 @@ export class LeaderElector {
       record: { ...observation.record },
       raw: observation.raw,
       version: observation.version,
-      time: changed ? this.clock.now() : this.observed!.time,
+      time: changed ? this.clock.monotonic() : this.observed!.time,
       ...(observation.damaged ? { damaged: observation.damaged } : {}),
     };
   }
 
-  /** Takes in our own successful write, counted from when it was sent. */
+  /** Takes in our own successful write, counted from when it was sent (a monotonic reading). */
   private observeOwnWrite(record: LeaderElectionRecord, version: LockVersion, sentAt: number): void {
     this.observed = { record: { ...record }, raw: serializeRecord(record), version, time: sentAt };
     if (record.holderIdentity === this.identity) this.lastRenewStart = sentAt;

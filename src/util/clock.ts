@@ -3,15 +3,26 @@
  * time deterministically instead of sleeping.
  */
 export interface Clock {
-  /** Wall-clock milliseconds since the Unix epoch. */
+  /**
+   * Wall-clock milliseconds since the Unix epoch: for timestamps that are written down or shown. Never
+   * for durations: NTP steps it, an operator sets it, a resumed VM jumps it, in either direction.
+   */
   now(): number;
-  /** Resolves after `ms`, or rejects with the signal's reason once it aborts. */
+  /**
+   * Milliseconds on a clock that only runs forward at a steady rate, from an arbitrary origin: for every
+   * duration (how long since, how long until). Only differences of two readings mean anything. Like Go's
+   * monotonic clock reading, which client-go's leader election relies on, it may stop while the host is
+   * suspended.
+   */
+  monotonic(): number;
+  /** Resolves after `ms` (of monotonic time), or rejects with the signal's reason once it aborts. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
-/** The process clock, backed by `Date.now` and `setTimeout`. */
+/** The process clock, backed by `Date.now`, `performance.now` and `setTimeout` (itself monotonic). */
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   sleep: (ms, signal) =>
     new Promise<void>((resolve, reject) => {
       if (signal?.aborted) {

@@ -4,7 +4,7 @@ import { ElectionConfigError, type LeaderCallbacks, type LeaderElectionConfig } 
 import { LeaderElector } from '../../src/election/leader-elector.js';
 import type { LeaderElectionRecord, Term } from '../../src/election/record.js';
 import { LockConflictError } from '../../src/election/resource-lock.js';
-import { ManualClock, settle } from '../support/manual-clock.js';
+import { advanceTogether, ManualClock, settle } from '../support/manual-clock.js';
 import { MemoryLeaseStore, MemoryLock } from '../support/memory-lock.js';
 
 const LEASE = 15_000;
@@ -12,6 +12,8 @@ const RENEW = 10_000;
 const RETRY = 2_000;
 /** min(20 ms, RetryPeriod / 10): the longest a candidate waits before contending for a released lease. */
 const MAX_STAGGER = 20;
+/** A step of the wall clock far beyond every duration of the election. */
+const HOUR = 3_600_000;
 
 interface Harness {
   clock: ManualClock;
@@ -50,6 +52,21 @@ function harness(options: Partial<LeaderElectionConfig> & { identity?: string; s
 
 function held(holder: string, clock: ManualClock, extra: Partial<LeaderElectionRecord> = {}): LeaderElectionRecord {
   return { holderIdentity: holder, leaseDurationSeconds: 10, acquireTime: clock.now(), renewTime: clock.now(), leaderTransitions: 0, ...extra };
+}
+
+/** L1 and L2 from the store's own write history: transitions never fall, and no token has two holders. */
+function assertTermOrder(store: MemoryLeaseStore): void {
+  const holders = new Map<string, string>();
+  let previous = -1;
+  for (const write of store.writes) {
+    const { holderIdentity, leaderTransitions } = write.record;
+    assert.ok(leaderTransitions >= previous, `transitions went back from ${previous} to ${leaderTransitions} (write by ${write.identity})`);
+    previous = leaderTransitions;
+    if (holderIdentity === '') continue;
+    const token = `${write.generation}/${leaderTransitions}`;
+    assert.equal(holders.get(token) ?? holderIdentity, holderIdentity, `token ${token} held by two holders`);
+    holders.set(token, holderIdentity);
+  }
 }
 
 describe('config validation', () => {
@@ -217,7 +234,7 @@ describe('tryAcquireOrRenew (client-go scenarios)', () => {
   });
 
   it('a skew of ±1 h between the lease renewTime and our clock changes nothing', async () => {
-    for (const skew of [-3_600_000, 3_600_000]) {
+    for (const skew of [-HOUR, HOUR]) {
       const h = harness();
       // The holder's clock is an hour off: its renewTime looks ancient (or from the future) to us.
       h.store.put(held('other', h.clock, { renewTime: h.clock.now() + skew, acquireTime: h.clock.now() + skew }));
@@ -229,12 +246,18 @@ describe('tryAcquireOrRenew (client-go scenarios)', () => {
     }
   });
 
-  it('our own wall clock jumping by an hour does not make a live lease look expired before it is', async () => {
-    const h = harness();
-    h.store.put(held('other', h.clock));
-    assert.equal(await h.elector.tryAcquireOrRenew(), false);
-    h.clock.set(h.clock.now() - 3_600_000);
-    assert.equal(await h.elector.tryAcquireOrRenew(), false);
+  it('our own wall clock stepping by ±1 h neither ends nor stretches a live lease: it lasts its duration of monotonic time', async () => {
+    for (const step of [-HOUR, HOUR]) {
+      const h = harness();
+      h.store.put(held('other', h.clock));
+      assert.equal(await h.elector.tryAcquireOrRenew(), false);
+      h.clock.set(h.clock.now() + step);
+      assert.equal(await h.elector.tryAcquireOrRenew(), false, `step ${step}: must not steal a live lease`);
+      await h.clock.advance(9_999);
+      assert.equal(await h.elector.tryAcquireOrRenew(), false);
+      await h.clock.advance(2);
+      assert.equal(await h.elector.tryAcquireOrRenew(), true, `step ${step}: takes over after the observed duration`);
+    }
   });
 });
 
@@ -494,28 +517,6 @@ describe('check (healthz)', () => {
 describe('safety under faults', () => {
   const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
 
-  /** Steps two processes' clocks together, in small steps, so their loops interleave as in real time. */
-  async function together(clocks: ManualClock[], ms: number, step = 50): Promise<void> {
-    for (let elapsed = 0; elapsed < ms; elapsed += step) {
-      for (const clock of clocks) await clock.advance(Math.min(step, ms - elapsed));
-    }
-  }
-
-  /** L1 and L2 from the store's own write history: transitions never fall, and no token has two holders. */
-  function assertTermOrder(store: MemoryLeaseStore): void {
-    const holders = new Map<string, string>();
-    let previous = -1;
-    for (const write of store.writes) {
-      const { holderIdentity, leaderTransitions } = write.record;
-      assert.ok(leaderTransitions >= previous, `transitions went back from ${previous} to ${leaderTransitions} (write by ${write.identity})`);
-      previous = leaderTransitions;
-      if (holderIdentity === '') continue;
-      const token = `${write.generation}/${leaderTransitions}`;
-      assert.equal(holders.get(token) ?? holderIdentity, holderIdentity, `token ${token} held by two holders`);
-      holders.set(token, holderIdentity);
-    }
-  }
-
   it('a leader frozen while its renewal reply is on the wire never takes the lease back when it resumes', async () => {
     const store = new MemoryLeaseStore();
     const clockA = new ManualClock();
@@ -526,25 +527,25 @@ describe('safety under faults', () => {
     const runs = [a.elector.run(stop.signal)];
     await settle();
     runs.push(b.elector.run(stop.signal));
-    await together([clockA, clockB], 1_000);
+    await advanceTogether([clockA, clockB], 1_000);
     assert.equal(a.started.length, 1);
 
     // A's next renewal takes effect, but its reply stays on the wire: A is frozen from here on.
     const held = store.holdReply('update', 'a');
     let deliver: (() => void) | undefined;
     void held.then((release) => (deliver = release));
-    while (!deliver) await together([clockA, clockB], 50);
-    await together([clockB], FAST.leaseDurationMs + 2_000);
+    while (!deliver) await advanceTogether([clockA, clockB], 50);
+    await advanceTogether([clockB], FAST.leaseDurationMs + 2_000);
     assert.equal(store.record?.holderIdentity, 'b');
     const takeover = store.writes.length;
 
     // A resumes. An idle Node process wakes in its I/O poll phase, so the late reply is taken in before
     // any timer runs; A's next write is slow, so its (overdue) round deadline fires while it is in flight.
     store.hang('update', 1, 'a');
-    clockA.set(clockB.now());
+    clockA.freeze(clockB.now() - clockA.now());
     deliver();
     await settle();
-    await together([clockA, clockB], 5_000);
+    await advanceTogether([clockA, clockB], 5_000);
 
     assert.deepEqual(store.writes.slice(takeover).filter((w) => w.identity === 'a'), [], 'A wrote after B took over');
     assert.equal(store.record?.holderIdentity, 'b');
@@ -566,12 +567,12 @@ describe('safety under faults', () => {
     void held.then((release) => (deliver = release));
     while (!deliver) await h.clock.advance(50);
     const sentAt = h.clock.now();
-    h.clock.set(sentAt + 2_500);
+    h.clock.freeze(2_500);
     deliver();
     await settle();
     assert.equal(h.elector.lastRenewTime(), sentAt);
     // The lease counts from sentAt: LeaseDuration after it, the leader's health check sees it lapse.
-    h.clock.set(sentAt + FAST.leaseDurationMs + 1);
+    h.clock.freeze(FAST.leaseDurationMs + 1 - 2_500);
     assert.match(h.elector.check(0)?.message ?? '', /failed to renew leadership/);
     stop.abort();
     await done;
@@ -793,5 +794,107 @@ describe('followers on a change feed (no polling)', () => {
     const polls = reads(c.store, 'm1') - readsBefore;
     assert.ok(polls >= 9 && polls <= 10, `${polls} reads in 10 RetryPeriods`);
     await c.stopAll();
+  });
+});
+
+describe('wall-clock steps: every duration is measured on the monotonic clock', () => {
+  it("a follower's wall clock stepping forward past LeaseDuration does not make it take over a lease that is still renewed", async () => {
+    const store = new MemoryLeaseStore();
+    const clockA = new ManualClock();
+    const clockB = new ManualClock(clockA.now());
+    const a = harness({ identity: 'a', store, clock: clockA });
+    const b = harness({ identity: 'b', store, clock: clockB });
+    const stop = new AbortController();
+    const runs = [a.elector.run(stop.signal)];
+    await settle();
+    // A's next renewal is slow: its fast path times out and the slow path renews 5 s late. Meanwhile B,
+    // polling, sees the record unchanged, and its wall clock steps an hour ahead.
+    store.hang('update', 1, 'a');
+    await advanceTogether([clockA, clockB], RETRY / 2);
+    runs.push(b.elector.run(stop.signal));
+    await advanceTogether([clockA, clockB], RETRY * 1.5);
+    clockB.set(clockB.now() + HOUR);
+    await advanceTogether([clockA, clockB], LEASE);
+    assert.equal(b.started.length, 0, 'B took over a lease that A renewed');
+    assert.equal(a.leaderSignals[0]!.aborted, false, 'A kept leading');
+    assert.equal(store.record?.holderIdentity, 'a');
+    assertTermOrder(store);
+    stop.abort();
+    await Promise.all(runs);
+  });
+
+  it("a follower's wall clock stepping back an hour does not delay its takeover of a crashed leader", async () => {
+    const store = new MemoryLeaseStore();
+    const clock = new ManualClock();
+    const leader = harness({ identity: 'a', store, clock: new ManualClock(clock.now()), feed: true });
+    const follower = harness({ identity: 'b', store, clock, feed: true });
+    const stop = new AbortController();
+    const runs = [leader.elector.run(stop.signal)];
+    await settle();
+    runs.push(follower.elector.run(stop.signal));
+    await settle();
+    // The leader is gone from here on (its clock never moves again); the follower saw its last renewal now.
+    clock.set(clock.now() - HOUR);
+    await clock.advance(LEASE);
+    assert.equal(follower.started.length, 0, 'not before the lease has expired');
+    await clock.advance(10);
+    assert.equal(follower.started.length, 1, 'took over LeaseDuration after the last renewal it saw');
+    stop.abort();
+    await Promise.all(runs);
+  });
+
+  it('the renew deadline (renewedWithin, and now() − lastRenewTime()) follows monotonic time, whichever way the wall clock steps', async () => {
+    const h = harness();
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
+    const sinceRenewal = (): number => h.clock.now() - h.elector.lastRenewTime();
+    h.clock.set(h.clock.now() + HOUR);
+    assert.equal(sinceRenewal(), 0);
+    assert.equal(h.elector.renewedWithin(RENEW), true, 'a step forward does not close the self-fence');
+    // From the next round on, renewals hang; the wall clock steps back two hours.
+    h.store.hang('update');
+    h.store.hang('get');
+    h.clock.set(h.clock.now() - 2 * HOUR);
+    await h.clock.advance(RENEW - 1);
+    assert.equal(h.elector.renewedWithin(RENEW), true);
+    await h.clock.advance(1);
+    assert.equal(sinceRenewal(), RENEW);
+    assert.equal(h.elector.renewedWithin(RENEW), false, 'a step back does not keep the self-fence open');
+    assert.notEqual(h.elector.term(), undefined, 'the elector still leads (its round has RenewDeadline of its own): only the self-fence stops the work now');
+    stop.abort();
+    await done;
+  });
+
+  it("a leader's health check follows monotonic time: a wall step forward is no failure, a step back hides no stalled renewal", async () => {
+    const h = harness();
+    const stop = new AbortController();
+    const done = h.elector.run(stop.signal);
+    await settle();
+    h.clock.set(h.clock.now() + HOUR);
+    assert.equal(h.elector.check(0), undefined, 'renewed 0 ms ago');
+    // The event loop stalls for LeaseDuration (nothing runs, so nothing renews) and the wall clock steps back.
+    h.clock.set(h.clock.now() - 2 * HOUR);
+    h.clock.freeze(LEASE + 1);
+    assert.match(h.elector.check(0)?.message ?? '', /last renewal 15001 ms ago/);
+    stop.abort();
+    await done;
+  });
+
+  it('a resigner stands aside for LeaseDuration of monotonic time, whichever way its wall clock steps', async () => {
+    for (const step of [-HOUR, HOUR]) {
+      const h = harness({ releaseOnCancel: true, recampaign: true });
+      const stop = new AbortController();
+      const done = h.elector.run(stop.signal);
+      await settle();
+      h.elector.resign('test');
+      h.clock.set(h.clock.now() + step);
+      await h.clock.advance(LEASE - 1);
+      assert.equal(h.started.length, 1, `step ${step}: stood aside`);
+      await h.clock.advance(RETRY);
+      assert.equal(h.started.length, 2, `step ${step}: campaigns again after standing aside`);
+      stop.abort();
+      await done;
+    }
   });
 });

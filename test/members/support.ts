@@ -6,7 +6,8 @@ import type { ManualClock } from '../support/manual-clock.js';
 
 /**
  * A member's wall clock `offsetMs` away from the shared manual clock, with the same flow of time: the
- * realistic shape of clock skew. The offset may change mid-test, as a stepped clock would.
+ * realistic shape of clock skew. The offset may change mid-test, as a stepped clock would; the monotonic
+ * clock is the shared one's, since a step never moves it.
  */
 export class SkewedClock implements Clock {
   constructor(
@@ -16,6 +17,10 @@ export class SkewedClock implements Clock {
 
   now(): number {
     return this.base.now() + this.offsetMs;
+  }
+
+  monotonic(): number {
+    return this.base.monotonic();
   }
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {

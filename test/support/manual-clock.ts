@@ -11,21 +11,38 @@ export async function settle(rounds = 20): Promise<void> {
   for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
+/** Lets `ms` pass on several processes' clocks in small steps, so that their loops interleave as in real time. */
+export async function advanceTogether(clocks: ManualClock[], ms: number, step = 50): Promise<void> {
+  for (let elapsed = 0; elapsed < ms; elapsed += step) {
+    for (const clock of clocks) await clock.advance(Math.min(step, ms - elapsed));
+  }
+}
+
 /**
  * A clock that only moves when the test says so. `advance` wakes sleepers in due order and lets the
  * code they resume run before moving on, so loops built on `sleep` step deterministically.
+ *
+ * It keeps a wall clock and a monotonic one, as a host does. Time passing (`advance`, `freeze`) moves
+ * both; a clock step (`set`) moves only the wall clock. Sleepers fall due on the monotonic clock, as
+ * `setTimeout` does. The monotonic clock starts at 0, far from any wall time, so code that mixes the two
+ * readings fails loudly.
  */
 export class ManualClock implements Clock {
-  private current: number;
+  private wall: number;
+  private elapsed = 0;
   private sleepers: Sleeper[] = [];
   private seq = 0;
 
   constructor(start = Date.UTC(2026, 0, 1)) {
-    this.current = start;
+    this.wall = start;
   }
 
   now(): number {
-    return this.current;
+    return this.wall;
+  }
+
+  monotonic(): number {
+    return this.elapsed;
   }
 
   /** Number of callers currently sleeping. */
@@ -39,7 +56,7 @@ export class ManualClock implements Clock {
         reject(abortReason(signal));
         return;
       }
-      const sleeper: Sleeper = { due: this.current + Math.max(0, ms), seq: this.seq++, resolve: () => undefined };
+      const sleeper: Sleeper = { due: this.elapsed + Math.max(0, ms), seq: this.seq++, resolve: () => undefined };
       const onAbort = (): void => {
         this.sleepers = this.sleepers.filter((s) => s !== sleeper);
         reject(abortReason(signal!));
@@ -53,25 +70,38 @@ export class ManualClock implements Clock {
     });
   }
 
-  /** Moves time forward by `ms`, waking every sleeper that falls due on the way. */
+  /** Lets `ms` pass, waking every sleeper that falls due on the way. */
   async advance(ms: number): Promise<void> {
-    const target = this.current + ms;
+    const target = this.elapsed + ms;
     await settle();
     for (;;) {
       this.sleepers.sort((a, b) => a.due - b.due || a.seq - b.seq);
       const next = this.sleepers[0];
       if (!next || next.due > target) break;
       this.sleepers.shift();
-      this.current = Math.max(this.current, next.due);
+      this.pass(Math.max(0, next.due - this.elapsed));
       next.resolve();
       await settle();
     }
-    this.current = target;
+    this.pass(target - this.elapsed);
     await settle();
   }
 
-  /** Jumps the wall clock without waking anyone: simulates a clock step or skew. */
+  /**
+   * Lets `ms` pass without waking anyone: the process was frozen (SIGSTOP, a long GC pause). Sleepers
+   * that fell due meanwhile wake at the next `advance`, all at once, as overdue timers do.
+   */
+  freeze(ms: number): void {
+    this.pass(ms);
+  }
+
+  /** Steps the wall clock to `ms` and nothing else: an NTP step, or a host whose clock is skewed. */
   set(ms: number): void {
-    this.current = ms;
+    this.wall = ms;
+  }
+
+  private pass(ms: number): void {
+    this.elapsed += ms;
+    this.wall += ms;
   }
 }
