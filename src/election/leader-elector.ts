@@ -63,9 +63,9 @@ interface Observed {
  * check) is measured on the clock's monotonic reading, as client-go measures them on the monotonic
  * reading that Go's `time.Now()` carries. The wall clock only stamps the record's `acquireTime` and
  * `renewTime`, which no decision reads: an NTP step or a jumped clock on one host moves no deadline. Like
- * Go's, the monotonic clock may stop while the host is suspended: a leader resumed from a suspend counts
- * only the time it was awake, and its claims are then turned away by the fence in Redis, which the next
- * leader raised.
+ * Go's, the monotonic clock may stop while the host is suspended, so the holder's self-fence (`renewedWithin`)
+ * also reads the wall clock and closes when either says RenewDeadline has passed: a leader resumed from a
+ * suspend stops at once, as it would have with wall time alone.
  *
  * Deliberate differences from client-go, each on the side of safety:
  * - Every write is a compare-and-swap on the version of the very observation it was decided on. client-go
@@ -99,6 +99,8 @@ export class LeaderElector {
   private leadership: AbortController | undefined;
   /** Monotonic time at which the last successful acquire or renew started; -Infinity before the first. */
   private lastRenewStart = Number.NEGATIVE_INFINITY;
+  /** The same start on the wall clock (the record's `renewTime`): the self-fence also reads it (see `renewedWithin`). */
+  private lastRenewWall = Number.NEGATIVE_INFINITY;
   /** Monotonic time until which a resigner does not campaign. */
   private standAsideUntil = 0;
   private running = false;
@@ -189,7 +191,11 @@ export class LeaderElector {
    * noticed (a paused process): `renewedWithin(settings.renewDeadlineMs)` is that self-fence.
    */
   renewedWithin(ms: number): boolean {
-    return this.clock.monotonic() - this.lastRenewStart < ms;
+    // The longer of the two readings: the monotonic one holds against a wall clock stepped back, the wall
+    // one against a monotonic clock that stood still while the host was suspended (a resumed VM must not
+    // think its lease fresh). Either may close the fence early, which only pauses the work until a renewal.
+    const since = Math.max(this.clock.monotonic() - this.lastRenewStart, this.clock.now() - this.lastRenewWall);
+    return since < ms;
   }
 
   /**
@@ -587,7 +593,10 @@ export class LeaderElector {
   /** Takes in our own successful write, counted from when it was sent (a monotonic reading). */
   private observeOwnWrite(record: LeaderElectionRecord, version: LockVersion, sentAt: number): void {
     this.observed = { record: { ...record }, raw: serializeRecord(record), version, time: sentAt };
-    if (record.holderIdentity === this.identity) this.lastRenewStart = sentAt;
+    if (record.holderIdentity === this.identity) {
+      this.lastRenewStart = sentAt;
+      this.lastRenewWall = record.renewTime;
+    }
   }
 
   private termFromObserved(): Term {
