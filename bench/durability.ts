@@ -5,7 +5,7 @@
  * the same run on the same group.
  */
 import type { Redis } from 'ioredis';
-import { DurableTickLedger, replicaWaitFor } from '../src/queueing/durability.js';
+import { replicaWaitFor } from '../src/queueing/durability.js';
 import { FencedEnqueue } from '../src/queueing/fenced-enqueue.js';
 import { tickJobId } from '../src/queueing/job-data.js';
 import { KeySpace } from '../src/queueing/keys.js';
@@ -56,11 +56,11 @@ export async function measureDurability(log: (line: string) => void): Promise<Du
     const settings: DurabilitySetting[] = [];
     for (const setting of SETTINGS) {
       const durable = replicaWaitFor(connections, redis, { minReplicas: setting.minReplicas });
-      const ledger = setting.minReplicas > 0 ? new DurableTickLedger(redis, keys, durable.wait) : new TickLedger(redis, keys);
+      const ledger = new TickLedger(redis, keys, durable.wait);
       // A new term per setting, raised (and confirmed) like a leader's.
       const token: FencingToken = { generation: 'bench', leaderTransitions: settings.length + 1 };
       await ledger.raiseFence(token, 'bench', Date.now());
-      const enqueue = new FencedEnqueue({ ledger, queues, token, leading: () => true, now: () => Date.now() });
+      const enqueue = new FencedEnqueue({ ledger, queues, token, leading: () => true, now: () => Date.now(), writes: durable.wait });
       const one = async (tick: number): Promise<void> => {
         const jobId = tickJobId(JOB.name, tick);
         const claim = await enqueue.claim(JOB.name, tick, jobId);

@@ -16,14 +16,15 @@ import { MAX_LISTED_JOBS, type WorkerState } from './members/record.js';
 import { resolveMemberSettings, type MemberSettings } from './members/settings.js';
 import { membersReport } from './members/status.js';
 import { MemberStore, type CordonRequest } from './members/store.js';
-import { DurableLock, DurableTickLedger, ReplicaWait, replicaWaitFor } from './queueing/durability.js';
+import { directWrites, DurableLock, ReplicaWait, replicaWaitFor } from './queueing/durability.js';
 import { KeySpace } from './queueing/keys.js';
 import { Producer, type ProducerMetrics } from './queueing/producer.js';
 import { QueueSet } from './queueing/queue-set.js';
 import { bullPrefixFor, RedisConnections } from './queueing/redis-topology.js';
 import { TickLedger } from './queueing/tick-ledger.js';
 import { DEFAULT_STAGE_AHEAD_MS } from './queueing/staging.js';
-import { WorkerPool, type WorkerTuning } from './queueing/worker-pool.js';
+import { RunRecords } from './queueing/run-records.js';
+import { WorkerPool, type WorkerMetrics, type WorkerTuning } from './queueing/worker-pool.js';
 import type { ScheduledJob } from './scheduling/define-job.js';
 import { formatDuration } from './scheduling/duration.js';
 import { JobRegistry } from './scheduling/loader.js';
@@ -78,7 +79,7 @@ export interface SchedulerOptions {
   members?: Partial<MemberSettings>;
   logger?: Logger;
   clock?: Clock;
-  metrics?: { election?: LeaderElectionMetrics; producer?: ProducerMetrics; members?: MemberMetrics };
+  metrics?: { election?: LeaderElectionMetrics; producer?: ProducerMetrics; members?: MemberMetrics; workers?: WorkerMetrics };
 }
 
 /** What a scheduler tells about its leadership; the elector's write operations are not exposed. */
@@ -186,7 +187,8 @@ class LeasebeatScheduler implements Scheduler {
     this.identity = lock.identity();
     const keys = new KeySpace(options.prefix, leaseName);
     // Fence and claims must outlive a failover as much as the lease does, whichever lock is used.
-    this.ledger = durability ? new DurableTickLedger(this.redis, keys, durability) : new TickLedger(this.redis, keys);
+    const writes = durability ?? directWrites(this.redis);
+    this.ledger = new TickLedger(this.redis, keys, writes);
     this.members = new MemberStore(this.redis, keys);
     this.memberSettings = resolveMemberSettings(options.members);
     this.queueSet = new QueueSet({
@@ -206,16 +208,15 @@ class LeasebeatScheduler implements Scheduler {
     });
     this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: this.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs });
     if (options.workers !== false) {
-      // A run starts only once its take (and so its add) would survive a failover: else a failover can
-      // hand the same run to a second worker.
-      const taken = durability?.on(this.workerRedis);
-      const bullPrefix = this.bullPrefix ?? 'bull';
+      // A run starts only once its take would survive a failover, and is handed back only once its finish
+      // would: else a failover can hand one run to two workers, or run a finished run again.
       this.workers = new WorkerPool({
         connection: this.workerRedis,
         prefix: this.bullPrefix,
         logger: this.log.child({ component: 'workers' }),
         tuning: options.workerTuning,
-        ...(taken ? { confirmTaken: (queue: string) => taken.confirm(`${bullPrefix}:${queue}:active`, `take of a run from ${queue}`) } : {}),
+        records: new RunRecords(durability?.on(this.workerRedis) ?? directWrites(this.workerRedis), this.identity),
+        ...(options.metrics?.workers ? { metrics: options.metrics.workers } : {}),
       });
     }
     this.elector = new LeaderElector({
@@ -253,7 +254,7 @@ class LeasebeatScheduler implements Scheduler {
       clock: this.clock,
       metrics: options.metrics?.producer,
       stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
-      ...(durability ? { confirmWrite: (key: string, what: string) => durability.confirm(key, what) } : {}),
+      writes,
     });
     this.heartbeat = new Heartbeat({
       store: this.members,
@@ -486,7 +487,7 @@ class LeasebeatScheduler implements Scheduler {
    * meanwhile and resumes if the renewal succeeds.
    */
   private stillLeading(): boolean {
-    return this.elector.term() !== undefined && this.clock.now() - this.elector.lastRenewTime() < this.elector.settings.renewDeadlineMs;
+    return this.elector.term() !== undefined && this.elector.renewedWithin(this.elector.settings.renewDeadlineMs);
   }
 
   private async shutdown(): Promise<void> {

@@ -151,7 +151,7 @@ async function start(_options: unknown, command: Command): Promise<void> {
     workerTuning: config.workerTuning,
     stageAheadMs: config.stageAheadMs,
     logger,
-    metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics },
+    metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics, workers: metrics.workerMetrics },
   });
   logger.info({ redis: redactUrl(url), lock: config.lock, identity: scheduler.identity, jobsDir: config.jobsDir }, 'starting leasebeat');
   const http = await startHttpServer({

@@ -11,7 +11,9 @@ import type { QueueSet } from './queue-set.js';
  * A repeated add with the same `opts.jobId` adds nothing while the run exists: the parent keeps the id,
  * and each child without an id of its own gets one derived from it (`<jobId>/<index>`, nested
  * `<jobId>/<index>/<index>`), so a retried add does not add its children twice. BullMQ refuses
- * `deduplication` on a flow node with children, so it is kept only for a run without children.
+ * `deduplication` on a flow node with children, so it is kept only for a run without children, and every
+ * node of a flow is kept (not removed on completion or failure) for as long as the key would have lived:
+ * a term that finishes a flow's pending claim after the flow ran must find its jobs, or it adds them again.
  */
 export async function addRun(queues: QueueSet, job: ScheduledJob, data: TickJobData, opts: JobsOptions): Promise<string | undefined> {
   if (!job.flow) {
@@ -21,15 +23,37 @@ export async function addRun(queues: QueueSet, job: ScheduledJob, data: TickJobD
   const flow: TickFlow = await job.flow({ tick: new Date(data.tick), data: job.data });
   const hasChildren = (flow.children?.length ?? 0) > 0;
   const { deduplication, ...rest } = opts;
+  // With no deduplication key, only the jobs themselves make a repeated add of the flow a no-op: each node
+  // is kept at least as long as the key would have lived (the ledger's memory of the tick).
+  const keptSeconds = Math.ceil((deduplication?.ttl ?? 0) / 1000);
+  const parentOpts = { ...flow.opts, ...rest, ...(hasChildren || !deduplication ? {} : { deduplication }) };
   const added = await queues.flows().add({
     ...flow,
     name: job.name,
     queueName: job.queue,
     data: { ...data, flow: flow.data as unknown },
-    opts: { ...flow.opts, ...rest, ...(hasChildren || !deduplication ? {} : { deduplication }) },
-    children: flow.children?.map((child, index) => withQueue(child, job.queue, opts.jobId && `${opts.jobId}/${index}`)),
+    opts: keptAtLeast(parentOpts, keptSeconds),
+    children: flow.children?.map((child, index) => withQueue(child, job.queue, opts.jobId && `${opts.jobId}/${index}`, keptSeconds)),
   });
   return added.job.id;
+}
+
+/**
+ * `opts` with finished jobs kept at least `seconds`: a retention that would remove them sooner (at once,
+ * or past a count) becomes that age. Keeping them for ever (the default) is kept.
+ */
+function keptAtLeast<T extends Pick<JobsOptions, 'removeOnComplete' | 'removeOnFail'>>(opts: T | undefined, seconds: number): T {
+  if (seconds <= 0) return opts ?? ({} as T);
+  const keep = (retention: JobsOptions['removeOnComplete']): JobsOptions['removeOnComplete'] => {
+    if (retention === undefined || retention === false) return retention;
+    // A count (alone or beside an age) removes by count whatever the age: only an age is safe.
+    const age = typeof retention === 'object' && 'age' in retention ? (retention.age ?? 0) : 0;
+    return { age: Math.max(age, seconds) };
+  };
+  const result = { ...(opts ?? ({} as T)) };
+  if (result.removeOnComplete !== undefined) result.removeOnComplete = keep(result.removeOnComplete);
+  if (result.removeOnFail !== undefined) result.removeOnFail = keep(result.removeOnFail);
+  return result;
 }
 
 /** One run to add: the job, its data and its BullMQ options (with the run's deterministic `jobId`). */
@@ -76,12 +100,15 @@ export async function addRuns(queues: QueueSet, runs: Run[]): Promise<Array<Erro
 
 const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));
 
-/** Gives every node of a tick's flow a queue (its own, or the job's) and an id (its own, or one derived from the run's). */
-function withQueue(child: TickFlowChild, queue: string, jobId: string | undefined): FlowJobNode {
+/**
+ * Gives every node of a tick's flow a queue (its own, or the job's), an id (its own, or one derived from
+ * the run's), and a retention of at least `keptSeconds` (see addRun).
+ */
+function withQueue(child: TickFlowChild, queue: string, jobId: string | undefined, keptSeconds: number): FlowJobNode {
   return {
     ...child,
     queueName: child.queueName ?? queue,
-    opts: child.opts?.jobId || !jobId ? child.opts : { ...child.opts, jobId },
-    children: child.children?.map((c, index) => withQueue(c, queue, jobId && `${jobId}/${index}`)),
+    opts: keptAtLeast(child.opts?.jobId || !jobId ? child.opts : { ...child.opts, jobId }, keptSeconds),
+    children: child.children?.map((c, index) => withQueue(c, queue, jobId && `${jobId}/${index}`, keptSeconds)),
   };
 }

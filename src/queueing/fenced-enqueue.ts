@@ -4,7 +4,8 @@ import { Coalescer } from './coalescer.js';
 import { addRuns, type Run } from './enqueue.js';
 import type { TickJobData } from './job-data.js';
 import type { QueueSet } from './queue-set.js';
-import type { ClaimOutcome, ClaimRequest, FencingToken, TickClaim, TickConfirmation, TickLedger } from './tick-ledger.js';
+import { UNCONFIRMED_WRITES, type WritePath } from './durability.js';
+import type { ClaimOutcome, ClaimRequest, ConfirmOutcome, FencingToken, TickClaim, TickConfirmation, TickLedger } from './tick-ledger.js';
 
 /** How long ledger entries and BullMQ deduplication keys outlive a tick, at the least. */
 export const MIN_RETENTION_MS = 3_600_000;
@@ -23,6 +24,11 @@ export interface FencedEnqueueOptions {
   leading: () => boolean;
   /** The authoritative time (ms), recorded as `lastEnqueuedAt` by confirmations. */
   now: () => number;
+  /**
+   * How BullMQ adds are made durable before the ledger is told `enqueued` (replicated topologies: on
+   * Cluster BullMQ's slot is usually on another shard than the ledger's). Default: no confirmation.
+   */
+  writes?: Pick<WritePath, 'write'>;
 }
 
 /**
@@ -37,19 +43,21 @@ export class FencedEnqueue {
   private readonly claims: Coalescer<TickClaim, ClaimOutcome | undefined>;
   /** Per run: added, not sent (not leading), or the error of its add. */
   private readonly adds: Coalescer<Run, boolean | Error>;
-  private readonly confirms: Coalescer<TickConfirmation, undefined>;
+  private readonly confirms: Coalescer<TickConfirmation, ConfirmOutcome>;
 
   constructor(private readonly options: FencedEnqueueOptions) {
     const { ledger, queues, token, leading, now } = options;
+    const writes = options.writes ?? UNCONFIRMED_WRITES;
     this.claims = new Coalescer(async (claims) => (leading() ? ledger.claimTicks(token, claims) : claims.map(() => undefined)));
     this.adds = new Coalescer(async (runs: Run[]): Promise<Array<boolean | Error>> => {
       if (!leading()) return runs.map(() => false);
-      return (await addRuns(queues, runs)).map((error) => error ?? true);
+      // The runs of one batch share BullMQ's prefix, and so its slot: one confirmation covers them all.
+      const added = await writes.write(queues.get(runs[0]!.job.queue).keys.id!, () => addRuns(queues, runs), (errors) =>
+        errors.some((error) => error === undefined) ? `BullMQ adds of ${runs.length === 1 ? runs[0]!.opts.jobId : `${runs.length} runs`}` : undefined,
+      );
+      return added.map((error) => error ?? true);
     });
-    this.confirms = new Coalescer(async (confirmations) => {
-      await ledger.confirmTicks(confirmations, now());
-      return confirmations.map(() => undefined);
-    });
+    this.confirms = new Coalescer((confirmations) => ledger.confirmTicks(token, confirmations, now()));
   }
 
   get token(): FencingToken {
@@ -84,8 +92,8 @@ export class FencedEnqueue {
     return added;
   }
 
-  /** Records that the claimed tick's run is in BullMQ. */
-  async confirm(job: string, tick: number, jobId: string): Promise<void> {
-    await this.confirms.call({ job, tick, jobId });
+  /** Records that the claimed tick's run is in BullMQ; see {@link TickLedger.confirmTicks} for the outcomes. */
+  confirm(job: string, tick: number, jobId: string): Promise<ConfirmOutcome> {
+    return this.confirms.call({ job, tick, jobId });
   }
 }

@@ -401,8 +401,7 @@ export class JobLane implements Sleeper {
     const dueAt = tick + jitterMs(job, tick);
     if (!(await this.term.enqueue.add(job, tick, jobId, { dueAt }))) return;
     const addedAt = this.term.now();
-    await this.term.enqueue.confirm(job.name, tick, jobId);
-    this.term.reached();
+    if (!(await this.confirmAdded(job, tick, jobId))) return;
     this.unadded = undefined;
     if (dueAt > addedAt) {
       this.staged = this.staged.filter((run) => run.dueAt > addedAt);
@@ -410,6 +409,34 @@ export class JobLane implements Sleeper {
     }
     // A staged run is in BullMQ before its tick: its lag is BullMQ's promotion, not measured here.
     this.term.metrics?.enqueued(job.name, Math.max(0, addedAt - tick) / 1000);
+  }
+
+  /**
+   * Records the added run of a claimed tick as enqueued. True once recorded (or settled otherwise since);
+   * false when the term ended or cannot write now (the tick stays unadded and is retried).
+   */
+  private async confirmAdded(job: ScheduledJob, tick: number, jobId: string): Promise<boolean> {
+    for (;;) {
+      const confirmed = await this.term.enqueue.confirm(job.name, tick, jobId);
+      this.term.reached();
+      if (confirmed === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      if (confirmed !== 'not-claimed') return true;
+      // A failover lost the claim after the add reached BullMQ: claim the tick again (which also puts it
+      // back under the watermark), then confirm. The run is in BullMQ, so a pause no longer applies.
+      this.log.warn({ tick: new Date(tick) }, 'the claim of a tick was lost in a failover after its run was added; claiming it again');
+      if (!this.term.leading()) return false;
+      const again = await this.term.enqueue.claim(job.name, tick, jobId, { added: true });
+      if (!again) return false;
+      this.term.reached();
+      if (again.kind === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      if (again.kind !== 'claimed') return true;
+    }
   }
 
   /** How long before a tick's due time this lane claims and adds it: the term's horizon for jobs that may be staged. */

@@ -1,12 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { LuaScript } from '../util/lua.js';
 import { LEADER_STREAM_MAXLEN, type KeySpace } from './keys.js';
 import type { LaneTerm } from './job-lane.js';
 import { isCluster, type RedisClient } from './redis-topology.js';
 
-const claimManualScript = new LuaScript(new URL('./lua/claimManual.lua', import.meta.url));
-const confirmManualScript = new LuaScript(new URL('./lua/confirmManual.lua', import.meta.url));
 
 /**
  * How long one blocking read of the request stream waits for a request before it is sent again. A
@@ -158,28 +155,36 @@ export class TriggerDesk {
     const job = this.term.job(request.job);
     const jobId = manualJobId(request.job, request.id);
     const refusal = !job ? 'unknown-job' : job.paused ? 'paused' : '';
-    const [code, detail] = await claimManualScript.run<[number, string?]>(
-      this.redis,
-      [this.keys.fence, this.keys.retiredGenerations, this.keys.manual(request.job), this.keys.paused, this.keys.triggerResult(request.id)],
-      [this.term.token.generation, this.term.token.leaderTransitions, request.job, request.id, jobId, request.deadline, refusal],
-    );
-    this.term.reached();
     const log = { job: request.job, request: request.id };
-    if (code === -1) {
-      this.term.fenced();
-      return false;
+    for (let added = false; ; added = true) {
+      const claimed = await this.term.ledger.claimTrigger(this.term.token, request, jobId, refusal, added);
+      this.term.reached();
+      if (claimed.kind === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      if (claimed.kind === 'refused') this.term.log.warn({ ...log, reason: claimed.reason }, 'trigger refused');
+      if (claimed.kind !== 'claimed' || !job) return true;
+      // The add is unfenced: it waits out a self-fence pause (the claim stands), and gives up only when the
+      // term ends, leaving the claim to the next term. Pause notices queue behind it meanwhile.
+      for (;;) {
+        if (!(await this.term.waitLeading())) return false;
+        if (await this.term.enqueue.add(job, request.requestedAt, jobId, { manual: true })) break;
+      }
+      const outcome: TriggerOutcome = { jobId, queue: job.queue, flow: job.flow !== undefined };
+      const confirmed = await this.term.ledger.confirmTrigger(this.term.token, request.job, request.id, jobId, JSON.stringify(outcome));
+      this.term.reached();
+      if (confirmed === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      // A failover lost the claim after the add: claim it again (its add is then a no-op), and confirm.
+      if (confirmed === 'not-claimed') {
+        this.term.log.warn(log, 'the claim of a trigger was lost in a failover after its run was added; claiming it again');
+        continue;
+      }
+      this.term.log.info({ ...log, jobId }, 'trigger enqueued');
+      return true;
     }
-    if (code === 3) this.term.log.warn({ ...log, reason: detail }, 'trigger refused');
-    if ((code !== 1 && code !== 2) || !job) return true;
-    // The add is unfenced: it waits out a self-fence pause (the claim stands), and gives up only when the
-    // term ends, leaving the claim to the next term. Pause notices queue behind it meanwhile.
-    for (;;) {
-      if (!(await this.term.waitLeading())) return false;
-      if (await this.term.enqueue.add(job, request.requestedAt, jobId, { manual: true })) break;
-    }
-    const outcome: TriggerOutcome = { jobId, queue: job.queue, flow: job.flow !== undefined };
-    await confirmManualScript.run(this.redis, [this.keys.manual(request.job), this.keys.triggerResult(request.id)], [request.id, jobId, JSON.stringify(outcome)]);
-    this.term.log.info({ ...log, jobId }, 'trigger enqueued');
-    return true;
   }
 }

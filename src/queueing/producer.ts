@@ -7,6 +7,7 @@ import { systemClock, type Clock } from '../util/clock.js';
 import { measureClockOffset } from './authoritative-clock.js';
 import { Coalescer } from './coalescer.js';
 import { DueTimer } from './due-timer.js';
+import { directWrites, type WritePath } from './durability.js';
 import { FencedEnqueue, retentionMs } from './fenced-enqueue.js';
 import { JobLane, type LaneTerm } from './job-lane.js';
 import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
@@ -60,11 +61,12 @@ export interface ProducerOptions {
    */
   stageAheadMs?: number;
   /**
-   * Confirms writes made on `redis` on replicas (`ReplicaWait.confirm` on the durable topologies): a
-   * staged run pulled back from BullMQ's delayed set is recorded skipped only once the pull would
-   * survive a failover (on Cluster BullMQ's keys live on another node than the ledger's).
+   * How the producer's writes to BullMQ's keys (adds, take-back pulls) are made durable: confirmed on
+   * replicas on the durable topologies (`ReplicaWait` on the control connection), so that the ledger is
+   * told `enqueued` or `skipped` only once a failover cannot lose the add or the pull (on Cluster BullMQ's
+   * keys live on another node than the ledger's). Default: straight to Redis.
    */
-  confirmWrite?: (key: string, what: string) => Promise<void>;
+  writes?: WritePath;
 }
 
 /** How often the producer re-reads Redis time and prunes the ledger. */
@@ -277,7 +279,8 @@ export class Producer {
       // Runs of ticks since `now - maxJitter` may still be staged ahead of their due time.
       return ledger.takeOverStates(names.map((job) => ({ job, stagedSince: now - (jobs.get(job)?.maxJitterMs ?? 0) })), now);
     });
-    const enqueue = new FencedEnqueue({ ledger, queues: this.options.queues, token, leading, now: () => this.now() });
+    const writes = this.options.writes ?? directWrites(this.options.redis);
+    const enqueue = new FencedEnqueue({ ledger, queues: this.options.queues, token, leading, now: () => this.now(), writes });
     return {
       token,
       signal: term$.signal,
@@ -288,10 +291,10 @@ export class Producer {
       enqueue,
       stageAheadMs: this.options.stageAheadMs ?? 0,
       takeBack: new RunTakeBack({
+        writes,
         redis: this.options.redis,
         ledger,
         queues: this.options.queues,
-        ...(this.options.confirmWrite ? { confirm: this.options.confirmWrite } : {}),
         onTakenBack: (job, reason) => this.options.metrics?.skipped(job, reason, 1),
       }),
       metrics: this.options.metrics,

@@ -322,10 +322,8 @@ export class SentinelPrimaryCheck {
     });
   }
 
-  async isPrimary(connection: Redis): Promise<boolean> {
-    const info = await connection.info('server');
-    const runId = /^run_id:(\w+)/m.exec(info)?.[1];
-    if (!runId) return false;
+  /** Whether the server `connection` reached, whose run id is `runId`, is the primary the sentinels agree on. */
+  async isPrimary(connection: Redis, runId: string): Promise<boolean> {
     const reached = `${connection.stream.remoteAddress ?? ''}:${connection.stream.remotePort ?? ''}`;
     const views = await Promise.allSettled(this.sentinels.map(async (sentinel) => (await sentinel.call('SENTINEL', 'MASTER', this.options.name)) as string[]));
     let agreeing = 0;

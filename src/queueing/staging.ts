@@ -1,7 +1,9 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
+import type { WritePath } from './durability.js';
 import type { QueueSet } from './queue-set.js';
+import { PullCode, scriptCode } from './script-codes.js';
 import type { FencingToken, TickLedger, UnstageReason } from './tick-ledger.js';
 
 const pullStagedRunScript = new LuaScript(new URL('./lua/pullStagedRun.lua', import.meta.url));
@@ -36,12 +38,15 @@ export function takeBackInProgress(state: string): TakeBackInProgress | undefine
 }
 
 export interface RunTakeBackOptions {
-  /** Reaches the queues' Redis (on Cluster, the cluster: BullMQ's keys are in another slot than the ledger's). */
+  /**
+   * Writes to the queues' Redis (on Cluster, BullMQ's slot is usually on another node than the ledger's),
+   * confirmed on replicas on the durable topologies: the pull must outlive a failover before it is recorded.
+   */
+  writes: WritePath;
+  /** Reads the queues' Redis. */
   redis: Redis;
   ledger: TickLedger;
   queues: QueueSet;
-  /** Confirms a write on replicas (the durable topologies): the pull must outlive a failover before it is recorded. */
-  confirm?: (key: string, what: string) => Promise<void>;
   /** Called for each run taken back (recorded skipped for `reason`): the skip metrics. */
   onTakenBack?: (job: string, reason: UnstageReason) => void;
 }
@@ -74,16 +79,20 @@ export class RunTakeBack {
     const queue = this.options.queues.get(progress.queue);
     // An earlier term may have pulled it and died before recording so: its hash is then in no list.
     const pulled = (await this.pull(queue, progress.jobId, keepMs)) || (await this.orphaned(queue, progress.jobId));
-    if (pulled) await this.options.confirm?.(queue.keys.delayed!, `take-back of ${progress.jobId}`);
     const outcome = pulled ? 'taken-back' : 'runs';
-    await this.options.ledger.settleUnstaging(job, tick, outcome);
+    if (!(await this.options.ledger.settleUnstaging(job, tick, outcome))) {
+      // Another term settled it first (it found the mark at its takeover): its record stands, and so
+      // does what it counted. Both read the same BullMQ state, so they agree on the outcome.
+      return outcome;
+    }
     if (pulled) this.options.onTakenBack?.(job, progress.reason);
     return outcome;
   }
 
   private async pull(queue: Queue, jobId: string, keepMs: number): Promise<boolean> {
     const keys = [queue.keys.delayed!, queue.toKey(jobId)];
-    return (await pullStagedRunScript.run<number>(this.options.redis, keys, [jobId, keepMs])) === 1;
+    const reply = await this.options.writes.script<number>(pullStagedRunScript, keys, [jobId, keepMs], (code) => (code === PullCode.Pulled ? `take-back of ${jobId}` : undefined));
+    return scriptCode('pullStagedRun', PullCode, reply) === PullCode.Pulled;
   }
 
   /** The job's hash exists but it is in none of BullMQ's lists (checked in this order: a list move is atomic, a hash is never re-created). */

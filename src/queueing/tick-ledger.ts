@@ -1,7 +1,9 @@
 import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
+import { describeTicks, directWrites, type WritePath } from './durability.js';
 import { LEADER_STREAM_MAXLEN, type KeySpace } from './keys.js';
 import { isCluster, type RedisClient } from './redis-topology.js';
+import { ClaimCode, ConfirmCode, MarkCode, RaiseCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, TriggerCode } from './script-codes.js';
 
 const raiseFenceScript = new LuaScript(new URL('./lua/raiseFence.lua', import.meta.url));
 const claimTicksScript = new LuaScript(new URL('./lua/claimTicks.lua', import.meta.url));
@@ -11,6 +13,8 @@ const skipRangeScript = new LuaScript(new URL('./lua/skipRange.lua', import.meta
 const pruneLedgerScript = new LuaScript(new URL('./lua/pruneLedger.lua', import.meta.url));
 const markUnstagingScript = new LuaScript(new URL('./lua/markUnstaging.lua', import.meta.url));
 const settleUnstagingScript = new LuaScript(new URL('./lua/settleUnstaging.lua', import.meta.url));
+const claimTriggerScript = new LuaScript(new URL('./lua/claimTrigger.lua', import.meta.url));
+const confirmTriggerScript = new LuaScript(new URL('./lua/confirmTrigger.lua', import.meta.url));
 
 /** The fencing token of a leadership term: the lease generation (uid) and its `leaderTransitions`. */
 export interface FencingToken {
@@ -37,6 +41,11 @@ export interface ClaimRequest {
   /** Claim it as buffered (overlap `bufferOne`). */
   buffer?: boolean;
   /**
+   * The run is in BullMQ already: its claim was lost in a failover after the add. It is claimed to run
+   * whatever a pause says, since it runs.
+   */
+  added?: boolean;
+  /**
    * The job's previous nominal tick as the caller scheduled it: the claim of a new tick is refused unless
    * it is recorded, so records never leave a hole. Omit only when the job has no earlier tick.
    */
@@ -50,6 +59,22 @@ export interface TickClaim {
   jobId: string;
   request?: ClaimRequest;
 }
+
+/**
+ * What a confirm answered: `enqueued` (recorded now), `already-enqueued` (a retry of a confirm that
+ * landed), `not-claimed` (no claim for this job id any more: claim it again, then confirm), `fenced`.
+ */
+export type ConfirmOutcome = 'enqueued' | 'already-enqueued' | 'not-claimed' | 'fenced';
+
+/** The outcome of claiming a trigger request ({@link TickLedger.claimTrigger}). */
+export type TriggerClaimOutcome =
+  /** Add its run now; `retry` when an earlier term claimed it and never confirmed it. */
+  | { kind: 'claimed'; retry: boolean }
+  /** Recorded as refused now (the outcome is on the request's result list). */
+  | { kind: 'refused'; reason: string }
+  /** Decided before (enqueued or refused): nothing to do. */
+  | { kind: 'settled'; state: string }
+  | { kind: 'fenced' };
 
 /** One claimed tick whose job is now in BullMQ ({@link TickLedger.confirmTicks}). */
 export interface TickConfirmation {
@@ -130,22 +155,36 @@ export interface FenceState {
 
 const toNumber = (value: string | undefined): number | undefined => (value === undefined ? undefined : Number(value));
 
-function claimOutcome(code: number, detail: string): ClaimOutcome {
-  switch (code) {
-    case 1:
+function claimOutcome(code: unknown, detail: string): ClaimOutcome {
+  switch (scriptCode('claimTicks', ClaimCode, code)) {
+    case ClaimCode.Claimed:
       return { kind: 'claimed', retry: false };
-    case 2:
+    case ClaimCode.Reclaimed:
       return { kind: 'claimed', retry: true };
-    case 4:
+    case ClaimCode.Buffered:
       return { kind: 'buffered' };
-    case 3:
+    case ClaimCode.Skipped:
       return { kind: 'skipped', reason: detail };
-    case 0:
+    case ClaimCode.Settled:
       return { kind: 'settled', state: detail };
-    case -2:
+    case ClaimCode.Hole:
       return { kind: 'hole', lastScheduledTick: Number(detail) };
-    default:
-      return { kind: 'fenced' };
+    case ClaimCode.Fenced:
+      // Only the whole batch answers fenced, alone.
+      throw new ScriptProtocolError('claimTicks', code);
+  }
+}
+
+function confirmOutcome(code: (typeof ConfirmCode)[keyof typeof ConfirmCode]): ConfirmOutcome {
+  switch (code) {
+    case ConfirmCode.Enqueued:
+      return 'enqueued';
+    case ConfirmCode.AlreadyEnqueued:
+      return 'already-enqueued';
+    case ConfirmCode.NotClaimed:
+      return 'not-claimed';
+    case ConfirmCode.Fenced:
+      return 'fenced';
   }
 }
 
@@ -186,22 +225,27 @@ function jobStateOf(fields: Record<string, string>): JobState {
 
 /**
  * The fence and the tick ledger: the Redis side of exactly-once, fenced enqueues. Every write that decides
- * the fate of a tick runs in one Lua script that first compares the caller's token with the fence.
+ * the fate of a tick runs in one Lua script that first compares the caller's token with the fence, and
+ * goes through `writes`: straight to Redis on one server, confirmed on replicas on a replicated topology
+ * (durability.ts), so that a decision counts only once a failover cannot lose it.
  */
 export class TickLedger {
   constructor(
     private readonly redis: Redis,
     readonly keys: KeySpace,
+    private readonly writes: WritePath = directWrites(redis),
   ) {}
 
   /** Moves the fence to `token`. Fails (returning the fence) when a newer term is already recorded. */
   async raiseFence(token: FencingToken, holder: string, now: number): Promise<{ ok: true } | { ok: false; fence: FencingToken }> {
-    const result = await raiseFenceScript.run<[number, string?, number?]>(
-      this.redis,
+    const result = await this.writes.script<[number, string?, number?]>(
+      raiseFenceScript,
       [this.keys.fence, this.keys.retiredGenerations],
       [token.generation, token.leaderTransitions, holder, now],
+      // A refusal decides nothing new; only a raise must outlive a failover before the term produces.
+      (reply) => (scriptCode('raiseFence', RaiseCode, reply[0]) === RaiseCode.Raised ? `fence raise to ${token.generation}/${token.leaderTransitions}` : undefined),
     );
-    if (result[0] === 1) return { ok: true };
+    if (result[0] === RaiseCode.Raised) return { ok: true };
     return { ok: false, fence: { generation: result[1] ?? '', leaderTransitions: Number(result[2]) } };
   }
 
@@ -210,7 +254,6 @@ export class TickLedger {
    * A plain claim of a buffered tick releases it.
    */
   async claim(token: FencingToken, job: string, tick: number, jobId: string, request: ClaimRequest = {}): Promise<ClaimOutcome> {
-    // Through the batch method, so that a subclass (DurableTickLedger) handles both in one place.
     return (await this.claimTicks(token, [{ job, tick, jobId, request }]))[0]!;
   }
 
@@ -222,8 +265,8 @@ export class TickLedger {
   async claimTicks(token: FencingToken, claims: TickClaim[]): Promise<ClaimOutcome[]> {
     if (claims.length === 0) return [];
     const k = this.keys;
-    const reply = await claimTicksScript.run<Array<number | string>>(
-      this.redis,
+    const reply = await this.writes.script<Array<number | string>>(
+      claimTicksScript,
       [k.fence, k.retiredGenerations, k.paused, ...claims.flatMap(({ job }) => [k.ledger(job), k.ledgerIndex(job), k.pending(job), k.jobState(job)])],
       [
         token.generation,
@@ -232,43 +275,57 @@ export class TickLedger {
           job,
           tick,
           jobId,
-          request.skip ? 'skip' : request.buffer ? 'buffer' : 'enqueue',
+          request.skip ? 'skip' : request.buffer ? 'buffer' : request.added ? 'added' : 'enqueue',
           request.skip ?? '',
           request.previousTick ?? '',
         ]),
       ],
+      // One WAIT covers the whole batch (one script on one connection). Even `settled` is confirmed: it may
+      // be the answer to our own claim whose WAIT failed before, and the lane moves past the tick on it.
+      (codes) => (codes[0] === ClaimCode.Fenced || claims.every((_, i) => Number(codes[2 * i]) === ClaimCode.Hole) ? undefined : `claims of ${describeTicks(claims)}`),
     );
-    if (reply[0] === -1) return claims.map(() => ({ kind: 'fenced' }));
-    return claims.map((_, i) => claimOutcome(Number(reply[2 * i]), String(reply[2 * i + 1])));
+    // Per-tick codes are never `Fenced`: the whole batch answers it alone.
+    if (reply[0] === ClaimCode.Fenced) return claims.map(() => ({ kind: 'fenced' }));
+    return claims.map((_, i) => claimOutcome(reply[2 * i], String(reply[2 * i + 1] ?? '')));
   }
 
-  /** Records that the claimed tick's job is in BullMQ. */
-  async confirm(job: string, tick: number, jobId: string, now: number): Promise<void> {
-    await this.confirmTicks([{ job, tick, jobId }], now);
+  /** Records that the claimed tick's job is in BullMQ (see {@link confirmTicks}). */
+  async confirm(token: FencingToken, job: string, tick: number, jobId: string, now: number): Promise<ConfirmOutcome> {
+    return (await this.confirmTicks(token, [{ job, tick, jobId }], now))[0]!;
   }
 
-  /** {@link confirm} for many ticks in one script. */
-  async confirmTicks(confirmations: TickConfirmation[], now: number): Promise<void> {
-    if (confirmations.length === 0) return;
+  /**
+   * Records that the runs of claimed ticks are in BullMQ, under the fence: each tick claimed for its job id
+   * moves to `enqueued`. `not-claimed` for a tick with no claim any more (a failover lost it after the add):
+   * the caller claims it again (same job id, so its add is a no-op) before confirming.
+   */
+  async confirmTicks(token: FencingToken, confirmations: TickConfirmation[], now: number): Promise<ConfirmOutcome[]> {
+    if (confirmations.length === 0) return [];
     const k = this.keys;
-    await confirmTicksScript.run(
-      this.redis,
-      confirmations.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job)]),
-      [now, ...confirmations.flatMap(({ tick, jobId }) => [tick, jobId])],
+    const reply = await this.writes.script<number[]>(
+      confirmTicksScript,
+      [k.fence, k.retiredGenerations, ...confirmations.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job)])],
+      [token.generation, token.leaderTransitions, now, ...confirmations.flatMap(({ tick, jobId }) => [tick, jobId])],
+      (codes) => (codes.some((code) => code === ConfirmCode.Enqueued || code === ConfirmCode.AlreadyEnqueued) ? `enqueued records of ${describeTicks(confirmations)}` : undefined),
     );
+    // Per-tick codes are never `Fenced`: the whole batch answers it alone.
+    if (reply[0] === ConfirmCode.Fenced) return confirmations.map(() => 'fenced');
+    return confirmations.map((_, i) => confirmOutcome(scriptCode('confirmTicks', ConfirmCode, reply[i])));
   }
 
   /**
    * Reads what a new leader needs of each job (see {@link TakeOverState}) in one script, and records
-   * `scheduledSince` at `now` for a job no takeover saw before.
+   * `scheduledSince` at `now` for a job no takeover saw before (confirmed like a claim: a failover that
+   * lost it would let the next takeover record it later, and a brand-new job's first ticks go unowed).
    */
   async takeOverStates(jobs: TakeOverRequest[], now: number): Promise<TakeOverState[]> {
     if (jobs.length === 0) return [];
     const k = this.keys;
-    const rows = await takeOverScript.run<Array<[string, number, string[], string[], string[], string]>>(
-      this.redis,
+    const rows = await this.writes.script<Array<[string, number, string[], string[], string[], string]>>(
+      takeOverScript,
       [k.paused, ...jobs.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job), k.ledgerIndex(job), k.skips(job)])],
       [now, ...jobs.flatMap(({ job, stagedSince }) => [job, stagedSince])],
+      () => `takeover of ${jobs.length === 1 ? jobs[0]!.job : `${jobs.length} jobs`}`,
     );
     return rows.map(([scheduledSince, paused, fields, pending, recent, newestDue]) => ({
       scheduledSince: Number(scheduledSince),
@@ -286,30 +343,83 @@ export class TickLedger {
    */
   async markUnstaging(token: FencingToken, job: string, tick: number, jobId: string, reason: UnstageReason, queue: string): Promise<'marked' | 'settled' | 'fenced'> {
     const k = this.keys;
-    const result = await markUnstagingScript.run<number>(
-      this.redis,
-      [k.fence, k.retiredGenerations, k.ledger(job), k.pending(job)],
-      [token.generation, token.leaderTransitions, tick, jobId, reason, queue],
+    const code = scriptCode(
+      'markUnstaging',
+      MarkCode,
+      await this.writes.script<number>(
+        markUnstagingScript,
+        [k.fence, k.retiredGenerations, k.ledger(job), k.pending(job)],
+        [token.generation, token.leaderTransitions, tick, jobId, reason, queue],
+        // The mark tells the next leader to finish the take-back: it must be on a replica before the pull.
+        (reply) => (reply === MarkCode.Marked ? `take-back of ${job}@${tick}` : undefined),
+      ),
     );
-    return result === 1 ? 'marked' : result === 0 ? 'settled' : 'fenced';
+    return code === MarkCode.Marked ? 'marked' : code === MarkCode.Settled ? 'settled' : 'fenced';
   }
 
-  /** Records how a take-back ended (see settleUnstaging.lua). False when the tick was not being taken back. */
+  /**
+   * Records how a take-back ended (see settleUnstaging.lua). False when the tick was not being taken back
+   * any more: another term settled it first.
+   */
   async settleUnstaging(job: string, tick: number, outcome: UnstageOutcome): Promise<boolean> {
     const k = this.keys;
-    return (await settleUnstagingScript.run<number>(this.redis, [k.ledger(job), k.pending(job), k.jobState(job)], [tick, outcome])) === 1;
+    const reply = await this.writes.script<number>(settleUnstagingScript, [k.ledger(job), k.pending(job), k.jobState(job)], [tick, outcome], (code) =>
+      code === SettleCode.Settled ? `take-back of ${job}@${tick} (${outcome})` : undefined,
+    );
+    return scriptCode('settleUnstaging', SettleCode, reply) === SettleCode.Settled;
   }
-
 
   /** Records a range of ticks that will not run. Refuses (`invalid`) an inverted or empty range. */
   async skipRange(token: FencingToken, job: string, range: SkippedRange): Promise<SkipRangeOutcome> {
     const k = this.keys;
-    const result = await skipRangeScript.run<number>(
-      this.redis,
+    const reply = await this.writes.script<number>(
+      skipRangeScript,
       [k.fence, k.retiredGenerations, k.skips(job), k.jobState(job)],
       [token.generation, token.leaderTransitions, range.from, range.to, range.count, range.reason, JSON.stringify(range)],
+      (code) => (code === SkipRangeCode.Recorded ? `skip record of ${job} ${range.from}..${range.to}` : undefined),
     );
-    return result === 1 ? 'recorded' : result === -2 ? 'invalid' : 'fenced';
+    const code = scriptCode('skipRange', SkipRangeCode, reply);
+    return code === SkipRangeCode.Recorded ? 'recorded' : code === SkipRangeCode.Invalid ? 'invalid' : 'fenced';
+  }
+
+  /**
+   * Decides a trigger request (`leasebeat trigger`) under the fence: it runs at most once across any number
+   * of leaders, never after the admin gave up on it, never while its job is paused. `refusal` is a reason
+   * the caller found (`unknown-job`, `paused` by definition), or ''. `alreadyAdded`: the caller added the
+   * run before, and its claim was lost in a failover; the run will run, so it is claimed whatever else.
+   */
+  async claimTrigger(token: FencingToken, request: { job: string; id: string; deadline: number }, jobId: string, refusal: string, alreadyAdded = false): Promise<TriggerClaimOutcome> {
+    const k = this.keys;
+    const [code, detail] = await this.writes.script<[number, string?]>(
+      claimTriggerScript,
+      [k.fence, k.retiredGenerations, k.manual(request.job), k.paused, k.triggerResult(request.id)],
+      [token.generation, token.leaderTransitions, request.job, request.id, jobId, request.deadline, refusal, alreadyAdded ? '1' : '0'],
+      ([reply]) => (reply === TriggerCode.Fenced ? undefined : `trigger ${request.id} of ${request.job}`),
+    );
+    switch (scriptCode('claimTrigger', TriggerCode, code)) {
+      case TriggerCode.Fenced:
+        return { kind: 'fenced' };
+      case TriggerCode.Claimed:
+        return { kind: 'claimed', retry: false };
+      case TriggerCode.Reclaimed:
+        return { kind: 'claimed', retry: true };
+      case TriggerCode.Refused:
+        return { kind: 'refused', reason: detail ?? '' };
+      case TriggerCode.Settled:
+        return { kind: 'settled', state: detail ?? '' };
+    }
+  }
+
+  /** Records that a claimed trigger's run is in BullMQ and hands `outcome` to the admin waiting on it. */
+  async confirmTrigger(token: FencingToken, job: string, requestId: string, jobId: string, outcome: string): Promise<ConfirmOutcome> {
+    const k = this.keys;
+    const reply = await this.writes.script<number>(
+      confirmTriggerScript,
+      [k.fence, k.retiredGenerations, k.manual(job), k.triggerResult(requestId)],
+      [token.generation, token.leaderTransitions, requestId, jobId, outcome],
+      (code) => (code === ConfirmCode.Enqueued || code === ConfirmCode.AlreadyEnqueued ? `trigger ${requestId} of ${job} enqueued` : undefined),
+    );
+    return confirmOutcome(scriptCode('confirmTrigger', ConfirmCode, reply));
   }
 
   /** Ticks claimed (or buffered) by some term that never confirmed them: the next leader finishes them. */

@@ -1,8 +1,11 @@
-import { DelayedError, MetricsTime, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { DelayedError, MetricsTime, UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { WorkerState } from '../members/record.js';
 import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
+import { DurabilityError } from './durability.js';
 import type { TickJobData } from './job-data.js';
+import type { FinishToRecord, RecordedFinish, RunRecords, StartKind } from './run-records.js';
 
 /**
  * BullMQ's lock and stalled-job settings, which decide what happens to the jobs of an instance that dies.
@@ -56,6 +59,25 @@ interface ActiveRun {
 const CONCURRENCY_BACKOFF_MS = 250;
 /** How long a run whose take the replicas did not confirm waits before it is tried again. */
 const UNCONFIRMED_BACKOFF_MS = 500;
+/** A finish the replicas did not confirm is recorded again after this, doubling up to the maximum. */
+const FINISH_RETRY_MS = 250;
+const MAX_FINISH_RETRY_MS = 2_000;
+/** What a handler throws after moving its own job (to delayed, to wait for its children): not a failure. */
+const MOVED_ERRORS = new Set(['DelayedError', 'WaitingError', 'WaitingChildrenError', 'RateLimitError']);
+
+/** Hooks for the workers' Prometheus metrics. */
+export interface WorkerMetrics {
+  /** A handler started; `kind` says why (see `StartKind`): `runner-lost` is BullMQ's at-least-once re-run. */
+  started(job: string, kind: StartKind): void;
+  /**
+   * A run came back that had finished, and its finish was recorded again without running the handler:
+   * `finish-lost` (a failover lost BullMQ's record of it) or `completed-retry-refused` (an operator put a
+   * completed run back).
+   */
+  notRunAgain(job: string, reason: 'finish-lost' | 'completed-retry-refused'): void;
+  /** A finish could not be recorded (the lock was lost, or the pool closed first): the run may run again. */
+  finishUnrecorded(job: string): void;
+}
 
 /**
  * BullMQ workers for every queue the loaded jobs use, dispatching each run to its definition's handler.
@@ -68,6 +90,8 @@ export class WorkerPool {
   private readonly runningByName = new Map<string, number>();
   private jobs: ReadonlyMap<string, ScheduledJob> = new Map();
   private closing: Promise<void> | undefined;
+  /** Set once a close ran out of time: the runs still active are abandoned, and nothing of theirs is recorded. */
+  private abandoned = false;
   private closed = false;
   /** Set by `pause()`, cleared by `resume()`; a pause superseded by a resume never counts as drained. */
   private pausing: { drained: boolean } | undefined;
@@ -81,11 +105,12 @@ export class WorkerPool {
       logger: Logger;
       tuning?: WorkerTuning;
       /**
-       * On replicated Redis: resolves once the replicas hold this instance's take of a run from `queue`
-       * (and so the run's add, written before it), throws when they do not. A run taken on a primary that
-       * a failover then loses would be taken, and run, again elsewhere.
+       * Each run's record of its starts and finish (run-records.ts), through which a run starts only once
+       * its take is durable and is handed back to BullMQ only once its finish is: a failover can then
+       * neither hand a run to a second worker nor run a finished run again.
        */
-      confirmTaken?: (queue: string) => Promise<void>;
+      records: RunRecords;
+      metrics?: WorkerMetrics;
     },
   ) {}
 
@@ -177,6 +202,7 @@ export class WorkerPool {
     const graceful = await Promise.race([drained, expired]);
     clearTimeout(timer);
     if (!graceful) {
+      this.abandoned = true;
       this.options.logger.warn(
         { active: this.activeJobIds(), timeoutMs },
         'drain timed out; abandoning the active runs to BullMQ stalled-job recovery (another worker runs them again once their locks expire)',
@@ -246,41 +272,50 @@ export class WorkerPool {
           'every instance must load the same jobs/ folder',
       );
     }
+    // A worker always passes its lock token; without one nothing here could be checked or recorded.
+    if (token === undefined) throw new Error(`run ${job.id} was handed over without a lock token`);
     const running = this.runningByName.get(job.name) ?? 0;
-    if (running >= definition.concurrency && token) {
+    if (running >= definition.concurrency) {
       // This instance already runs as many as the job allows: hand the run back for a moment.
       await job.moveToDelayed(Date.now() + CONCURRENCY_BACKOFF_MS, token);
       throw new DelayedError();
     }
-    if (this.options.confirmTaken && token) {
-      try {
-        await this.options.confirmTaken(queue);
-      } catch (error) {
-        // Not durable yet: hand the run back without spending an attempt; it runs once the replicas are back.
-        this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'run not started: its take is not on enough replicas yet');
-        await job.moveToDelayed(Date.now() + UNCONFIRMED_BACKOFF_MS, token);
+    // The slot is taken before the first wait, so that runs arriving meanwhile see it taken.
+    this.runningByName.set(job.name, running + 1);
+    const key = `${queue}/${job.id}`;
+    try {
+      const start = await this.take(job, token);
+      if (start === undefined) throw new DelayedError();
+      if (start.kind === 'not-ours') {
+        // Whoever holds the run on this server runs it; BullMQ writes nothing for a DelayedError.
+        this.options.logger.warn({ job: job.name, jobId: job.id }, 'run not started: the server does not hold our take of it (a failover lost it, or its lock expired)');
         throw new DelayedError();
       }
-    }
-    const key = `${queue}/${job.id}`;
-    const abort = new AbortController();
-    // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
-    signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
-    this.runs.set(key, { queue, id: job.id ?? '', name: job.name, abort });
-    this.runningByName.set(job.name, running + 1);
-    try {
-      const data = job.data as Partial<TickJobData>;
-      const context: HandlerContext = {
-        data: data.data,
-        tick: new Date(data.tick ?? job.timestamp),
-        token: data.token ?? { generation: '', leaderTransitions: -1 },
-        signal: abort.signal,
-        log: this.options.logger.child({ job: job.name, jobId: job.id }),
-        manual: data.manual ?? false,
-      };
-      if (definition.handler) return await definition.handler(job as Job<TickJobData>, context);
-      // A flow parent without a handler completes with its children's results.
-      return await job.getChildrenValues();
+      if (start.kind === 'finished') return await this.recordAgain(job, start.finish, start.refused);
+      if (start.start === 'runner-lost') {
+        this.options.logger.warn(
+          { job: job.name, jobId: job.id, previousRunner: start.previousRunner },
+          'running a run again whose last start never finished (its process died or lost the lock): BullMQ runs a run at least once',
+        );
+      }
+      this.options.metrics?.started(job.name, start.start);
+      const abort = new AbortController();
+      // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
+      signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
+      this.runs.set(key, { queue, id: job.id ?? '', name: job.name, abort });
+      let result: unknown;
+      let value: string;
+      try {
+        result = await this.runHandler(definition, job, abort.signal);
+        // What BullMQ will store, and what a finish recorded again returns.
+        value = JSON.stringify(result) ?? '';
+      } catch (error) {
+        const failure = error instanceof Error ? error : new Error(String(error));
+        await this.recordFinish(job, token, MOVED_ERRORS.has(failure.name) ? { outcome: 'moved', final: false, value: failure.message } : { outcome: 'failed', final: isFinal(job, failure), value: failure.message });
+        throw error;
+      }
+      await this.recordFinish(job, token, { outcome: 'completed', final: false, value });
+      return result;
     } finally {
       this.runs.delete(key);
       const left = this.runningByName.get(job.name)! - 1;
@@ -288,4 +323,82 @@ export class WorkerPool {
       else this.runningByName.set(job.name, left);
     }
   }
+
+  private async runHandler(definition: ScheduledJob, job: Job, signal: AbortSignal): Promise<unknown> {
+    const data = job.data as Partial<TickJobData>;
+    const context: HandlerContext = {
+      data: data.data,
+      tick: new Date(data.tick ?? job.timestamp),
+      token: data.token ?? { generation: '', leaderTransitions: -1 },
+      signal,
+      log: this.options.logger.child({ job: job.name, jobId: job.id }),
+      manual: data.manual ?? false,
+    };
+    if (definition.handler) return definition.handler(job as Job<TickJobData>, context);
+    // A flow parent without a handler completes with its children's results.
+    return job.getChildrenValues();
+  }
+
+  /**
+   * Checks and counts the take (see RunRecords.start). Undefined when the run was handed back because the
+   * replicas did not confirm the take: it starts once they are back, without spending an attempt.
+   */
+  private async take(job: Job, token: string): Promise<Awaited<ReturnType<RunRecords['start']>> | undefined> {
+    try {
+      return await this.options.records.start(job, token);
+    } catch (error) {
+      if (!(error instanceof DurabilityError)) throw error;
+      this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'run not started: its take is not on enough replicas yet');
+      await job.moveToDelayed(Date.now() + UNCONFIRMED_BACKOFF_MS, token);
+      return undefined;
+    }
+  }
+
+  /** Hands BullMQ the outcome a finished run already had, without running its handler again. */
+  private async recordAgain(job: Job, finish: RecordedFinish, refused: boolean): Promise<unknown> {
+    const log = { job: job.name, jobId: job.id, outcome: finish.outcome };
+    if (refused) {
+      const message = 'a completed run was put back to run (a retry from Bull Board or the BullMQ API): refused, its completion is recorded again. To run the job again, use `leasebeat trigger`';
+      this.options.logger.warn(log, message);
+      // Bull Board shows the job's log: the operator who pressed retry sees why it did not run.
+      await job.log(`leasebeat: ${message}`).catch(() => undefined);
+    } else {
+      this.options.logger.warn(log, 'a finished run came back after a Redis failover lost the record of its finish: recording that finish again, not running it');
+    }
+    this.options.metrics?.notRunAgain(job.name, refused ? 'completed-retry-refused' : 'finish-lost');
+    if (finish.outcome === 'completed') return finish.value === '' ? undefined : (JSON.parse(finish.value) as unknown);
+    // Only completed and failed runs come back finished: a moved one is re-entered (startRun.lua).
+    throw finish.final ? new UnrecoverableError(finish.value) : new Error(finish.value);
+  }
+
+  /**
+   * Records how the handler ended before BullMQ does, retrying while the replicas do not confirm it: BullMQ
+   * keeps renewing the run's lock meanwhile, so the run stays ours. Gives up when the lock is lost or the
+   * pool closes; then a failover (or a lost runner's recovery) may run the run again, which is counted.
+   */
+  private async recordFinish(job: Job, token: string, finish: FinishToRecord): Promise<void> {
+    // An abandoned run is BullMQ's again: it runs again from the start, as close() promises.
+    if (this.abandoned) return;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (await this.options.records.finish(job, token, finish)) return;
+        this.options.logger.warn({ job: job.name, jobId: job.id }, "the run's lock was lost before its finish was recorded: another worker may run it again");
+        break;
+      } catch (error) {
+        if (this.closing) {
+          this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'closing before the finish of a run was confirmed on replicas: a failover may run it again');
+          break;
+        }
+        const retryInMs = Math.min(FINISH_RETRY_MS * 2 ** attempt, MAX_FINISH_RETRY_MS);
+        this.options.logger.warn({ job: job.name, jobId: job.id, err: error, retryInMs }, 'the finish of a run is not on enough replicas yet; holding the run and recording it again');
+        await sleep(retryInMs);
+      }
+    }
+    this.options.metrics?.finishUnrecorded(job.name);
+  }
+}
+
+/** Whether BullMQ will not retry after this failure (no attempt left, or unrecoverable): as `Job.shouldRetryJob` decides. */
+function isFinal(job: Job, error: Error): boolean {
+  return error instanceof UnrecoverableError || error.name === 'UnrecoverableError' || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
 }

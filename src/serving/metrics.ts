@@ -17,6 +17,23 @@ export interface ProducerMetricsHooks {
   fenced(count: number): void;
 }
 
+/**
+ * The workers' metric hooks. Structurally the same as the worker pool's `WorkerMetrics`, so
+ * `workerMetrics` can be handed to it as is.
+ */
+export interface WorkerMetricsHooks {
+  started(job: string, kind: RunStartKind): void;
+  notRunAgain(job: string, reason: NotRunAgainReason): void;
+  finishUnrecorded(job: string): void;
+}
+
+/** Why a handler started (`leasebeat_run_starts_total{kind}`): `runner-lost` is BullMQ's at-least-once re-run. */
+export type RunStartKind = 'first' | 'retry' | 'operator-retry' | 'runner-lost' | 'continued';
+export const RUN_START_KINDS: RunStartKind[] = ['first', 'retry', 'operator-retry', 'runner-lost', 'continued'];
+/** Why a finished run that came back was not run again (`leasebeat_runs_not_run_again_total{reason}`). */
+export type NotRunAgainReason = 'finish-lost' | 'completed-retry-refused';
+export const NOT_RUN_AGAIN_REASONS: NotRunAgainReason[] = ['finish-lost', 'completed-retry-refused'];
+
 /** Buckets of `leasebeat_schedule_lag_seconds`: 1 ms to 60 s. */
 export const SCHEDULE_LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -33,6 +50,9 @@ export interface LeasebeatInstruments {
   queueMetricsErrors: Counter<'queue'>;
   members: Gauge<'condition'>;
   disruptionState: Gauge;
+  runStarts: Counter<'job' | 'kind'>;
+  runsNotRunAgain: Counter<'job' | 'reason'>;
+  finishUnrecorded: Counter<'job'>;
 }
 
 /** Every reason a tick is skipped for; `satisfies` makes adding a reason to `SkipReason` fail here until listed. */
@@ -65,6 +85,8 @@ export interface LeasebeatMetrics {
   producerMetrics: ProducerMetricsHooks;
   /** Pass to the member health monitor (`SchedulerOptions.metrics.members`). */
   memberMetrics: MemberMetrics;
+  /** Pass to the workers (`SchedulerOptions.metrics.workers`). */
+  workerMetrics: WorkerMetricsHooks;
 }
 
 /** The value of `leasebeat_disruption_state` for each state. */
@@ -145,6 +167,24 @@ export function createMetrics(): LeasebeatMetrics {
       help: 'Disruption state of the members: 0 Normal, 1 PartialDisruption, 2 FullDisruption; exported by the leader only',
       registers,
     }),
+    runStarts: new Counter({
+      name: 'leasebeat_run_starts_total',
+      help: 'Handler starts on this instance, by why: first, retry (BullMQ retries a failed attempt), operator-retry (a failed run retried by hand), runner-lost (the last start never finished: its process died or lost its lock; BullMQ runs a run at least once), continued (the handler moved its job and it came back)',
+      labelNames: ['job', 'kind'] as const,
+      registers,
+    }),
+    runsNotRunAgain: new Counter({
+      name: 'leasebeat_runs_not_run_again_total',
+      help: 'Finished runs that came back and had their finish recorded again instead of running: finish-lost (a Redis failover lost the record of the finish), completed-retry-refused (a completed run put back by hand)',
+      labelNames: ['job', 'reason'] as const,
+      registers,
+    }),
+    finishUnrecorded: new Counter({
+      name: 'leasebeat_run_finish_unrecorded_total',
+      help: 'Runs whose finish could not be recorded before their lock was lost or the instance stopped: a failover or stalled-job recovery may run them again',
+      labelNames: ['job'] as const,
+      registers,
+    }),
   };
   // Only the leader judges members: the others export no sample rather than a misleading 0 (Normal).
   instruments.disruptionState.remove();
@@ -160,6 +200,9 @@ export function createMetrics(): LeasebeatMetrics {
     for (const job of labels.jobs ?? []) {
       instruments.ticksEnqueued.inc({ job }, 0);
       for (const reason of SKIP_REASONS) instruments.ticksSkipped.inc({ job, reason }, 0);
+      for (const kind of RUN_START_KINDS) instruments.runStarts.inc({ job, kind }, 0);
+      for (const reason of NOT_RUN_AGAIN_REASONS) instruments.runsNotRunAgain.inc({ job, reason }, 0);
+      instruments.finishUnrecorded.inc({ job }, 0);
     }
     for (const queue of labels.queues ?? []) instruments.queueMetricsErrors.inc({ queue }, 0);
   };
@@ -199,5 +242,11 @@ export function createMetrics(): LeasebeatMetrics {
     },
   };
 
-  return { registry, instruments, declare, electionMetrics, producerMetrics, memberMetrics };
+  const workerMetrics: WorkerMetricsHooks = {
+    started: (job, kind) => instruments.runStarts.inc({ job, kind }),
+    notRunAgain: (job, reason) => instruments.runsNotRunAgain.inc({ job, reason }),
+    finishUnrecorded: (job) => instruments.finishUnrecorded.inc({ job }),
+  };
+
+  return { registry, instruments, declare, electionMetrics, producerMetrics, memberMetrics, workerMetrics };
 }

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { WorkerPool } from '../../src/queueing/worker-pool.js';
+import { testWorkerPool } from '../support/worker-pool.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { scheduledJob } from '../scheduling/helpers.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -32,7 +32,7 @@ describe('WorkerPool pause and resume (what a cordon does to the workers), on re
   it('finishes the active run, takes no new one until resumed, and starts new queues paused', { timeout: 60_000 }, async () => {
     const gates = new Map<string, () => void>();
     const handler = (job: { id?: string }): Promise<string> => new Promise((resolve) => gates.set(job.id!, () => resolve(`done ${job.id}`)));
-    const pool = new WorkerPool({ connection: redis, logger: silentLogger, tuning: { lockDurationMs: 5_000, stalledIntervalMs: 2_000 } });
+    const pool = testWorkerPool({ connection: redis, logger: silentLogger, tuning: { lockDurationMs: 5_000, stalledIntervalMs: 2_000 } });
     const first = queue('pause-a');
     pool.update(new Map([['slow', scheduledJob({ name: 'slow', every: '1h', queue: 'pause-a', concurrency: 2, handler })]]));
     try {

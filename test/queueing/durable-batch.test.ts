@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
-import { DurabilityError, DurableTickLedger, ReplicaWait } from '../../src/queueing/durability.js';
+import { DurabilityError, ReplicaWait } from '../../src/queueing/durability.js';
 import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 
 const token = { generation: 'g1', leaderTransitions: 3 };
@@ -22,21 +23,21 @@ describe('batched claims and confirmations on a durable ledger (WAIT)', () => {
 
   it('a batch that no replica acknowledged counts as failed, with one WAIT for the whole batch', async () => {
     const keys = new KeySpace('leasebeat', 'batch');
-    await new DurableTickLedger(client, keys, new ReplicaWait(client, { minReplicas: 0 })).raiseFence(token, 'me', Date.now());
+    await new TickLedger(client, keys, new ReplicaWait(client, { minReplicas: 0 })).raiseFence(token, 'me', Date.now());
     const wait = new ReplicaWait(client, { minReplicas: 1, timeoutMs: 50 });
-    const ledger = new DurableTickLedger(client, keys, wait);
+    const ledger = new TickLedger(client, keys, wait);
     const claims = Array.from({ length: 20 }, (_, i) => ({ job: `job-${i}`, tick: 1_000, jobId: `job-${i}@1000` }));
     await assert.rejects(ledger.claimTicks(token, claims), DurabilityError);
     assert.match((await ledger.tickState('job-19', 1_000)) ?? '', /^claimed\|/, 'the claims stand on the primary');
     assert.deepEqual(wait.stats, { waits: 1, confirmed: 0, unconfirmed: 1 });
-    await assert.rejects(ledger.confirmTicks(claims, 2_000), DurabilityError);
+    await assert.rejects(ledger.confirmTicks(token, claims, 2_000), DurabilityError);
     assert.equal(wait.stats.waits, 2);
   });
 
   it('a fenced batch decides nothing and waits for nothing', async () => {
     const keys = new KeySpace('leasebeat', 'fenced');
     const wait = new ReplicaWait(client, { minReplicas: 1, timeoutMs: 50 });
-    const ledger = new DurableTickLedger(client, keys, wait);
+    const ledger = new TickLedger(client, keys, wait);
     const outcomes = await ledger.claimTicks(token, [{ job: 'a', tick: 1_000, jobId: 'a@1000' }]);
     assert.deepEqual(outcomes, [{ kind: 'fenced' }]);
     assert.equal(wait.stats.waits, 0);

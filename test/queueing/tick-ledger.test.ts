@@ -61,7 +61,7 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     await ledger.raiseFence(termA, 'a', 1);
     assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
     assert.deepEqual(await ledger.pendingTicks('j'), [1000]);
-    await ledger.confirm('j', 1000, 'j@1000', 1005);
+    assert.equal(await ledger.confirm(termA, 'j', 1000, 'j@1000', 1005), 'enqueued');
     assert.deepEqual(await ledger.pendingTicks('j'), []);
     assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'settled', state: 'enqueued|j@1000' });
     const state = await ledger.jobState('j');
@@ -152,7 +152,7 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     assert.match((await ledger.tickState('j', 2000)) ?? '', /^buffered\|uid-a\|3\|j@2000$/);
     assert.deepEqual(await ledger.pendingTicks('j'), [1000, 2000]);
     assert.equal((await ledger.jobState('j')).lastJobTick, 1000);
-    await ledger.confirm('j', 1000, 'j@1000', 1001);
+    assert.equal(await ledger.confirm(termA, 'j', 1000, 'j@1000', 1001), 'enqueued');
     // The next term finds the buffered claim in the pending set and releases it with a plain claim.
     await ledger.raiseFence(termA4, 'b', 2);
     // Asked to buffer again (a lane re-deciding the tick), it stays buffered, under the asking term.
@@ -163,7 +163,7 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     const state = await ledger.jobState('j');
     assert.equal(state.lastJobId, 'j@2000');
     assert.equal(state.lastJobTick, 2000);
-    await ledger.confirm('j', 2000, 'j@2000', 2001);
+    assert.equal(await ledger.confirm(termA4, 'j', 2000, 'j@2000', 2001), 'enqueued');
     assert.deepEqual(await ledger.pendingTicks('j'), []);
   });
 
@@ -181,7 +181,7 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     await ledger.raiseFence(termA, 'a', 1);
     for (const tick of [100, 200, 300]) {
       await ledger.claim(termA, 'j', tick, `j@${tick}`);
-      await ledger.confirm('j', tick, `j@${tick}`, tick);
+      await ledger.confirm(termA, 'j', tick, `j@${tick}`, tick);
     }
     assert.equal(await ledger.prune('j', 250), 2);
     assert.equal(await ledger.tickState('j', 100), undefined);

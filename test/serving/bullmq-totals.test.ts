@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Queue, QueueEvents } from 'bullmq';
 import { pino } from 'pino';
-import { WorkerPool } from '../../src/queueing/worker-pool.js';
+import { testWorkerPool } from '../support/worker-pool.js';
 import { scrapeMetrics } from '../../src/serving/exposition.js';
 import { createMetrics } from '../../src/serving/metrics.js';
 import { startRedis } from '../support/redis-server.js';
@@ -15,7 +15,7 @@ describe("BullMQ's completed and failed totals with leasebeat's workers", () => 
     const queue = new Queue('counted', { connection });
     const eventsConnection = redis.client();
     const events = new QueueEvents('counted', { connection: eventsConnection });
-    const pool = new WorkerPool({ connection, logger: pino({ level: 'silent' }) });
+    const pool = testWorkerPool({ connection, logger: pino({ level: 'silent' }) });
     try {
       await events.waitUntilReady();
       pool.update(new Map([

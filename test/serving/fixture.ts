@@ -6,7 +6,7 @@ import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import { tickJobId } from '../../src/queueing/job-data.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
-import { WorkerPool } from '../../src/queueing/worker-pool.js';
+import { testWorkerPool } from '../support/worker-pool.js';
 import { HistoryReader } from '../../src/serving/history.js';
 import type { InstanceSource, JobStatus, ReadinessCheck, StatusSnapshot } from '../../src/serving/sources.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -181,7 +181,7 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
     const outcome = await ledger.claim(token, job, tick, jobId, previous === undefined ? {} : { previousTick: previous });
     assert.equal(outcome.kind, 'claimed', `claim of ${jobId}`);
     await queue.add(job, tickJobData(data, tick), { jobId, timestamp: tick + lagMs });
-    await ledger.confirm(job, tick, jobId, tick + lagMs);
+    await ledger.confirm(token, job, tick, jobId, tick + lagMs);
     previous = tick;
   };
   for (let i = 0; i < 30; i++) {
@@ -219,7 +219,7 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
   }
 
   const workerConnection = redis.client();
-  const pool = new WorkerPool({ connection: workerConnection, prefix: 'leasebeat-test', logger: pino({ level: 'silent' }) });
+  const pool = testWorkerPool({ connection: workerConnection, prefix: 'leasebeat-test', logger: pino({ level: 'silent' }) });
   pool.update(new Map([
     ['heartbeat', scheduledJob({ name: 'heartbeat', queue: 'ops', handler: (job) => {
       if ((job.data as { data?: { fail?: boolean } }).data?.fail) throw new Error('upstream answered 503');

@@ -4,8 +4,9 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { LeaderElector } from '../../src/election/leader-elector.js';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
-import { DurabilityError, DurableLock, DurableTickLedger, ReplicaWait } from '../../src/queueing/durability.js';
+import { DurabilityError, DurableLock, ReplicaWait } from '../../src/queueing/durability.js';
 import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import { createScheduler } from '../../src/scheduler.js';
 import { RedisProcess } from '../support/redis-process.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -39,7 +40,7 @@ describe('durable writes (WAIT) on real servers', () => {
 
   it('minReplicas 0 sends no WAIT at all', async () => {
     const wait = new ReplicaWait(lonelyClient, { minReplicas: 0 });
-    const ledger = new DurableTickLedger(lonelyClient, new KeySpace('leasebeat', 'off'), wait);
+    const ledger = new TickLedger(lonelyClient, new KeySpace('leasebeat', 'off'), wait);
     assert.deepEqual(await ledger.raiseFence(token, 'me', Date.now()), { ok: true });
     assert.equal((await ledger.claim(token, 'job', 1_000, 'job@1')).kind, 'claimed');
     assert.deepEqual(wait.stats, { waits: 0, confirmed: 0, unconfirmed: 0 });
@@ -48,7 +49,7 @@ describe('durable writes (WAIT) on real servers', () => {
   it('without a replica, the fence raise and a claim count as failed though they stand on the primary; a refused raise needs no WAIT', async () => {
     const keys = new KeySpace('leasebeat', 'alone');
     const wait = new ReplicaWait(lonelyClient, { minReplicas: 1, timeoutMs: 50 });
-    const ledger = new DurableTickLedger(lonelyClient, keys, wait);
+    const ledger = new TickLedger(lonelyClient, keys, wait);
     await assert.rejects(ledger.raiseFence(token, 'me', Date.now()), (error: unknown) => error instanceof DurabilityError && error.acknowledged === 0 && error.required === 1);
     assert.equal(await lonelyClient.hget(keys.fence, 'transitions'), '3', 'the raise itself landed');
     await assert.rejects(ledger.claim(token, 'job', 1_000, 'job@1'), DurabilityError);
@@ -60,7 +61,7 @@ describe('durable writes (WAIT) on real servers', () => {
 
   it('with a replica, writes are confirmed, and concurrent claims share WAITs (one in flight per connection)', async () => {
     const wait = new ReplicaWait(primaryClient, { minReplicas: 1, timeoutMs: 2_000 });
-    const ledger = new DurableTickLedger(primaryClient, new KeySpace('leasebeat', 'burst'), wait);
+    const ledger = new TickLedger(primaryClient, new KeySpace('leasebeat', 'burst'), wait);
     assert.deepEqual(await ledger.raiseFence(token, 'me', Date.now()), { ok: true });
     const before = wait.stats.waits;
     const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.claim(token, `job-${i}`, 1_000, `job-${i}@1`)));

@@ -10,7 +10,8 @@
   ARGV[1] generation  ARGV[2] transitions
   then for the i-th tick: ARGV[3+6i] job name  ARGV[4+6i] tick (ms)  ARGV[5+6i] job id
           ARGV[6+6i] mode: 'enqueue' (claim to add now; also releases a buffered claim), 'buffer' (claim to
-          add once the previous run finished) or 'skip'
+          add once the previous run finished), 'skip', or 'added' (claim to run whatever a pause says: the
+          caller added the run already and its claim was lost in a failover, so it is in BullMQ and runs)
           ARGV[7+6i] skip reason  ARGV[8+6i] the job's previous nominal tick (ms), or '' when it has none
   Ledger states: 'claimed|<gen>|<transitions>|<jobId>' and 'buffered|<gen>|<transitions>|<jobId>' (both
   in the pending set until added), 'enqueued|<jobId>', 'skipped|<reason>'.
@@ -21,6 +22,7 @@
                  released now: add it (same job id)
     4, ''        buffered: claimed (now or earlier), to be added once the previous run has finished
     0, state     already settled (enqueued, skipped, or buffered when asked to skip): nothing to do
+                 (a settled tick the watermark had lost is counted in it again)
     3, reason    recorded as skipped (reason may be 'paused' when the job is paused at run time)
     -2, last     refused: the previous tick is not recorded (the watermark `last` is older); a caller bug
 ]]
@@ -39,6 +41,9 @@ end
 
 local function claim(ledger, index, pending, state, job, tick, jobId, mode, reason, previous)
   local paused = redis.call('HEXISTS', KEYS[3], job) == 1
+  if mode == 'added' then
+    mode, paused = 'enqueue', false
+  end
   local claimedState = generation .. '|' .. transitions .. '|' .. jobId
 
   local function recordSkip(why)
@@ -53,7 +58,16 @@ local function claim(ledger, index, pending, state, job, tick, jobId, mode, reas
   end
 
   local existing = redis.call('HGET', ledger, tick)
+  local last = redis.call('HGET', state, 'lastScheduledTick')
   if existing then
+    -- A record the watermark does not count (its claim was lost in a failover and a later write of the
+    -- same tick was not): count it now, when the caller walks to it in order, or every later claim of
+    -- the job would be refused as a hole by a record that no longer tells it is there.
+    local inOrder = last and previous ~= '' and tonumber(last) >= tonumber(previous) and tonumber(tick) > tonumber(last)
+    if inOrder or (not last and previous == '') then
+      redis.call('ZADD', index, tick, tick)
+      redis.call('HSET', state, 'lastScheduledTick', tick)
+    end
     -- A claim to run stands, whatever is asked now: a caller retrying a claim whose reply it lost (or
     -- whose replica WAIT failed) decides the tick again and may take its own claim for the previous,
     -- unfinished run and ask to skip or buffer it. Its run may even be in BullMQ already.
@@ -78,7 +92,6 @@ local function claim(ledger, index, pending, state, job, tick, jobId, mode, reas
     return 0, existing
   end
 
-  local last = redis.call('HGET', state, 'lastScheduledTick')
   if previous ~= '' and last and tonumber(last) < tonumber(previous) then
     return -2, last
   end

@@ -6,7 +6,9 @@
   KEYS[5] the request's result list
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] job name  ARGV[4] request id  ARGV[5] job id
   ARGV[6] deadline (ms, Redis TIME)  ARGV[7] refusal decided by the caller ('unknown-job', 'paused' for
-          a job paused in its definition) or ''
+          a job paused in its definition) or ''  ARGV[8] '1' when the caller added the run already (its
+          claim was lost in a failover after the add): it is claimed whatever the deadline or a pause say,
+          since the run is in BullMQ and will run
   Records: 'claimed|<gen>|<transitions>|<jobId>', 'enqueued|<jobId>', 'refused|<reason>'.
   Returns:
     { 1 }            claimed: add the job, then confirm it
@@ -42,12 +44,14 @@ local function refuse(reason)
   return { 3, reason }
 end
 
-if refusal ~= '' then return refuse(refusal) end
-if redis.call('HEXISTS', KEYS[4], job) == 1 then return refuse('paused') end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
--- The admin gave up at its deadline (and said so): the request must never run late.
-if now > deadline then return refuse('expired') end
+if ARGV[8] ~= '1' then
+  if refusal ~= '' then return refuse(refusal) end
+  if redis.call('HEXISTS', KEYS[4], job) == 1 then return refuse('paused') end
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  -- The admin gave up at its deadline (and said so): the request must never run late.
+  if now > deadline then return refuse('expired') end
+end
 
 redis.call('HSET', KEYS[3], id, 'claimed|' .. generation .. '|' .. transitions .. '|' .. jobId)
 return { 1 }
