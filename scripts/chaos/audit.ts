@@ -9,7 +9,7 @@ import type { JobWrites } from './events.js';
 import type { ExecutedFault } from './faults.js';
 import { DELIBERATE_FAILURE, type RunEndRecord, type RunRecord } from './jobs/_record.js';
 import { SAMPLE_MS, type LeaseHistorySnapshot, type LeaseRecordWrite } from './lease-history.js';
-import type { ElectionTimings } from './plan.js';
+import { AIMED_KILLS, type ElectionTimings } from './plan.js';
 
 /** The outcome of one invariant: how many items it checked and what broke it (the first few). */
 export interface InvariantResult {
@@ -496,7 +496,7 @@ function holdersProduce(input: AuditInput, jobs: Map<string, SeenJob>): { violat
 }
 
 /** Faults of a replicated Redis: until the keys' primary (again) has a replica, no deciding write can be confirmed. */
-const REPLICATED_REDIS_FAULTS = ['primary-kill', 'primary-freeze', 'replica-restart'];
+const REPLICATED_REDIS_FAULTS: readonly string[] = ['primary-kill', 'primary-freeze', 'replica-restart', ...AIMED_KILLS];
 
 /**
  * When a fault kept `holder` from Redis (or froze it), plus RenewDeadline to recover; after a fault of a

@@ -6,6 +6,7 @@ import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import type { LeaseWrite } from '../../test/support/fake-lease-server.js';
 import type { TestRedis } from '../../test/support/redis-server.js';
 import type { TcpProxy } from '../../test/support/tcp-proxy.js';
+import { killBullPrimaryAfterHandler, killBullPrimaryDuringStagedDelay, killLedgerPrimaryBetweenClaimAndWait, killPrimary, type AimedKill, type PrimaryFaultOutcome } from './aimed-faults.js';
 import { LEASE_NAME, LEASE_NAMESPACE, type ChaosCluster, type Incarnation } from './cluster.js';
 import type { FaultKind, PlannedFault } from './plan.js';
 import type { ReplicatedRedis } from './topology.js';
@@ -22,8 +23,10 @@ export interface ExecutedFault {
   startedAt: number;
   endedAt: number;
   detail: string;
-  /** Replicated Redis: when another node was seen serving leasebeat's keys as the primary. */
+  /** Replicated Redis: when another node was seen serving the keys the fault hit as the primary. */
   promotedAt?: number;
+  /** Issue 18's aimed kills: the instant aimed at, and how close to it the primary died. */
+  aim?: AimedKill;
 }
 
 /**
@@ -165,13 +168,8 @@ export async function inject(cluster: ChaosCluster, fault: PlannedFault): Promis
       const redis = requireReplicated(cluster);
       const primary = await redis.primary();
       const holder = await cluster.holder();
-      const startedAt = Date.now();
-      await primary.kill();
-      const promoted = await redis.waitForPromotion(primary, PROMOTION_WAIT_MS);
-      const promotedAt = Date.now();
       // An orchestrator restarts the dead node; it comes back empty and rejoins as a replica.
-      await sleep(fault.restartAfterMs);
-      await primary.launch();
+      const { killedAt: startedAt, promoted, promotedAt } = await killPrimary(redis, primary, 'leasebeat', fault.restartAfterMs);
       return {
         ...base, target: holder, wasLeader: false, startedAt, endedAt: Date.now(), promotedAt,
         detail: `primary ${primary.port} SIGKILLed; ${promoted.port} promoted after ${promotedAt - startedAt} ms; ${primary.port} restarted`,
@@ -206,11 +204,22 @@ export async function inject(cluster: ChaosCluster, fault: PlannedFault): Promis
       await replica.launch();
       return { ...base, wasLeader: false, startedAt, endedAt: Date.now(), detail: `replica ${replica.port} SIGKILLed, restarted after ${fault.downMs} ms` };
     }
+    case 'bull-primary-kill-after-handler':
+      return aimedKill(cluster, base, (redis) => killBullPrimaryAfterHandler(cluster, redis, fault.restartAfterMs));
+    case 'bull-primary-kill-during-staged-delay':
+      return aimedKill(cluster, base, (redis) => killBullPrimaryDuringStagedDelay(cluster, redis, fault.restartAfterMs));
+    case 'ledger-primary-kill-between-claim-and-wait':
+      return aimedKill(cluster, base, (redis) => killLedgerPrimaryBetweenClaimAndWait(redis, fault.restartAfterMs));
   }
 }
 
-/** Bound on waiting for a replicated Redis to promote a replica after its primary died. */
-const PROMOTION_WAIT_MS = 30_000;
+/** An aimed kill of a primary, as the fault log records it (the target: the handler's instance, else the lock holder then). */
+async function aimedKill(cluster: ChaosCluster, base: Base, run: (redis: ReplicatedRedis) => Promise<PrimaryFaultOutcome>): Promise<ExecutedFault> {
+  const redis = requireReplicated(cluster);
+  const holder = await cluster.holder();
+  const result = await run(redis);
+  return { ...base, wasLeader: false, target: result.target ?? holder, ...result };
+}
 
 function requireSingle(cluster: ChaosCluster): TestRedis {
   if (!cluster.single) throw new Error('this fault restarts the one Redis server: it applies to a single Redis only');

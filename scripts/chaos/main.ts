@@ -5,7 +5,9 @@
  *
  * `--redis sentinel` runs leasebeat on a Sentinel group (1 primary, 2 replicas, 3 sentinels), `--redis
  * cluster` on a Redis Cluster (3 primaries, 3 replicas), both started here, with their own faults (the
- * primary killed or frozen past the failure detector, a replica restarted) besides the processes'.
+ * primary killed or frozen past the failure detector, a replica restarted; and issue 18's kills aimed at
+ * the worst instant: BullMQ's primary right after a handler returned or while a staged run waits, the
+ * ledger's right after a claim) besides the processes'.
  * `--faults` draws only those kinds; `--lead` injects those kinds first, then draws from all. *
  * Prints the seeded fault schedule, each fault as it is injected, and the report; writes report.json,
  * report.md and the processes' logs under test-results/chaos/. Exits 1 when an invariant was violated.

@@ -55,7 +55,18 @@ export type PlannedFault = { index: number; gapMs: number } & (
   | { kind: 'primary-freeze'; stoppedMs: number }
   /** Replicated Redis: SIGKILL a replica of that primary, start it again after `downMs`. */
   | { kind: 'replica-restart'; downMs: number }
+  /**
+   * Issue 18's aimed kills of a replicated Redis (see aimed-faults.ts), each with replication held first
+   * so that the promoted replica lacks the write aimed at; the dead primary restarts `restartAfterMs`
+   * after the promotion. BullMQ's primary right after a handler returned (its completion written there
+   * only); BullMQ's primary while a staged run waits in the delayed set, recorded enqueued; the
+   * ledger's primary right after a claim, before its WAIT is answered.
+   */
+  | { kind: AimedKillKind; restartAfterMs: number }
 );
+
+export const AIMED_KILLS = ['bull-primary-kill-after-handler', 'bull-primary-kill-during-staged-delay', 'ledger-primary-kill-between-claim-and-wait'] as const;
+export type AimedKillKind = (typeof AIMED_KILLS)[number];
 
 export type FaultKind = PlannedFault['kind'];
 
@@ -151,6 +162,12 @@ const BAG: Array<{ name: string; locks: readonly LockKind[]; redis?: readonly Re
     draw: (between) => ({ kind: 'primary-freeze', stoppedMs: DETECTOR_MS + between(500, 3000) }),
   },
   { name: 'replica-restart', locks: ['redis', 'kubernetes'], redis: REPLICATED, draw: (between) => ({ kind: 'replica-restart', downMs: between(300, 3000) }) },
+  ...AIMED_KILLS.map((kind) => ({
+    name: kind,
+    locks: ['redis', 'kubernetes'] as const,
+    redis: REPLICATED,
+    draw: (between: (low: number, high: number) => number) => ({ kind, restartAfterMs: between(300, 3000) }),
+  })),
   { name: 'redis-restart', locks: ['redis', 'kubernetes'], draw: (between) => ({ kind: 'redis-restart', downMs: between(100, 2500) }) },
   {
     name: 'partition-redis',
@@ -210,6 +227,11 @@ export function estimatedMs(fault: PlannedFault): number {
       return fault.downMs + fault.restartAfterMs + 9000;
     case 'primary-kill':
       return DETECTOR_MS + fault.restartAfterMs + 8000;
+    case 'bull-primary-kill-after-handler':
+    case 'bull-primary-kill-during-staged-delay':
+    case 'ledger-primary-kill-between-claim-and-wait':
+      // Aiming takes up to a few seconds more: a handler's return, the next whole second.
+      return DETECTOR_MS + fault.restartAfterMs + 11_000;
     case 'primary-freeze':
       return fault.stoppedMs + 2000;
     case 'replica-restart':
@@ -309,6 +331,12 @@ export function describeFault(fault: PlannedFault): string {
       return `${head} SIGSTOP of the primary holding leasebeat's keys for ${fault.stoppedMs}ms (past the failure detector), then SIGCONT`;
     case 'replica-restart':
       return `${head} SIGKILL of a replica of that primary, restarted after ${fault.downMs}ms`;
+    case 'bull-primary-kill-after-handler':
+      return `${head} replication of BullMQ's primary held, SIGKILL once a handler returned and its completion was written, restarted ${fault.restartAfterMs}ms after the promotion`;
+    case 'bull-primary-kill-during-staged-delay':
+      return `${head} SIGKILL of BullMQ's primary while a staged run waits in the delayed set, recorded enqueued (replication held where the ledger is elsewhere), restarted ${fault.restartAfterMs}ms after the promotion`;
+    case 'ledger-primary-kill-between-claim-and-wait':
+      return `${head} replication of the ledger's primary held, SIGKILL once a claim was written, before its WAIT is answered, restarted ${fault.restartAfterMs}ms after the promotion`;
     default:
       return `${head} ${fault.target} ${fault.mode} ${fault.forMs}ms, heal ${fault.heal}`;
   }

@@ -10,8 +10,15 @@ export type RedisKind = 'single' | 'sentinel' | 'cluster';
 export const REDIS_KINDS: readonly RedisKind[] = ['single', 'sentinel', 'cluster'];
 
 /**
+ * Whose keys a fault aims at: leasebeat's (lease, fence, ledger: `leasebeat:{<lease>}:…`) or BullMQ's
+ * (`{leasebeat-bull}:…` on Cluster). On Sentinel both sit on the one primary; on Cluster on two shards.
+ */
+export type Shard = 'leasebeat' | 'bull';
+
+/**
  * A replicated Redis under test (Sentinel group or Cluster), with the faults issue 13 names: the primary
- * that holds leasebeat's keys killed or frozen past the failure detector, a replica restarted.
+ * that holds leasebeat's keys killed or frozen past the failure detector, a replica restarted; and those
+ * of issue 18, aimed at the primary of one shard.
  * Instances reach it through its URL, as users configure it: there is no per-process proxy in between.
  */
 export interface ReplicatedRedis {
@@ -24,17 +31,17 @@ export interface ReplicatedRedis {
   detectorMs: number;
   /** A new client for the suite's own reads, following failovers; the caller disconnects it. */
   client(): Redis;
-  /** The primary that serves leasebeat's keys (lease, fence, ledger) now. */
-  primary(): Promise<RedisProcess>;
+  /** The primary that serves a shard's keys now; default leasebeat's (lease, fence, ledger). */
+  primary(shard?: Shard): Promise<RedisProcess>;
   /** The replicas of `primary` that are running. */
   replicasOf(primary: RedisProcess): Promise<RedisProcess[]>;
-  /** Waits until another node serves leasebeat's keys as the primary; returns it. */
-  waitForPromotion(old: RedisProcess, timeoutMs?: number): Promise<RedisProcess>;
+  /** Waits until another node serves the shard's keys (default leasebeat's) as the primary; returns it. */
+  waitForPromotion(old: RedisProcess, timeoutMs?: number, shard?: Shard): Promise<RedisProcess>;
   close(): Promise<void>;
 }
 
-/** leasebeat's keys of the chaos cluster (default prefix and lease name): all in the slot of this one. */
-const LEASEBEAT_KEY = new KeySpace().fence;
+/** A key of each shard on Cluster: leasebeat's keys (default prefix and lease name) share the fence's slot, BullMQ's the prefix's. */
+const SHARD_KEYS: Record<Shard, string> = { leasebeat: new KeySpace().fence, bull: `${CLUSTER_BULL_PREFIX}:any` };
 
 export async function startReplicatedRedis(kind: Exclude<RedisKind, 'single'>): Promise<ReplicatedRedis> {
   return kind === 'sentinel' ? sentinelUnderTest(await startSentinelGroup()) : clusterUnderTest(await startRedisCluster());
@@ -63,16 +70,16 @@ function sentinelUnderTest(group: TestSentinelGroup): ReplicatedRedis {
 }
 
 function clusterUnderTest(cluster: TestRedisCluster): ReplicatedRedis {
-  const slot = keySlot(LEASEBEAT_KEY);
+  const slot = (shard: Shard = 'leasebeat'): number => keySlot(SHARD_KEYS[shard]);
   return {
     kind: 'cluster',
     url: cluster.url,
     bullPrefix: CLUSTER_BULL_PREFIX,
     detectorMs: cluster.nodeTimeoutMs,
     client: () => followingClient(cluster.url),
-    primary: () => cluster.primaryOf(slot),
+    primary: (shard) => cluster.primaryOf(slot(shard)),
     replicasOf: (primary) => cluster.replicasOf(primary),
-    waitForPromotion: (old, timeoutMs) => cluster.waitForFailover(old, slot, timeoutMs),
+    waitForPromotion: (old, timeoutMs, shard) => cluster.waitForFailover(old, slot(shard), timeoutMs),
     close: () => cluster.close(),
   };
 }

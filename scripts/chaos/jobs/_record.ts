@@ -29,12 +29,47 @@ export const RUNS_KEY = 'chaos:runs';
 export const RUN_ENDS_KEY = 'chaos:runs:ends';
 export const DELIBERATE_FAILURE = 'chaos: deliberate failure';
 
+/**
+ * The handshake by which a fault is aimed at the instant a handler returns (issue 18). While AIM_KEY is
+ * set, a handler that started then announces on RETURNING_CHANNEL that it is about to return and waits
+ * (at most {@link GO_WAIT_S}) until the fault pushes to the notice's `go` key; it then returns and says
+ * so on RETURNED_CHANNEL with the time. Otherwise a handler returns at once, as before.
+ */
+export const AIM_KEY = 'chaos:aim';
+export const RETURNING_CHANNEL = 'chaos:returning';
+export const RETURNED_CHANNEL = 'chaos:returned';
+const GO_WAIT_S = 2;
+
+export interface ReturningNotice {
+  jobId: string;
+  /** BullMQ's queue name: its completion is written to that queue's keys. */
+  queue: string;
+  identity: string;
+  startedAt: number;
+  /** The list the handler waits on before it returns. */
+  go: string;
+}
+
+export interface ReturnedNotice {
+  go: string;
+  /** `Date.now()` just before the handler returned. */
+  returnedAt: number;
+}
+
 // Straight to Redis, not through the instance's partitionable proxy, so that a record is never the thing
 // a fault loses. Created on first use: the suite imports these files only to read the schedules.
 let client: Redis | undefined;
+/** A second connection for the handshake's BLPOP, which would hold up the other handlers' records. */
+let blocking: Redis | undefined;
+/** The runs that started while a fault was aiming: they announce their return. */
+const aimed = new WeakMap<RunRecord, string>();
+
+function connect(): Redis {
+  return new Redis(process.env.CHAOS_RECORD_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+}
 
 function recorder(): Redis {
-  client ??= new Redis(process.env.CHAOS_RECORD_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+  client ??= connect();
   return client;
 }
 
@@ -51,8 +86,23 @@ export async function recordRun(job: Job<TickRunData>, ctx: HandlerContext): Pro
     attemptsMade: job.attemptsMade,
     startedAt: Date.now(),
   };
-  await recorder().rpush(RUNS_KEY, JSON.stringify(record));
+  // The aim is read in the same round trip: a run costs no more when no fault is aiming.
+  const [, aim] = (await recorder().pipeline().rpush(RUNS_KEY, JSON.stringify(record)).get(AIM_KEY).exec()) ?? [];
+  if (aim?.[1]) aimed.set(record, job.queueName);
   return record;
+}
+
+/** Called as a handler's last step: announces the return to an aiming fault and waits for its go (see AIM_KEY). */
+export async function handlerReturns(start: RunRecord): Promise<void> {
+  const queue = aimed.get(start);
+  if (queue === undefined) return;
+  const notice: ReturningNotice = { jobId: start.jobId, queue, identity: start.identity, startedAt: start.startedAt, go: `chaos:go:${start.identity}:${start.jobId}:${start.startedAt}` };
+  await recorder().publish(RETURNING_CHANNEL, JSON.stringify(notice));
+  blocking ??= connect();
+  await blocking.blpop(notice.go, GO_WAIT_S);
+  const returned: ReturnedNotice = { go: notice.go, returnedAt: Date.now() };
+  // Not awaited: the handler returns now, and BullMQ writes its completion.
+  void recorder().publish(RETURNED_CHANNEL, JSON.stringify(returned));
 }
 
 /** Records that a run finished (a run cut off by a crash has none: it ended when its process exited). */

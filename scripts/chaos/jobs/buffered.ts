@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defineJob } from '../../../src/job.js';
-import { recordEnd, recordRun } from './_record.js';
+import { handlerReturns, recordEnd, recordRun } from './_record.js';
 
 // Runs longer than its period with `bufferOne`: a tick that finds the previous run unfinished waits for it
 // (one at most; older buffered ticks are skipped). Its runs must never overlap and must come in tick order,
@@ -15,5 +15,6 @@ export default defineJob({
     const start = await recordRun(job, ctx);
     await sleep(2300);
     await recordEnd(start);
+    await handlerReturns(start);
   },
 });

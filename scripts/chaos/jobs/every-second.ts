@@ -1,5 +1,5 @@
 import { defineJob } from '../../../src/job.js';
-import { recordRun } from './_record.js';
+import { handlerReturns, recordRun } from './_record.js';
 
 // Every tick must run: missed ticks are all caught up after a failover.
 export default defineJob({
@@ -8,6 +8,6 @@ export default defineJob({
   catchup: { window: '10m', mode: 'all', max: 1000 },
   attempts: 1,
   handler: async (job, ctx) => {
-    await recordRun(job, ctx);
+    await handlerReturns(await recordRun(job, ctx));
   },
 });

@@ -1,5 +1,5 @@
 import { defineJob } from '../../../src/job.js';
-import { recordRun } from './_record.js';
+import { handlerReturns, recordRun } from './_record.js';
 
 // Once a minute. The suite picks the second (CHAOS_MINUTE_SECOND) so that the first tick comes soon after
 // the cluster starts, and a one-minute run sees two of them.
@@ -8,6 +8,6 @@ export default defineJob({
   schedule: `${Number(process.env.CHAOS_MINUTE_SECOND ?? 30)} * * * * *`,
   attempts: 1,
   handler: async (job, ctx) => {
-    await recordRun(job, ctx);
+    await handlerReturns(await recordRun(job, ctx));
   },
 });

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defineJob } from '../../../src/job.js';
-import { recordEnd, recordRun } from './_record.js';
+import { handlerReturns, recordEnd, recordRun } from './_record.js';
 
 // Runs longer than its period on its own queue: a tick that finds the previous run unfinished is skipped
 // (reason overlap), and a run cut off by a crash is recovered by BullMQ's stalled-job check. Its runs
@@ -15,5 +15,6 @@ export default defineJob({
     const start = await recordRun(job, ctx);
     await sleep(2500);
     await recordEnd(start);
+    await handlerReturns(start);
   },
 });
