@@ -55,6 +55,8 @@ export interface Audit {
   lagMs: number[];
   /** Handler runs per enqueued window job, e.g. `{ "1": 812, "2": 3 }`: 2 is a re-run after a stall. */
   runsPerJob: Record<string, number>;
+  /** Every second handler run of one job id: those a death of the first runner explains, and the duplicates. */
+  secondRuns: { explained: SecondRun[]; duplicates: SecondRun[] };
   /** Adds that BullMQ turned away because the job id already existed (harmless by design). */
   repeatedAdds: number;
   /** Longest stretch without an enqueue of the per-second job inside the window. */
@@ -182,8 +184,11 @@ export async function audit(input: AuditInput): Promise<Audit> {
 
   // 1. Every (job, nominal tick) in the window: exactly one job, or a recorded skip with its reason.
   const exactlyOnce = new Violations();
+  const lost = new Violations();
   const ticks: Record<string, TickStats> = {};
   const windowJobs: SeenJob[] = [];
+  /** Per job, its due ticks in the window and whether each was run or recorded at all (for the stalls). */
+  const lanes = new Map<string, Array<{ tick: number; accounted: boolean }>>();
   for (const job of input.jobs) {
     const stats: TickStats = { ticks: 0, enqueued: 0, skipped: {} };
     ticks[job.name] = stats;
@@ -195,6 +200,8 @@ export async function audit(input: AuditInput): Promise<Audit> {
       if (range.from > range.to) exactlyOnce.add(`${job.name}: inverted skipped range ${iso(range.from)} – ${iso(range.to)} (count ${range.count}, ${range.reason})`);
     }
     const { ticks: due } = ticksInRange(job, input.window.from, input.window.to, Number.MAX_SAFE_INTEGER);
+    const lane: Array<{ tick: number; accounted: boolean }> = [];
+    lanes.set(job.name, lane);
     for (const tick of due) {
       stats.ticks++;
       exactlyOnce.checked++;
@@ -203,6 +210,17 @@ export async function audit(input: AuditInput): Promise<Audit> {
       const found = seen.get(id);
       const state = ledger.get(tick);
       const range = ranges.find((r) => r.from <= tick && tick <= r.to);
+      const ran = runsByJob.has(id);
+      lane.push({ tick, accounted: state !== undefined || range !== undefined || ran });
+      if (state?.startsWith('enqueued|')) {
+        lost.checked++;
+        // Recorded as added, yet neither run nor in BullMQ: an add that a failover lost, and that no term adds again.
+        if (!found && !ran) {
+          const added = input.writes.get(id)?.addedAt;
+          lost.add(`${where}: recorded ${state}, but its run never ran and BullMQ has no job ${id}` +
+            (added === undefined ? '' : ` (its add was seen at ${iso(added)}, ${added <= tick ? `${tick - added} ms before` : `${added - tick} ms after`} the tick)`));
+        }
+      }
       const skipReason = state?.startsWith('skipped|') ? state.slice('skipped|'.length) : state === undefined ? range?.reason : undefined;
       if (state?.startsWith('enqueued|')) {
         stats.enqueued++;
@@ -300,6 +318,8 @@ export async function audit(input: AuditInput): Promise<Audit> {
   const lease = leaseInvariants(input.lease);
   const serial = serialRuns(input.jobs, input.runs, input.runEnds, input.exits);
   const producing = holdersProduce(input, seen);
+  const again = secondRuns(input.runs, input.runEnds, input.exits, input.faults);
+  const stalls = laneStalls(lanes, input.faults);
 
   return {
     invariants: [
@@ -313,12 +333,16 @@ export async function audit(input: AuditInput): Promise<Audit> {
       lease.l3.result("L3 (lock history): no holder change while the previous holder's lease was live"),
       serial.result('no two runs of a skip/bufferOne job at once, and runs in tick order'),
       producing.violations.result(`no lease holder goes without enqueuing for longer than RenewDeadline + ${PRODUCE_SLACK_MS} ms while it reaches Redis, nor keeps renewing that long once cut from Redis (lock history vs enqueues)`),
+      again.violations.result('no job id runs twice, unless the process of its previous run died before that run could finish (a stalled re-run after a Redis failover is a duplicate)'),
+      lost.result('no tick recorded enqueued whose run never ran and is not in BullMQ (a lost add, e.g. a staged run)'),
+      stalls.result(`no job's lane stalls: no ${STALL_TICKS} or more consecutive due ticks neither run nor recorded`),
     ],
     ticks,
     terms,
     failovers: failoverGaps(input.faults, raises, seen, rank),
     lagMs: windowJobs.map((job) => job.writtenAt - job.tick).sort((a, b) => a - b),
     runsPerJob,
+    secondRuns: { explained: again.explained, duplicates: again.duplicates },
     repeatedAdds: [...input.writes.values()].reduce((sum, w) => sum + w.repeats.length, 0),
     longestSilenceMs: longestSilence(windowJobs.filter((j) => j.name === input.steadyJob).map((j) => j.writtenAt)),
     writesWithoutEvent: windowJobs.filter((j) => withoutEvent.has(j.id)).length,
@@ -422,6 +446,104 @@ export function serialRuns(
       }
       if (!latest || current.end > latest.end) latest = current;
       if (!highest || run.tick > highest.tick) highest = run;
+    }
+  }
+  return violations;
+}
+
+/** A later handler run of one job id, the run before it, and the death of that run's process if one explains it. */
+export interface SecondRun {
+  jobId: string;
+  previous: Pick<RunRecord, 'identity' | 'startedAt' | 'attemptsMade'>;
+  again: Pick<RunRecord, 'identity' | 'startedAt' | 'attemptsMade'>;
+  /** The previous runner's process exit, and the fault that ended it (from the fault log) if one did. */
+  death?: { at: number; fault?: number; kind?: string };
+  /** The fault that most likely caused it: one aimed at this very run, else the first under way between the two runs. */
+  cause?: { fault: number; kind: string; aimedAtThis: boolean };
+}
+
+/**
+ * How long after its handler returned (its end record, else its start) a run's process may die and still
+ * explain a run again: its completion may not have been written yet. Far shorter than a re-run takes
+ * (the lock expires in 30 s), so a later, unrelated kill of that process does not excuse a duplicate.
+ */
+export const COMPLETION_SLACK_MS = 5_000;
+
+/**
+ * Every handler run of a job id after its first, from the run log: explained when the process of the
+ * run before it exited between that run's start and this one (within {@link COMPLETION_SLACK_MS} of its
+ * end), as at-least-once processing allows; a DUPLICATE otherwise, whatever BullMQ calls it (a "stalled"
+ * job whose completion a Redis failover lost is one).
+ */
+export function secondRuns(
+  runs: RunRecord[],
+  runEnds: RunEndRecord[],
+  exits: ReadonlyMap<string, number>,
+  faults: ExecutedFault[],
+): { violations: Violations; explained: SecondRun[]; duplicates: SecondRun[] } {
+  const violations = new Violations();
+  const explained: SecondRun[] = [];
+  const duplicates: SecondRun[] = [];
+  const ends = new Map(runEnds.map((end) => [`${end.jobId}|${end.identity}|${end.startedAt}`, end.finishedAt]));
+  const byId = new Map<string, RunRecord[]>();
+  for (const run of runs) byId.set(run.jobId, [...(byId.get(run.jobId) ?? []), run]);
+  const pick = (run: RunRecord): SecondRun['again'] => ({ identity: run.identity, startedAt: run.startedAt, attemptsMade: run.attemptsMade });
+  for (const [jobId, all] of byId) {
+    const sorted = [...all].sort((a, b) => a.startedAt - b.startedAt);
+    violations.checked += sorted.length;
+    for (let i = 1; i < sorted.length; i++) {
+      const previous = sorted[i - 1]!;
+      const again = sorted[i]!;
+      const end = ends.get(`${previous.jobId}|${previous.identity}|${previous.startedAt}`) ?? previous.startedAt;
+      const exit = exits.get(previous.identity);
+      const died = exit !== undefined && exit >= previous.startedAt && exit <= again.startedAt && exit <= end + COMPLETION_SLACK_MS;
+      const between = faults.filter((f) => f.endedAt >= previous.startedAt && f.startedAt <= again.startedAt && !f.detail.startsWith('skipped'));
+      const cause = between.find((f) => f.aim?.jobId === jobId) ?? between[0];
+      const entry: SecondRun = {
+        jobId,
+        previous: pick(previous),
+        again: pick(again),
+        ...(cause ? { cause: { fault: cause.index, kind: cause.kind, aimedAtThis: cause.aim?.jobId === jobId } } : {}),
+      };
+      if (died) {
+        const killer = faults.filter((f) => f.target === previous.identity && f.startedAt <= exit).at(-1);
+        explained.push({ ...entry, death: { at: exit, ...(killer ? { fault: killer.index, kind: killer.kind } : {}) } });
+        continue;
+      }
+      duplicates.push(entry);
+      violations.add(`DUPLICATE ${jobId}: ran on ${again.identity} at ${iso(again.startedAt)} (attemptsMade ${again.attemptsMade}), ` +
+        `${again.startedAt - previous.startedAt} ms after its run on ${previous.identity} at ${iso(previous.startedAt)} (attemptsMade ${previous.attemptsMade}), ` +
+        `whose process ${exit === undefined || exit > again.startedAt ? 'was still running' : `died only ${exit - end} ms after that run's ${end === previous.startedAt ? 'start' : 'end'}`}` +
+        (cause ? `; fault in between: #${cause.index} ${cause.kind}${entry.cause!.aimedAtThis ? ' (aimed at this run)' : ''}` : ''));
+    }
+  }
+  return { violations, explained, duplicates };
+}
+
+/** A lane has stalled when this many consecutive due ticks of its job were neither run nor recorded. */
+export const STALL_TICKS = 2;
+
+/**
+ * A job whose lane stops: a stretch of at least {@link STALL_TICKS} consecutive due ticks that have neither
+ * a run nor any ledger record (nor a skipped range), blamed on the fault injected last before it. (A lone
+ * missing tick is the exactly-once invariant's.)
+ */
+export function laneStalls(lanes: ReadonlyMap<string, ReadonlyArray<{ tick: number; accounted: boolean }>>, faults: ExecutedFault[]): Violations {
+  const violations = new Violations();
+  for (const [job, ticks] of lanes) {
+    violations.checked++;
+    for (let i = 0; i < ticks.length; i++) {
+      if (ticks[i]!.accounted) continue;
+      let j = i;
+      while (j + 1 < ticks.length && !ticks[j + 1]!.accounted) j++;
+      const from = ticks[i]!.tick;
+      if (j - i + 1 >= STALL_TICKS) {
+        const fault = faults.filter((f) => f.startedAt <= from && !f.detail.startsWith('skipped')).at(-1);
+        violations.add(`${job}: ${j - i + 1} consecutive ticks ${iso(from)} – ${iso(ticks[j]!.tick)} neither run nor recorded` +
+          (j === ticks.length - 1 ? ' (through the end of the window)' : '') +
+          (fault ? `; last fault before: #${fault.index} ${fault.kind} at ${iso(fault.startedAt)}` : ''));
+      }
+      i = j;
     }
   }
   return violations;

@@ -48,6 +48,8 @@ export interface ChaosReport {
   enqueueLagMs: Spread | undefined;
   longestSilenceMs: number;
   runsPerJob: Record<string, number>;
+  /** Every second handler run of one job id: explained by a death of the previous runner, or a duplicate. */
+  secondRuns: Audit['secondRuns'];
   repeatedAdds: number;
   writesWithoutEvent: number;
   terms: Audit['terms'];
@@ -56,6 +58,28 @@ export interface ChaosReport {
   leaseWrites: LeaseRecordWrite[];
   fence: { leaderTransitions: number; fenced: number; rejectedRaises: number };
   processes: number;
+}
+
+/** The second runs of one job id: the duplicates, then those a death of the previous runner explains. */
+function secondRunLines(report: ChaosReport): string[] {
+  const { explained, duplicates } = report.secondRuns;
+  if (explained.length + duplicates.length === 0) return [];
+  const row = (r: Audit['secondRuns']['duplicates'][number], why: string): string =>
+    `| ${r.jobId} | ${r.previous.identity} ${new Date(r.previous.startedAt).toISOString()} (attempts ${r.previous.attemptsMade}) | ` +
+    `${r.again.identity} ${new Date(r.again.startedAt).toISOString()} (attempts ${r.again.attemptsMade}) | ${why} |`;
+  const lines = ['', '## Second runs of one job id', '', `${duplicates.length} duplicate(s); ${explained.length} explained by the death of the previous run's process.`];
+  const table = ['', '| Job id | Previous run | Run again | |', '|---|---|---|---|'];
+  if (duplicates.length > 0) {
+    lines.push('', 'Duplicates (the previous runner was alive):', ...table);
+    for (const r of duplicates.slice(0, 25)) lines.push(row(r, r.cause ? `fault in between: #${r.cause.fault} ${r.cause.kind}${r.cause.aimedAtThis ? ' (aimed at this run)' : ''}` : ''));
+  }
+  if (explained.length > 0) {
+    lines.push('', 'Explained (worker process deaths):', ...table);
+    for (const r of explained.slice(0, 25)) {
+      lines.push(row(r, `${r.previous.identity} exited ${new Date(r.death!.at).toISOString()}${r.death!.fault === undefined ? '' : ` (#${r.death!.fault} ${r.death!.kind})`}`));
+    }
+  }
+  return lines;
 }
 
 /** The Markdown report: the verdict first, then faults, failovers and ticks. */
@@ -106,7 +130,13 @@ export function toMarkdown(report: ChaosReport): string {
     lines.push(`| ${job} | ${stats.ticks} | ${stats.enqueued} | ${skipped} |`);
   }
   lines.push('', `Handler runs per enqueued job: ${Object.entries(report.runsPerJob).map(([runs, n]) => `${runs} run(s): ${n}`).join(', ')} ` +
-    '(a second run is BullMQ re-running a job whose worker died: at-least-once processing).');
+    '(a second run is allowed only when the process of the first one died: at-least-once processing).');
+  lines.push(...secondRunLines(report));
+  const aimed = report.faults.filter((f) => f.aim);
+  if (aimed.length > 0) {
+    lines.push('', '## Aimed kills', '', '| # | Fault | Aimed at | Kill after it | Replication held | Primary |', '|---:|---|---|---:|---:|---:|');
+    for (const f of aimed) lines.push(`| ${f.index} | ${f.kind} | ${f.aim!.event} | ${f.aim!.gapMs} ms | ${f.aim!.heldMs} ms | ${f.aim!.port} |`);
+  }
   lines.push('', '## Fault schedule (from the seed)', '', ...report.plan.map((f) => `- ${describeFault(f)}`));
   return lines.join('\n') + '\n';
 }

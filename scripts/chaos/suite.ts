@@ -251,6 +251,7 @@ function buildReport(parts: {
     enqueueLagMs: spread(result.lagMs),
     longestSilenceMs: result.longestSilenceMs,
     runsPerJob: result.runsPerJob,
+    secondRuns: result.secondRuns,
     repeatedAdds: result.repeatedAdds,
     writesWithoutEvent: result.writesWithoutEvent,
     terms: result.terms,
