@@ -47,9 +47,12 @@ export class DueTimer {
     signal.addEventListener('abort', () => this.endAll(), { once: true });
   }
 
-  /** Wakes `sleeper` after `ms` on the local clock (at once, synchronously, once the term has ended). */
+  /**
+   * Wakes `sleeper` after `ms` (at once, synchronously, once the term has ended). Timed on the monotonic
+   * clock: a step of the wall clock neither fires a wake-up early nor holds it back.
+   */
   set(ms: number, sleeper: Sleeper): Alarm {
-    const entry: Entry = { at: this.clock.now() + Math.max(0, ms), seq: this.seq++, sleeper };
+    const entry: Entry = { at: this.clock.monotonic() + Math.max(0, ms), seq: this.seq++, sleeper };
     if (this.signal.aborted) this.ring(entry);
     else {
       this.push(entry);
@@ -66,7 +69,7 @@ export class DueTimer {
     sleeper?.wakeUp();
   }
 
-  /** Naps for `ms` on the local clock. */
+  /** Naps for `ms`. */
   nap(ms: number): Nap {
     let alarm: Alarm | undefined;
     const done = new Promise<void>((resolve) => (alarm = this.set(ms, { wakeUp: resolve })));
@@ -89,7 +92,7 @@ export class DueTimer {
     const disarm = new AbortController();
     this.disarm = disarm;
     this.armedAt = top.at;
-    this.clock.sleep(top.at - this.clock.now(), disarm.signal).then(
+    this.clock.sleep(top.at - this.clock.monotonic(), disarm.signal).then(
       () => {
         if (this.disarm !== disarm) return;
         this.disarm = undefined;
@@ -107,7 +110,7 @@ export class DueTimer {
       for (;;) {
         if (this.signal.aborted) return;
         let ended = 0;
-        const now = this.clock.now();
+        const now = this.clock.monotonic();
         while (ended < DUE_BATCH && this.heap.length > 0 && this.heap[0]!.at <= now) {
           const entry = this.pop();
           if (!entry.sleeper) continue;

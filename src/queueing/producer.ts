@@ -96,7 +96,7 @@ interface ProducerTerm extends LaneTerm, DeskTerm {
 export class Producer {
   private readonly clock: Clock;
   private readonly log: Logger;
-  private offsetMs = 0;
+  private offsetMs: number | undefined;
   private wake: AbortController | undefined;
 
   constructor(private readonly options: ProducerOptions) {
@@ -104,9 +104,12 @@ export class Producer {
     this.log = options.logger.child({ component: 'producer' });
   }
 
-  /** The authoritative time in whole ms: the local clock corrected by the last Redis `TIME` sample. */
+  /**
+   * The authoritative time in whole ms: Redis' clock as the last `TIME` sample put it on the local
+   * monotonic clock (see authoritative-clock.ts). Until the first sample, the local wall clock.
+   */
   now(): number {
-    return Math.floor(this.clock.now() + this.offsetMs);
+    return Math.floor(this.offsetMs === undefined ? this.clock.now() : this.clock.monotonic() + this.offsetMs);
   }
 
   /** Picks up changed job definitions at once (hot reload). */
@@ -199,10 +202,10 @@ export class Producer {
     try {
       // Once every job is taken over, the staged runs of jobs this leader did not load are taken back.
       reconcile(this.takeoverReport(context, this.options.jobs().size, () => (sweep = this.sweepRemovedJobs(context))));
-      let nextResync = this.clock.now() + CLOCK_RESYNC_MS;
+      let nextResync = this.clock.monotonic() + CLOCK_RESYNC_MS;
       while (!context.signal.aborted) {
         this.wake = new AbortController();
-        await this.clock.sleep(nextResync - this.clock.now(), AbortSignal.any([context.signal, this.wake.signal])).catch(() => undefined);
+        await this.clock.sleep(nextResync - this.clock.monotonic(), AbortSignal.any([context.signal, this.wake.signal])).catch(() => undefined);
         if (context.signal.aborted) break;
         if (this.wake.signal.aborted) {
           reconcile();
@@ -210,7 +213,7 @@ export class Producer {
           continue;
         }
         await this.maintain(context).catch((error: unknown) => context.log.warn({ err: error }, 'clock sync or ledger pruning failed'));
-        nextResync = this.clock.now() + CLOCK_RESYNC_MS;
+        nextResync = this.clock.monotonic() + CLOCK_RESYNC_MS;
       }
     } finally {
       context.stop();
@@ -225,11 +228,11 @@ export class Producer {
    * takeover is logged and reported (at once when there are none), then `then` is called.
    */
   private takeoverReport(context: ProducerTerm, jobs: number, then: () => void): () => void {
-    const started = this.clock.now();
+    const started = this.clock.monotonic();
     let waiting = jobs;
     const report = (): void => {
       if (context.signal.aborted) return;
-      const ms = this.clock.now() - started;
+      const ms = this.clock.monotonic() - started;
       context.log.info({ jobs, ms }, 'every job taken over');
       this.options.onTakenOver?.(jobs, ms);
       then();

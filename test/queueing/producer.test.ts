@@ -12,6 +12,7 @@ import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { nextTick } from '../../src/scheduling/plan.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { systemClock, type Clock } from '../../src/util/clock.js';
 import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { term } from '../support/term.js';
@@ -94,6 +95,36 @@ describe('Producer on a real Redis and BullMQ', () => {
     }
     assert.equal(metrics.enqueuedTotal, added.length);
     assert.equal((await ledger.jobState('fast')).enqueued, added.length);
+  });
+
+  it("a step of the leader's wall clock moves no tick: an hour forward claims nothing early, an hour back holds nothing back", { timeout: 30_000 }, async () => {
+    jobs.set('fast', scheduled({ name: 'fast' }));
+    let stepMs = 0;
+    const stepped: Clock = { ...systemClock, now: () => Date.now() + stepMs };
+    const stop = new AbortController();
+    const run = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, clock: stepped }).run(term(1), stop.signal);
+    const enqueued = async (): Promise<number> => (await ledger.jobState('fast')).enqueued;
+    const onTime = async (what: string): Promise<void> => {
+      const before = await enqueued();
+      await waitFor(`two more ticks ${what}`, async () => (await enqueued()) >= before + 2);
+      const { lastScheduledTick } = await ledger.jobState('fast');
+      // Redis' clock is this machine's: the newest tick recorded is due by now, not an hour away.
+      assert.ok(lastScheduledTick! <= Date.now(), `${what}: claimed ${new Date(lastScheduledTick!).toISOString()} at ${new Date().toISOString()}`);
+    };
+    try {
+      await onTime('at the start');
+      stepMs = 3_600_000;
+      await onTime('after a step forward');
+      stepMs = -3_600_000;
+      await onTime('after a step back');
+    } finally {
+      stop.abort();
+      await run;
+    }
+    const added = await queueJobs();
+    for (const job of added) assert.ok(job.timestamp - (job.data as TickJobData).tick < 250, `${job.id} enqueued ${job.timestamp - (job.data as TickJobData).tick} ms after its tick`);
+    const ticks = added.map((job) => (job.data as TickJobData).tick).sort((a, b) => a - b);
+    assert.deepEqual(await silentGaps(ledger, 'fast', ticksBetween(ticks[0]!, ticks.at(-1)!, 1000)), []);
   });
 
   it('fencing: a stale leader that does not know it lost is rejected by Redis and stops', async () => {
