@@ -206,7 +206,7 @@ class LeasebeatScheduler implements Scheduler {
       ...(leaseHistoryKey ? { leaseHistoryKey } : {}),
       ...(lock instanceof KubernetesLeaseLock ? { noHistoryNote: kubernetesHistoryNote(namespace, lease) } : {}),
     });
-    this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: this.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs });
+    this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: this.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs, writes });
     if (options.workers !== false) {
       // A run starts only once its take would survive a failover, and is handed back only once its finish
       // would: else a failover can hand one run to two workers, or run a finished run again.

@@ -7,8 +7,9 @@ import { waitForDrain, type DrainOutcome } from '../members/drain.js';
 import type { MemberRecord } from '../members/record.js';
 import { membersReport, type MembersReport } from '../members/status.js';
 import { MemberStore } from '../members/store.js';
+import { directWrites, replicaWaitFor, type WritePath } from '../queueing/durability.js';
 import { KeySpace } from '../queueing/keys.js';
-import { abandonTrigger, submitTrigger, triggerOutcome, type TriggerOutcome } from '../queueing/manual-triggers.js';
+import { submitTrigger, triggerOutcome, type TriggerOutcome } from '../queueing/manual-triggers.js';
 import { QueueSet } from '../queueing/queue-set.js';
 import { bullPrefixFor, RedisConnections, redact } from '../queueing/redis-topology.js';
 import { TickLedger, type FenceState } from '../queueing/tick-ledger.js';
@@ -55,6 +56,12 @@ export interface AdminOptions {
   jobs?: () => ReadonlyMap<string, ScheduledJob>;
   /** Bound on every operation, Redis and the lease included. Default 10 s. */
   timeoutMs?: number;
+  /**
+   * How pauses, resumes and refused triggers are made durable (they decide what runs): a running
+   * instance passes its own. Default: from a URL, its topology's (`WAIT` on Sentinel and Cluster); with a
+   * given client, none.
+   */
+  writes?: WritePath;
 }
 
 /** One job as the admin API sees it: from Redis, completed from its definition when one is loaded. */
@@ -172,6 +179,8 @@ class ClusterAdmin implements Admin {
   private readonly ownsRedis: boolean;
   private readonly keys: KeySpace;
   private readonly ledger: TickLedger;
+  /** Ends what durable writes hold open (the Sentinel primary check's connections). */
+  private readonly closeDurability: () => void;
   private readonly store: MemberStore;
   private readonly lock: ResourceLock;
   private readonly queues: QueueSet;
@@ -199,7 +208,11 @@ class ClusterAdmin implements Admin {
     this.where = typeof options.connection === 'string' ? redact(options.connection) : 'the given Redis connection';
     const leaseName = options.leaseName ?? 'leasebeat';
     this.keys = new KeySpace(options.prefix, leaseName);
-    this.ledger = new TickLedger(this.redis, this.keys);
+    // Pauses, resumes and refused triggers decide what runs: on a replicated topology they count once
+    // replicas hold them, as the instances' writes do.
+    const durable = !options.writes && connections ? replicaWaitFor(connections, this.redis) : undefined;
+    this.closeDurability = () => durable?.close();
+    this.ledger = new TickLedger(this.redis, this.keys, options.writes ?? (durable?.wait.enabled ? durable.wait : directWrites(this.redis)));
     this.store = new MemberStore(this.redis, this.keys);
     this.lock = options.lock ?? new RedisLeaseLock({ connection: this.redis, name: leaseName, prefix: options.prefix, identity: 'leasebeat-admin' });
     this.queues = new QueueSet({ connection: this.redis, prefix: bullPrefix, onError: () => undefined });
@@ -268,7 +281,7 @@ class ClusterAdmin implements Admin {
       for (;;) {
         const outcome = await triggerOutcome(this.redis, this.keys, request.id);
         if (outcome) return this.triggered(name, outcome);
-        if (Date.now() - started >= windowMs && (await abandonTrigger(this.redis, this.keys, request))) {
+        if (Date.now() - started >= windowMs && (await this.ledger.abandonTrigger(request))) {
           // Recorded as refused before any leader took it: no leader will ever run it.
           throw new AdminError(
             'timeout',
@@ -362,6 +375,7 @@ class ClusterAdmin implements Admin {
 
   async close(): Promise<void> {
     await Promise.race([this.queues.close().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
+    this.closeDurability();
     if (this.ownsRedis) this.redis.disconnect();
   }
 

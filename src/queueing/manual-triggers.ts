@@ -64,14 +64,6 @@ export async function triggerOutcome(redis: Redis, keys: KeySpace, id: string): 
   return raw === null ? undefined : (JSON.parse(raw) as TriggerOutcome);
 }
 
-/**
- * Gives up on a request no leader has taken: records it as refused (expired) unless a leader recorded it
- * first. True when it is now refused, so it will never run; false when a leader already took it.
- */
-export async function abandonTrigger(redis: Redis, keys: KeySpace, request: TriggerRequest): Promise<boolean> {
-  return (await redis.hsetnx(keys.manual(request.job), request.id, 'refused|expired')) === 1;
-}
-
 /** A stream entry: a trigger request, or a notice that a job was paused at run time. */
 type StreamEntry = { entry: string; request: TriggerRequest } | { entry: string; pausedJob: string };
 

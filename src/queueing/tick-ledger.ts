@@ -487,15 +487,31 @@ export class TickLedger {
    */
   async pause(job: string, note = ''): Promise<void> {
     const k = this.keys;
-    await this.redis
-      .multi()
-      .hset(k.paused, job, JSON.stringify({ note, at: Date.now() }))
-      .xadd(k.triggers, 'MAXLEN', '~', LEADER_STREAM_MAXLEN, '*', 'notice', 'pause', 'job', job)
-      .exec();
+    await this.writes.write(
+      k.paused,
+      () =>
+        this.redis
+          .multi()
+          .hset(k.paused, job, JSON.stringify({ note, at: Date.now() }))
+          .xadd(k.triggers, 'MAXLEN', '~', LEADER_STREAM_MAXLEN, '*', 'notice', 'pause', 'job', job)
+          .exec(),
+      () => `pause of ${job}`,
+    );
   }
 
   async resume(job: string): Promise<boolean> {
-    return (await this.redis.hdel(this.keys.paused, job)) === 1;
+    const removed = await this.writes.write(this.keys.paused, () => this.redis.hdel(this.keys.paused, job), (count) => (count === 1 ? `resume of ${job}` : undefined));
+    return removed === 1;
+  }
+
+  /**
+   * Gives up on a trigger request no leader has taken: records it as refused (expired) unless a leader
+   * recorded it first. True when it is now refused, so it will never run; false when a leader already took it.
+   */
+  async abandonTrigger(request: { job: string; id: string }): Promise<boolean> {
+    const key = this.keys.manual(request.job);
+    const set = await this.writes.write(key, () => this.redis.hsetnx(key, request.id, 'refused|expired'), (done) => (done === 1 ? `refusal of trigger ${request.id}` : undefined));
+    return set === 1;
   }
 
   /** Whether the job is paused at run time (the definition's own `paused` is not seen here). */

@@ -329,6 +329,7 @@ export class WorkerPool {
     const context: HandlerContext = {
       data: data.data,
       tick: new Date(data.tick ?? job.timestamp),
+      runId: job.id ?? '',
       token: data.token ?? { generation: '', leaderTransitions: -1 },
       signal,
       log: this.options.logger.child({ job: job.name, jobId: job.id }),

@@ -27,7 +27,18 @@ export interface HandlerContext<TData = unknown> {
   data: TData;
   /** The nominal tick this run belongs to (before jitter, however late the run starts). */
   tick: Date;
-  /** The fencing token the tick was enqueued under. */
+  /**
+   * The run's id, `<job>@<tick-ms>` (`<job>@manual-<uuid>` for a trigger; a flow child's own id): the same
+   * on every attempt and every re-run of this run, and no other run's. Use it as the idempotency key of
+   * side effects that must happen once: the one case in which a run starts twice is a runner lost mid-run
+   * (BullMQ's at-least-once), and the second start carries the same id.
+   */
+  runId: string;
+  /**
+   * The fencing token of the term that enqueued the run. It tells which leadership term decided the run,
+   * not which attempt is current: every attempt and re-run of a run carries the same token, and tokens of
+   * different lease generations are not ordered. Fence side effects with `runId`, not with this.
+   */
   token: FenceToken;
   /** Aborted when the instance shuts down or the run should stop. */
   signal: AbortSignal;
