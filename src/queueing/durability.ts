@@ -85,6 +85,8 @@ export const DEFAULT_WAIT_TIMEOUT_MS = 500;
  * outlive a failover (and names it for errors), or nothing (a refusal, a fenced attempt).
  */
 export interface WritePath {
+  /** Whether writes are confirmed on replicas (a replicated topology), or made and left at that. */
+  readonly replicated: boolean;
   /** Runs one of leasebeat's scripts. */
   script<T>(script: LuaScript, keys: string[], args: Array<string | number>, decides?: (reply: T) => string | undefined): Promise<T>;
   /** Makes a write leasebeat does not script itself (a BullMQ add, a lock write) to the server of `key`. */
@@ -96,7 +98,7 @@ export const UNCONFIRMED_WRITES: Pick<WritePath, 'write'> = { write: (_key, writ
 
 /** Writes with no replica to wait for (one server, or durability turned off). */
 export function directWrites(redis: Redis): WritePath {
-  return { script: (script, keys, args) => script.run(redis, keys, args), ...UNCONFIRMED_WRITES };
+  return { replicated: false, script: (script, keys, args) => script.run(redis, keys, args), ...UNCONFIRMED_WRITES };
 }
 
 /** Where a write went: the WAIT that confirms it must reach the same server over the same socket. */
@@ -151,6 +153,10 @@ export class ReplicaWait implements WritePath {
 
   get enabled(): boolean {
     return this.minReplicas > 0;
+  }
+
+  get replicated(): boolean {
+    return this.enabled;
   }
 
   /** The same confirmation (replicas, timeout, primary check) for writes made on another connection. */

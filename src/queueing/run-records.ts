@@ -1,11 +1,12 @@
 import type { Job } from 'bullmq';
 import { LuaScript } from '../util/lua.js';
 import { DurabilityError, type WritePath } from './durability.js';
-import { FinishCode, scriptCode, StartCode } from './script-codes.js';
+import { FinishCode, HeldCode, scriptCode, StartCode } from './script-codes.js';
 
 const startRunScript = new LuaScript(new URL('./lua/startRun.lua', import.meta.url));
 const abandonStartScript = new LuaScript(new URL('./lua/abandonStart.lua', import.meta.url));
 const finishRunScript = new LuaScript(new URL('./lua/finishRun.lua', import.meta.url));
+const stillHeldScript = new LuaScript(new URL('./lua/stillHeld.lua', import.meta.url));
 
 /**
  * The worker's half of exactly-once: a run's own record of its starts and its finish, kept in the BullMQ
@@ -20,6 +21,10 @@ const finishRunScript = new LuaScript(new URL('./lua/finishRun.lua', import.meta
  *   the finish can still be lost (the primary dies right after it): the run then sits in `active` with
  *   our expired lock, and stalled-job recovery puts it back. Its next take finds the finish and records it
  *   again instead of running the handler: a finished run never runs twice because of a failover.
+ *   On a replicated topology the worker also checks, right after BullMQ recorded the finish, that the
+ *   server has it and replicas hold it; when the server lost it, the worker records it again at once,
+ *   while the run is still under its lock, instead of leaving it to stalled-job recovery a lock's
+ *   duration later (meanwhile the run would count as unfinished: a `skip` job's ticks would be skipped).
  * - **Operators.** A completed run put back by hand (Bull Board's retry, `job.retry()`) is refused the same
  *   way: its completion is recorded again and the handler does not run. A run that failed for good can be
  *   retried; that start is counted as `operator-retry`.
@@ -75,6 +80,23 @@ export class RunRecords {
       (code) => (code === FinishCode.Recorded ? `finish of ${job.id}` : undefined),
     );
     return scriptCode('finishRun', FinishCode, reply) === FinishCode.Recorded;
+  }
+
+  /** Whether finishes must be confirmed on replicas, and BullMQ's own record of them checked (a replicated topology). */
+  get replicated(): boolean {
+    return this.writes.replicated;
+  }
+
+  /**
+   * After BullMQ recorded the finish of a run taken under `token`: false once the server has that record
+   * and replicas hold it (confirmed like a write), true when the server still holds the run under our lock,
+   * so the record was lost (a failover) and BullMQ's finish must be made again while the run is ours.
+   */
+  async finishLost(job: Job, token: string): Promise<boolean> {
+    const [, lock] = runKeys(job);
+    // Confirmed either way: the answer "released" is what BullMQ's finish wrote, on the server that says so.
+    const reply = await this.writes.script<number>(stillHeldScript, [lock], [token], () => `BullMQ's record of the finish of ${job.id}`);
+    return scriptCode('stillHeld', HeldCode, reply) === HeldCode.StillHeld;
   }
 }
 

@@ -44,3 +44,5 @@ export const PullCode = { NotPulled: 0, Pulled: 1 } as const;
 export const StartCode = { NotOurs: -1, Start: 1, FinishedLost: 2, RefusedCompleted: 3 } as const;
 /** finishRun.lua. */
 export const FinishCode = { LockLost: 0, Recorded: 1 } as const;
+/** stillHeld.lua. */
+export const HeldCode = { Released: 0, StillHeld: 1 } as const;

@@ -249,6 +249,10 @@ export class WorkerPool {
       this.options.logger.warn({ job: job?.name, jobId: job?.id, attempt: job?.attemptsMade, err: error }, 'run failed');
     });
     worker.on('error', (error) => this.options.logger.error({ err: error, queue }, 'worker error'));
+    if (this.options.records.replicated) {
+      worker.on('completed', (job, result) => void this.settleFinish(job, (token) => job.moveToCompleted(result, token, false)));
+      worker.on('failed', (job, error) => job && void this.settleFinish(job, (token) => job.moveToFailed(error, token, false)));
+    }
     return worker;
   }
 
@@ -370,6 +374,30 @@ export class WorkerPool {
     if (finish.outcome === 'completed') return finish.value === '' ? undefined : (JSON.parse(finish.value) as unknown);
     // Only completed and failed runs come back finished: a moved one is re-entered (startRun.lua).
     throw finish.final ? new UnrecoverableError(finish.value) : new Error(finish.value);
+  }
+
+  /**
+   * On a replicated topology, right after BullMQ recorded a run's finish: makes sure the server has it and
+   * replicas hold it. If a failover lost it while the run is still under our lock, records it again at
+   * once; past the lock's duration, stalled-job recovery and the run's finish record take over.
+   */
+  private async settleFinish(job: Job, recordAgain: (token: string) => Promise<unknown>): Promise<void> {
+    const token = job.token;
+    if (!token) return;
+    const lockMs = this.options.tuning?.lockDurationMs ?? DEFAULT_WORKER_TUNING.lockDurationMs;
+    const deadline = performance.now() + lockMs;
+    for (let attempt = 0; !this.closed && performance.now() < deadline; attempt++) {
+      try {
+        if (!(await this.options.records.finishLost(job, token))) return;
+        this.options.logger.warn({ job: job.name, jobId: job.id }, "a failover lost BullMQ's record of a run's finish: recording it again while the run is still ours");
+        this.options.metrics?.notRunAgain(job.name, 'finish-lost');
+        await recordAgain(token);
+      } catch (error) {
+        const retryInMs = Math.min(FINISH_RETRY_MS * 2 ** attempt, MAX_FINISH_RETRY_MS);
+        this.options.logger.debug({ job: job.name, jobId: job.id, err: error, retryInMs }, "BullMQ's record of a run's finish is not on enough replicas yet; checking again");
+        await sleep(retryInMs);
+      }
+    }
   }
 
   /**
