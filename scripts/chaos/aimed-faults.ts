@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { KeySpace } from '../../src/queueing/keys.js';
@@ -118,6 +119,7 @@ export class ReplicationHold {
     return new ReplicationHold(target.replicas, Date.now(), dropped);
   }
 
+  /** Idempotent: a running process ignores SIGCONT. */
   release(): void {
     for (const replica of this.replicas) replica.resume();
   }
@@ -136,26 +138,28 @@ interface Executed {
 
 /**
  * MONITOR on one node: every command it executes, kept from the moment it is opened, so that a fault can
- * wait for a write that may already have gone by (two writes can arrive in one chunk).
+ * wait for a write that may already have gone by (two writes can arrive in one chunk). On a plain socket:
+ * ioredis' monitor() takes the lines that share a chunk with MONITOR's +OK for stray replies, and throws.
  */
 export class CommandWatch {
   private readonly seen: Executed[] = [];
   private readonly waiters = new Set<(command: Executed) => void>();
+  private pending = '';
 
-  private constructor(private readonly monitor: Redis) {
-    monitor.on('monitor', (time: string, args: string[]) => {
-      const command = { seq: this.seen.length, at: Math.round(Number(time) * 1000), args };
-      this.seen.push(command);
-      for (const waiter of [...this.waiters]) waiter(command);
+  private constructor(private readonly socket: Socket) {}
+
+  static async open(node: Pick<RedisProcess, 'port'>): Promise<CommandWatch> {
+    const socket = connect(node.port, '127.0.0.1');
+    socket.setNoDelay(true);
+    socket.on('error', () => undefined);
+    const watch = new CommandWatch(socket);
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', () => socket.write('MONITOR\r\n'));
+      socket.once('close', () => reject(new Error(`MONITOR on ${node.port}: connection closed`)));
+      // Commands are seen from the +OK on.
+      socket.on('data', (chunk: Buffer) => watch.read(chunk.toString('latin1'), resolve));
     });
-  }
-
-  static async open(node: RedisProcess): Promise<CommandWatch> {
-    const client = node.client({ retryStrategy: () => null });
-    const monitor = await client.monitor();
-    monitor.on('error', () => undefined);
-    client.disconnect();
-    return new CommandWatch(monitor);
+    return watch;
   }
 
   /** A position in what was seen, for {@link next}. */
@@ -182,8 +186,44 @@ export class CommandWatch {
   }
 
   close(): void {
-    this.monitor.disconnect();
+    this.socket.destroy();
   }
+
+  /** Status lines: `+OK`, then `+<seconds.micros> [<db> <client>|lua] "arg" "arg" …`. */
+  private read(text: string, ready: () => void): void {
+    const lines = (this.pending + text).split('\r\n');
+    this.pending = lines.pop()!;
+    for (const line of lines) {
+      if (line === '+OK') ready();
+      const space = line.indexOf(' ');
+      if (!line.startsWith('+') || space < 0) continue;
+      const command = { seq: this.seen.length, at: Math.round(Number(line.slice(1, space)) * 1000), args: unquote(line.slice(line.indexOf(']', space) + 1)) };
+      this.seen.push(command);
+      for (const waiter of [...this.waiters]) waiter(command);
+    }
+  }
+}
+
+/** MONITOR's quoted arguments (sdscatrepr: \\, \", \n, \r, \t, \a, \b, \xHH). */
+export function unquote(text: string): string[] {
+  const args: string[] = [];
+  const escapes: Record<string, string> = { n: '\n', r: '\r', t: '\t', a: '\x07', b: '\b' };
+  for (let i = text.indexOf('"'); i >= 0 && i < text.length; i = text.indexOf('"', i + 1)) {
+    let arg = '';
+    for (i++; i < text.length && text[i] !== '"'; i++) {
+      if (text[i] !== '\\') {
+        arg += text[i];
+      } else if (text[i + 1] === 'x') {
+        arg += String.fromCharCode(parseInt(text.slice(i + 2, i + 4), 16));
+        i += 3;
+      } else {
+        arg += escapes[text[i + 1]!] ?? text[i + 1];
+        i++;
+      }
+    }
+    args.push(arg);
+  }
+  return args;
 }
 
 /** A shard's primary with at least one replica online, its replicas, and a connection to it opened ahead. */
@@ -253,17 +293,18 @@ export async function killBullPrimaryAfterHandler(cluster: ChaosCluster, redis: 
   if (typeof target === 'string') return skipped(target);
   const watch = await CommandWatch.open(target.primary);
   const handshake = await Handshake.open(cluster);
+  let hold: ReplicationHold | undefined;
   try {
     const notice = await handshake.first(HANDLER_WAIT_MS);
     if (!notice) return skipped(`no handler returned within ${HANDLER_WAIT_MS} ms`);
-    const hold = await ReplicationHold.begin(target);
+    hold = await ReplicationHold.begin(target);
     const completion = watch.next(isCompletion(notice.jobId), COMPLETION_WAIT_MS);
     const goAt = Date.now();
     await handshake.go(notice);
     const completed = await completion;
     const queueKey = `${cluster.bullPrefix}:${notice.queue}`;
     const { killedAt, promoted, promotedAt, probed } = await killPrimary(redis, target.primary, 'bull', restartAfterMs, {
-      dead: () => hold.release(),
+      dead: () => hold?.release(),
       probe: async (node) => {
         const [active, done] = await Promise.all([node.lpos(`${queueKey}:active`, notice.jobId), node.zscore(`${queueKey}:completed`, notice.jobId)]);
         return done !== null ? 'the promoted primary has the run completed' : active !== null ? 'the promoted primary has the run still active: its completion was lost' : 'the promoted primary has the run neither active nor completed';
@@ -279,6 +320,7 @@ export async function killBullPrimaryAfterHandler(cluster: ChaosCluster, redis: 
         `SIGKILL ${killedAt - returnedAt} ms after the return (held ${heldMs} ms); ${promoted.port} promoted after ${promotedAt - killedAt} ms: ${probed}; ${target.primary.port} restarted`,
     };
   } finally {
+    hold?.release();
     await handshake.close();
     watch.close();
     target.control.disconnect();
@@ -312,7 +354,6 @@ export async function killBullPrimaryDuringStagedDelay(cluster: ChaosCluster, re
     const jobId = add?.args[3];
     const recorded = jobId === undefined ? undefined : await ledgerWatch.next(isLedgerWrite('enqueued|', jobId), bound, from);
     if (!add || !recorded) {
-      hold?.release();
       return skipped(`${hold ? `${hold.describe()}; ` : ''}${add ? `${jobId} staged, but not recorded enqueued` : 'no run staged'} within ${bound} ms`);
     }
     const delayedKey = add.args[1]!;
@@ -332,6 +373,7 @@ export async function killBullPrimaryDuringStagedDelay(cluster: ChaosCluster, re
         `${tickOf(jobId!) - killedAt} ms before the run was due${hold ? ` (held ${heldMs} ms)` : ''}; ${promoted.port} promoted after ${promotedAt - killedAt} ms: ${probed}; ${target.primary.port} restarted`,
     };
   } finally {
+    hold?.release();
     bullWatch.close();
     if (!shared) ledgerWatch.close();
     target.control.disconnect();
@@ -347,18 +389,16 @@ export async function killLedgerPrimaryBetweenClaimAndWait(redis: ReplicatedRedi
   const target = await aimAt(redis, 'leasebeat');
   if (typeof target === 'string') return skipped(target);
   const watch = await CommandWatch.open(target.primary);
+  let hold: ReplicationHold | undefined;
   try {
     await untilJustBeforeSecond();
-    const hold = await ReplicationHold.begin(target);
+    hold = await ReplicationHold.begin(target);
     const claim = await watch.next(isLedgerWrite('claimed|'), HELD_WAIT_MS);
-    if (!claim) {
-      hold.release();
-      return skipped(`${hold.describe()}; no claim within ${HELD_WAIT_MS} ms`);
-    }
+    if (!claim) return skipped(`${hold.describe()}; no claim within ${HELD_WAIT_MS} ms`);
     const [, ledgerKey, tick, state] = claim.args as [string, string, string, string];
     const claimed = `${ledgerKey.slice(LEDGER_PREFIX.length)}@${tick}`;
     const { killedAt, promoted, promotedAt, probed } = await killPrimary(redis, target.primary, 'leasebeat', restartAfterMs, {
-      dead: () => hold.release(),
+      dead: () => hold?.release(),
       probe: async (node) => {
         const now = await node.hget(ledgerKey, tick);
         return now === null ? 'the promoted primary has no record of the tick: the claim was lost' : now === state ? 'the promoted primary has the claim' : `the promoted primary records the tick ${now}`;
@@ -372,6 +412,7 @@ export async function killLedgerPrimaryBetweenClaimAndWait(redis: ReplicatedRedi
         `SIGKILL ${killedAt - claim.at} ms after it (held ${heldMs} ms); ${promoted.port} promoted after ${promotedAt - killedAt} ms: ${probed}; ${target.primary.port} restarted`,
     };
   } finally {
+    hold?.release();
     watch.close();
     target.control.disconnect();
   }
