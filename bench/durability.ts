@@ -1,17 +1,24 @@
 /**
- * The cost of durable writes on replicated Redis (issue 13): the real fenced enqueue path (`FencedEnqueue`
- * over the ledger createScheduler builds) on a Sentinel group started here, with durability off, with
- * `WAIT 1` plus the sentinels' primary check (the Sentinel default), and with `WAIT 2` plus the check, in
- * the same run on the same group.
+ * The cost of durable writes on replicated Redis (issues 13 and 18), in the same run on one Sentinel group
+ * started here, with durability off, with `WAIT 1` plus the sentinels' primary check (the Sentinel
+ * default), and with `WAIT 2` plus the check:
+ * - the real fenced enqueue path (`FencedEnqueue` over the ledger createScheduler builds: claim, the BullMQ
+ *   add confirmed on its server, the enqueued record);
+ * - the real worker path (`WorkerPool` with the run records createScheduler gives it: the take confirmed,
+ *   the handler, its finish recorded and confirmed, BullMQ's finish checked on replicas).
  */
+import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { replicaWaitFor } from '../src/queueing/durability.js';
+import { directWrites, replicaWaitFor } from '../src/queueing/durability.js';
 import { FencedEnqueue } from '../src/queueing/fenced-enqueue.js';
 import { tickJobId } from '../src/queueing/job-data.js';
 import { KeySpace } from '../src/queueing/keys.js';
 import { QueueSet } from '../src/queueing/queue-set.js';
 import { RedisConnections } from '../src/queueing/redis-topology.js';
+import { RunRecords } from '../src/queueing/run-records.js';
 import { TickLedger, type FencingToken } from '../src/queueing/tick-ledger.js';
+import { WorkerPool } from '../src/queueing/worker-pool.js';
+import { silentLogger } from '../src/util/logger.js';
 import { startSentinelGroup } from '../test/support/redis-sentinel.js';
 import { cron, generateSchedules } from './schedules.js';
 
@@ -24,18 +31,29 @@ export interface DurabilitySetting {
   burstPerSecond: number;
   /** WAITs the burst cost. */
   burstWaits: number;
+  /** One run at a time, from its add to BullMQ's completion event (ms per run). */
+  runMs: { p50: number; p99: number };
+  /** Runs per second for a burst added together, on one worker of concurrency {@link RUN_CONCURRENCY}. */
+  runsPerSecond: number;
 }
 
 export interface DurabilityResult {
   settings: DurabilitySetting[];
   sequentialTicks: number;
   burst: number;
+  sequentialRuns: number;
+  runBurst: number;
 }
 
 const SEQUENTIAL = 300;
 const BURST = 5_000;
 const ROUNDS = 3;
 const QUEUE = 'bench-durability';
+const RUN_QUEUE = 'bench-durability-runs';
+const SEQUENTIAL_RUNS = 300;
+const RUN_BURST = 2_000;
+const RUN_CONCURRENCY = 64;
+const RUN_JOB = generateSchedules(1, RUN_QUEUE, cron(() => '0 0 1 1 *')).get('s0')!;
 const JOB = generateSchedules(1, QUEUE, cron(() => '0 0 1 1 *')).get('s0')!;
 const SETTINGS = [
   { label: 'off (minReplicas 0)', minReplicas: 0 },
@@ -85,18 +103,77 @@ export async function measureDurability(log: (line: string) => void): Promise<Du
         bursts.push(BURST / (Number(process.hrtime.bigint() - started) / 1e9));
         waits = durable.wait.stats.waits - waitsBefore;
       }
+      const runs = await measureRuns(connections, durable.wait.enabled);
       durable.close();
-      latencies.sort((a, b) => a - b);
-      const at = (q: number): number => +latencies[Math.min(latencies.length - 1, Math.ceil(q * latencies.length) - 1)]!.toFixed(2);
-      const result = { ...setting, sequentialMs: { p50: at(0.5), p99: at(0.99) }, burstPerSecond: Math.round(bursts.sort((a, b) => a - b)[1]!), burstWaits: waits };
-      log(`durability: ${setting.label}: ${JSON.stringify(result.sequentialMs)} ms per tick, burst ${result.burstPerSecond}/s with ${waits} WAITs`);
+      const result = {
+        ...setting,
+        sequentialMs: percentiles(latencies),
+        burstPerSecond: Math.round(bursts.sort((a, b) => a - b)[1]!),
+        burstWaits: waits,
+        ...runs,
+      };
+      log(`durability: ${setting.label}: ${JSON.stringify(result.sequentialMs)} ms per tick, burst ${result.burstPerSecond}/s with ${waits} WAITs; ` +
+        `${JSON.stringify(result.runMs)} ms per run, ${result.runsPerSecond} runs/s`);
       settings.push(result);
       await queues.get(QUEUE).obliterate({ force: true });
     }
-    return { settings, sequentialTicks: SEQUENTIAL * ROUNDS, burst: BURST };
+    return { settings, sequentialTicks: SEQUENTIAL * ROUNDS, burst: BURST, sequentialRuns: SEQUENTIAL_RUNS, runBurst: RUN_BURST };
   } finally {
     await queues.close();
     redis.disconnect();
     await group.close();
+  }
+}
+
+/** p50 and p99 of `samples` (ms), to two decimals. */
+function percentiles(samples: number[]): { p50: number; p99: number } {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number): number => +sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!.toFixed(2);
+  return { p50: at(0.5), p99: at(0.99) };
+}
+
+/**
+ * The worker path with run records written `durable`ly (confirmed on replicas) or not: runs added one at a
+ * time (add → BullMQ's completion event), then a burst added together, on a WorkerPool as createScheduler
+ * builds it (its own worker connection, the run records on it).
+ */
+async function measureRuns(connections: RedisConnections, durable: boolean): Promise<Pick<DurabilitySetting, 'runMs' | 'runsPerSecond'>> {
+  const workerRedis = connections.open('worker') as Redis;
+  const producerRedis = connections.open('control') as Redis;
+  for (const client of [workerRedis, producerRedis]) client.on('error', () => undefined);
+  const writes = durable ? replicaWaitFor(connections, workerRedis) : undefined;
+  const pool = new WorkerPool({
+    connection: workerRedis,
+    logger: silentLogger,
+    tuning: { concurrency: RUN_CONCURRENCY },
+    records: new RunRecords(writes?.wait ?? directWrites(workerRedis), 'bench'),
+  });
+  const queue = new Queue(RUN_QUEUE, { connection: producerRedis });
+  // Its own connection: QueueEvents blocks on it.
+  const eventsRedis = connections.open('worker') as Redis;
+  eventsRedis.on('error', () => undefined);
+  const events = new QueueEvents(RUN_QUEUE, { connection: eventsRedis });
+  try {
+    await events.waitUntilReady();
+    pool.update(new Map([[RUN_JOB.name, { ...RUN_JOB, concurrency: RUN_CONCURRENCY }]]));
+    const latencies: number[] = [];
+    for (let i = 0; i < SEQUENTIAL_RUNS; i++) {
+      const started = process.hrtime.bigint();
+      const job = await queue.add(RUN_JOB.name, {}, { jobId: `seq-${durable}-${i}` });
+      await job.waitUntilFinished(events);
+      latencies.push(Number(process.hrtime.bigint() - started) / 1e6);
+    }
+    const started = process.hrtime.bigint();
+    const burst = await queue.addBulk(Array.from({ length: RUN_BURST }, (_, i) => ({ name: RUN_JOB.name, data: {}, opts: { jobId: `burst-${durable}-${i}` } })));
+    await Promise.all(burst.map((job) => job.waitUntilFinished(events)));
+    const runsPerSecond = Math.round(RUN_BURST / (Number(process.hrtime.bigint() - started) / 1e9));
+    return { runMs: percentiles(latencies), runsPerSecond };
+  } finally {
+    await pool.close(5_000);
+    await events.close();
+    await queue.obliterate({ force: true });
+    await queue.close();
+    writes?.close();
+    for (const client of [workerRedis, producerRedis, eventsRedis]) client.disconnect();
   }
 }

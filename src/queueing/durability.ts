@@ -139,6 +139,12 @@ export class ReplicaWait implements WritePath {
   private readonly sent = new Map<Redis, Promise<unknown>>();
   /** Counts for the bench and metrics. */
   readonly stats = { waits: 0, confirmed: 0, unconfirmed: 0 };
+  /**
+   * Per connection: the run id its current socket last answered with (a stamped script, a WAIT's read).
+   * A write leasebeat does not script is placed by it, instead of a read before each write: the WAIT's
+   * own read after the write must still find it, so no switch came in between.
+   */
+  private readonly seen = new WeakMap<Redis, { socket: unknown; runId: string }>();
 
   constructor(
     private readonly client: RedisClient,
@@ -174,6 +180,7 @@ export class ReplicaWait implements WritePath {
     const connection = this.connectionFor(key);
     const socket = connection.stream;
     const { reply, runId } = await script.runStamped<T>(this.client as Redis, keys, args, syncKeyOf(key));
+    if (connection.stream === socket) this.seen.set(connection, { socket, runId });
     const what = decides(reply);
     if (what !== undefined) await this.confirm({ connection, socket, runId }, what);
     return reply;
@@ -181,13 +188,15 @@ export class ReplicaWait implements WritePath {
 
   /**
    * Makes a write leasebeat does not script and confirms it like {@link script}: the run id of the server
-   * of `key` is read first on the connection the write then goes out on.
+   * of `key` is known before the write goes out on its connection (read first, unless the socket answered
+   * with it already).
    */
   async write<T>(key: string, write: () => Promise<T>, decides: (result: T) => string | undefined): Promise<T> {
     if (!this.enabled) return write();
     const connection = this.connectionFor(key);
     const socket = connection.stream;
-    const runId = await serverRunIdScript.run<string>(connection, [], []);
+    const known = this.seen.get(connection);
+    const runId = known?.socket === socket ? known.runId : await serverRunIdScript.run<string>(connection, [], []);
     const result = await write();
     const what = decides(result);
     if (what !== undefined) await this.confirm({ connection, socket, runId }, what);
@@ -246,6 +255,7 @@ export class ReplicaWait implements WritePath {
     const [[waitError, acknowledged] = [null, 0], [runIdError, runId] = [null, undefined]] = replies ?? [];
     if (waitError || runIdError) return { acknowledged: 0, runId: undefined, socket, primary: false, error: `WAIT failed: ${String(waitError ?? runIdError)}` };
     const ran = typeof runId === 'string' ? runId : undefined;
+    if (ran !== undefined) this.seen.set(connection, { socket, runId: ran });
     const enough = Number(acknowledged) >= this.minReplicas;
     // After the WAIT, not beside it: the primary must still be the agreed one once the replicas have the
     // writes, or the replica that acknowledged may be about to resync from a promoted one.
