@@ -177,7 +177,7 @@ export class ReplicaWait implements WritePath {
   async script<T>(script: LuaScript, keys: string[], args: Array<string | number>, decides?: (reply: T) => string | undefined): Promise<T> {
     if (!this.enabled || !decides) return script.run<T>(this.client as Redis, keys, args);
     const key = keys[0]!;
-    const connection = this.connectionFor(key);
+    const connection = await this.connectedFor(key);
     const socket = connection.stream;
     const { reply, runId } = await script.runStamped<T>(this.client as Redis, keys, args, syncKeyOf(key));
     if (connection.stream === socket) this.seen.set(connection, { socket, runId });
@@ -193,7 +193,7 @@ export class ReplicaWait implements WritePath {
    */
   async write<T>(key: string, write: () => Promise<T>, decides: (result: T) => string | undefined): Promise<T> {
     if (!this.enabled) return write();
-    const connection = this.connectionFor(key);
+    const connection = await this.connectedFor(key);
     const socket = connection.stream;
     const known = this.seen.get(connection);
     const runId = known?.socket === socket ? known.runId : await serverRunIdScript.run<string>(connection, [], []);
@@ -261,6 +261,16 @@ export class ReplicaWait implements WritePath {
     // writes, or the replica that acknowledged may be about to resync from a promoted one.
     const primary = !enough || !this.primaryCheck || ran === undefined ? true : await this.primaryCheck.isPrimary(connection, ran);
     return { acknowledged: Number(acknowledged), runId: ran, socket, primary };
+  }
+
+  /**
+   * {@link connectionFor}, connected: a Cluster opens a node's connection on its first command, and a
+   * write that opened it would find a socket that was not there before it went out.
+   */
+  private async connectedFor(key: string): Promise<Redis> {
+    const connection = this.connectionFor(key);
+    if (connection.status === 'wait') await connection.connect();
+    return connection;
   }
 
   /** The connection that serves `key`: the client itself, or on Cluster the node serving its slot. */

@@ -2,11 +2,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Polls `probe` every 25 ms until it returns a value (not undefined/false); throws after `timeoutMs`. */
 export async function until<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  // On the monotonic clock: a step of the wall clock must not end (or stretch) a wait.
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(25);
   }
 }
