@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { Redis } from 'ioredis';
+import { RedisProcess } from '../support/redis-process.js';
+import { TcpProxy, type TcpProxyOptions } from '../support/tcp-proxy.js';
+import { until as untilAsync } from '../support/until.js';
 
 /** A client connection whose received bytes and closure the test can watch. */
 interface Client {
@@ -112,8 +115,8 @@ describe('TcpProxy: partitions for the chaos suite', () => {
     try {
       const client = await dial(own.port);
       client.socket.write('x');
-      await until('the echo to be delivered', () => delivered.join('') === 'x');
-      assert.equal(client.received(), 'x');
+      // Handed to the client's socket is not yet read by the client (in this process, a poll later).
+      await until('the echo to be delivered and read', () => delivered.join('') === 'x' && client.received() === 'x');
       own.partition('blackhole');
       client.socket.write('y');
       await sleep(100);
@@ -124,5 +127,187 @@ describe('TcpProxy: partitions for the chaos suite', () => {
     } finally {
       await own.close();
     }
+  });
+});
+
+/** A Redis command in RESP, as a client writes it. */
+const command = (...args: string[]): string => `*${args.length}\r\n${args.map((arg) => `$${Buffer.byteLength(arg)}\r\n${arg}\r\n`).join('')}`;
+/** The RESP reply to GET of a one-character value. */
+const bulk = (value: string): string => `$${value.length}\r\n${value}\r\n`;
+
+describe('TcpProxy.switchTo: one connection moved between two real redis-servers', () => {
+  let a: RedisProcess;
+  let b: RedisProcess;
+  let onA: Redis;
+  let onB: Redis;
+  const proxies: TcpProxy[] = [];
+  const clients: Redis[] = [];
+
+  /** A proxy in front of A, closed after the test. */
+  async function proxyToA(options: TcpProxyOptions = {}): Promise<TcpProxy> {
+    const proxy = await TcpProxy.start({ port: a.port }, options);
+    proxies.push(proxy);
+    return proxy;
+  }
+
+  /** An ioredis client through `proxy`, ready, closed after the test. */
+  async function clientOf(proxy: TcpProxy): Promise<Redis> {
+    const client = new Redis({ host: '127.0.0.1', port: proxy.port });
+    client.on('error', () => undefined);
+    clients.push(client);
+    await client.ping();
+    return client;
+  }
+
+  /** Calls of `name` a server has run (INFO commandstats). */
+  const calls = async (server: Redis, name: string): Promise<number> => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(await server.info('commandstats'))?.[1] ?? 0);
+
+  before(async () => {
+    const node = (port: number): string[] => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+    [a, b] = await Promise.all([RedisProcess.start(node), RedisProcess.start(node)]);
+    onA = a.client();
+    onB = b.client();
+    await Promise.all([onA.set('k', 'a'), onB.set('k', 'b')]);
+  });
+  afterEach(async () => {
+    a.resume();
+    for (const client of clients.splice(0)) client.disconnect();
+    for (const proxy of proxies.splice(0)) await proxy.close();
+  });
+  after(async () => {
+    onA.disconnect();
+    onB.disconnect();
+    await Promise.all([a.kill(), b.kill()]);
+  });
+
+  it("mid-stream: the same client socket reads A's value before and B's after; new connections go to B", async () => {
+    const proxy = await proxyToA();
+    const client = await dial(proxy.port);
+    client.socket.write(command('GET', 'k'));
+    await until("A's reply", () => client.received() === bulk('a'));
+    proxy.switchTo({ port: b.port }, 'mid-stream');
+    assert.equal(proxy.target.port, b.port);
+    client.socket.write(command('GET', 'k'));
+    await until("B's reply on the same socket", () => client.received() === bulk('a') + bulk('b'));
+    assert.equal(client.closed(), false);
+    assert.equal(proxy.connections, 1);
+    const next = await dial(proxy.port);
+    next.socket.write(command('GET', 'k'));
+    await until('a new connection to reach B', () => next.received() === bulk('b'));
+    client.socket.destroy();
+    next.socket.destroy();
+  });
+
+  it('switched from onDelivered: a write acknowledged by A, then its WAIT runs on B, over the same connection', async () => {
+    let armed = false;
+    const proxy = await proxyToA({
+      onDelivered: (chunk) => {
+        // Right after the SET's +OK reached the client, before it can send its WAIT.
+        if (armed && chunk.toString() === '+OK\r\n') {
+          armed = false;
+          proxy.switchTo({ port: b.port }, 'mid-stream');
+        }
+      },
+    });
+    const client = await clientOf(proxy);
+    let reconnects = 0;
+    client.on('reconnecting', () => reconnects++);
+    const [waitsOnA, waitsOnB] = [await calls(onA, 'wait'), await calls(onB, 'wait')];
+    armed = true;
+    assert.equal(await client.set('acked', '1'), 'OK');
+    assert.equal(await client.wait(0, 0), 0);
+    assert.deepEqual(await client.config('GET', 'port'), ['port', String(b.port)], 'the connection now reaches B');
+    assert.equal(await onA.get('acked'), '1', 'A acknowledged the write');
+    assert.equal(await onB.get('acked'), null);
+    assert.deepEqual([await calls(onA, 'wait') - waitsOnA, await calls(onB, 'wait') - waitsOnB], [0, 1], 'the WAIT ran on B, not A');
+    assert.equal(reconnects, 0, 'one connection throughout');
+    assert.equal(proxy.connections, 1);
+  });
+
+  it('switched from onClientData: the chunk at hand is the first to reach B', async () => {
+    let armed = false;
+    const proxy = await proxyToA({
+      onClientData: (chunk) => {
+        // ioredis writes command names in lower case.
+        if (armed && /\r\nget\r\n/i.test(chunk.toString())) {
+          armed = false;
+          proxy.switchTo({ port: b.port }, 'mid-stream');
+        }
+      },
+    });
+    const client = await clientOf(proxy);
+    const getsOnA = await calls(onA, 'get');
+    armed = true;
+    assert.equal(await client.set('sent', '1'), 'OK');
+    assert.equal(await client.get('sent'), null, 'the GET ran on B, which never had the key');
+    assert.equal(await onA.get('sent'), '1', 'the SET ran on A');
+    assert.equal(await calls(onA, 'get'), getsOnA + 1, "A ran no GET of the client's (only this check's)");
+    assert.equal(proxy.connections, 1);
+  });
+
+  it("staleReplies 'deliver': a reply A still owed reaches the client, before any of B's", async () => {
+    const seen: string[] = [];
+    const proxy = await proxyToA({ onClientData: (chunk) => seen.push(chunk.toString()) });
+    const client = await dial(proxy.port);
+    a.freeze();
+    client.socket.write(command('GET', 'k'));
+    // Seen, so forwarded to A (synchronously after the callback); frozen, A has not answered.
+    await until('the GET to be forwarded to A', () => seen.length === 1);
+    proxy.switchTo({ port: b.port }, 'mid-stream', { staleReplies: 'deliver' });
+    const getsOnB = await calls(onB, 'get');
+    client.socket.write(command('GET', 'k'));
+    await untilAsync('B to have answered', async () => (await calls(onB, 'get')) > getsOnB);
+    await sleep(50);
+    assert.equal(client.received(), '', "B's reply waits for A's");
+    a.resume();
+    await until('both replies, in order', () => client.received() === bulk('a') + bulk('b'));
+    client.socket.destroy();
+  });
+
+  it("staleReplies 'drop': the reply A still owed is lost; the next reply the client reads is B's", async () => {
+    const seen: string[] = [];
+    const proxy = await proxyToA({ onClientData: (chunk) => seen.push(chunk.toString()) });
+    const client = await dial(proxy.port);
+    a.freeze();
+    client.socket.write(command('GET', 'k'));
+    await until('the GET to be forwarded to A', () => seen.length === 1);
+    proxy.switchTo({ port: b.port }, 'mid-stream', { staleReplies: 'drop' });
+    client.socket.write(command('GET', 'k'));
+    await until("B's reply", () => client.received() === bulk('b'));
+    a.resume();
+    // A serves again (and has read what the dropped connection sent it): still nothing of A's arrives.
+    assert.equal(await onA.ping(), 'PONG');
+    await sleep(50);
+    assert.equal(client.received(), bulk('b'));
+    assert.equal(client.closed(), false);
+    client.socket.destroy();
+  });
+
+  it('reconnect: every client connection is reset, and the client reconnects to B', async () => {
+    const proxy = await proxyToA();
+    const client = await clientOf(proxy);
+    const raw = await dial(proxy.port);
+    assert.equal(await client.get('k'), 'a');
+    let reconnects = 0;
+    client.on('reconnecting', () => reconnects++);
+    proxy.switchTo({ port: b.port }, 'reconnect');
+    await until('the raw connection to be reset', () => raw.closed());
+    assert.equal(await client.get('k'), 'b', 'ioredis reconnected, to B');
+    assert.ok(reconnects >= 1);
+  });
+
+  it('a mid-stream switch during a blackhole connects to the new target at the heal', async () => {
+    const proxy = await proxyToA();
+    const client = await dial(proxy.port);
+    client.socket.write(command('GET', 'k'));
+    await until("A's reply", () => client.received() === bulk('a'));
+    proxy.partition('blackhole');
+    proxy.switchTo({ port: b.port }, 'mid-stream');
+    client.socket.write(command('GET', 'k'));
+    await sleep(50);
+    assert.equal(client.received(), bulk('a'), 'held by the blackhole');
+    proxy.heal('deliver');
+    await until("B's reply", () => client.received() === bulk('a') + bulk('b'));
+    client.socket.destroy();
   });
 });
