@@ -1,32 +1,56 @@
-import type { TickLedger } from '../../src/queueing/tick-ledger.js';
+import type { Cluster, Redis } from 'ioredis';
+import type { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import { silentGaps, ticksBetween } from './ledger-audit.js';
 
 /** What a topology test found for jobs that tick every second. */
 export interface TickAudit {
   /** `<job>@<tick>` that ran more than once. */
   duplicates: string[];
-  /** `<job>@<tick>` between a job's first and last run that neither ran nor has a ledger record or skip. */
+  /**
+   * `<job>@<tick>` the lease owed (from the first tick after the job's `scheduledSince` to its last run)
+   * that neither ran nor has a ledger record or skip.
+   */
   silentGaps: string[];
-  summary: Record<string, { runs: number; ticks: number; skipped: number }>;
+  /**
+   * Runs of ticks the lease never owed: before the job's first owed tick, or of a job its leaders never
+   * took over. Another cluster's runs (an earlier test's, say), never this one's.
+   */
+  unowed: string[];
+  summary: Record<string, { owedSince: number | undefined; runs: number; ticks: number; skipped: number }>;
 }
 
 /**
- * Audits runs recorded as `<job>@<tick ms>` (in-process handlers) against the ledger, for every-second jobs:
- * every nominal tick from a job's first run to its last ran exactly once or is recorded (skip, or a claim
- * still pending for the next leader). A run counts even if a failover lost its ledger record.
+ * Audits runs recorded as `<job>@<tick ms>` (in-process handlers) against the ledger of `keys`, for jobs
+ * that tick every `stepMs` since the epoch: every tick a leader owed, from the first one after the job's
+ * `scheduledSince` (recorded by the first takeover) to the job's last run, ran exactly once or is recorded
+ * (skip, or a claim still pending for the next leader). A run counts even if a failover lost its ledger
+ * record. The range starts where the ledger says, not at the first run seen, so a missing first tick is a
+ * gap and a stray older run cannot move the start.
  */
-export async function auditTicks(ledger: TickLedger, jobs: string[], runs: string[], stepMs = 1_000): Promise<TickAudit> {
+export async function auditTicks(redis: Redis | Cluster, keys: KeySpace, jobs: string[], runs: string[], stepMs = 1_000): Promise<TickAudit> {
+  // Every command here is a single-key read: the Cluster client serves them as the ledger's Redis.
+  const ledger = new TickLedger(redis as Redis, keys);
   const counts = new Map<string, number>();
   for (const run of runs) counts.set(run, (counts.get(run) ?? 0) + 1);
-  const audit: TickAudit = { duplicates: [...counts].filter(([, n]) => n > 1).map(([run, n]) => `${run} ×${n}`), silentGaps: [], summary: {} };
+  const audit: TickAudit = { duplicates: [...counts].filter(([, n]) => n > 1).map(([run, n]) => `${run} ×${n}`), silentGaps: [], unowed: [], summary: {} };
   for (const job of jobs) {
     const ticks = runs.filter((run) => run.startsWith(`${job}@`)).map((run) => Number(run.slice(job.length + 1)));
-    if (ticks.length === 0) continue;
-    const all = ticksBetween(Math.min(...ticks), Math.max(...ticks), stepMs);
+    const recorded = await redis.hget(keys.jobState(job), 'scheduledSince');
+    const owedSince = recorded === null ? undefined : Number(recorded);
+    // Owed are the ticks strictly after scheduledSince (planCatchup's `tick > lastTick`).
+    const firstOwed = owedSince === undefined ? Infinity : Math.floor(owedSince / stepMs) * stepMs + stepMs;
+    audit.unowed.push(...ticks.filter((tick) => tick < firstOwed).map((tick) => `${job}@${tick}`));
+    const owed = ticks.filter((tick) => tick >= firstOwed);
+    if (owed.length === 0) {
+      audit.summary[job] = { owedSince, runs: 0, ticks: 0, skipped: 0 };
+      continue;
+    }
+    const all = ticksBetween(firstOwed, Math.max(...owed), stepMs);
     const unrun = all.filter((tick) => !counts.has(`${job}@${tick}`));
     const gaps = await silentGaps(ledger, job, unrun);
     audit.silentGaps.push(...gaps.map((tick) => `${job}@${tick}`));
-    audit.summary[job] = { runs: ticks.length, ticks: all.length, skipped: unrun.length - gaps.length };
+    audit.summary[job] = { owedSince, runs: owed.length, ticks: all.length, skipped: unrun.length - gaps.length };
   }
   return audit;
 }

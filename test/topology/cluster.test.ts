@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Cluster, Redis } from 'ioredis';
-import { KeySpace } from '../../src/queueing/keys.js';
 import { RedisConnections, keySlot } from '../../src/queueing/redis-topology.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import { createAdmin } from '../../src/admin/admin.js';
 import { createScheduler } from '../../src/scheduler.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
-import { auditTicks } from '../support/topology-audit.js';
 import { until } from '../support/until.js';
-import { JOB_NAMES, JOBS_DIR, ranAtLeast, ranSince, runs, topologyScheduler } from './fixtures/runs.js';
+import { JOBS_DIR, TopologyRun } from './fixtures/runs.js';
 
 
 describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
@@ -27,19 +25,19 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
     const bullPrefix = connections.bullPrefix(undefined);
     const observer = connections.open('control');
     observer.on('error', () => undefined);
-    const keys = new KeySpace('leasebeat', 'cluster');
-    // Only the URL: the hash-tagged BullMQ prefix, the durable lock and ledger (WAIT on the node serving
-    // the keys' slot) are createScheduler's. The elector, fence and ledger scripts all run on the Cluster
-    // client: a CROSSSLOT anywhere fails the run.
-    const scheduler = createScheduler(topologyScheduler(cluster.url, 'cluster'));
+    // Only the URL: the hash-tagged BullMQ prefix (the default, which no other test of this file may
+    // take), the durable lock and ledger (WAIT on the node serving the keys' slot) are createScheduler's.
+    // The elector, fence and ledger scripts all run on the Cluster client: a CROSSSLOT anywhere fails the run.
+    const run = new TopologyRun(cluster.url, 'cluster', { defaultBullPrefix: true });
+    const keys = run.keys;
+    const scheduler = createScheduler(run.scheduler());
     const waitsOnLedgerNode = async (): Promise<number> => {
       const node = (observer as Cluster).nodes('master').find((n) => `${n.options.host}:${n.options.port}` === (observer as Cluster).slots[keySlot(keys.fence)]?.[0]);
       return Number(/cmdstat_wait:calls=(\d+)/.exec(await node!.info('commandstats'))?.[1] ?? 0);
     };
-    runs.length = 0;
     try {
       await scheduler.start();
-      await until('every job to run a few times', () => ranAtLeast(3), 30_000);
+      await until('every job to run a few times', () => run.ranAtLeast(3), 30_000);
       assert.ok((await waitsOnLedgerNode()) > 0, 'deciding writes wait for a replica (WAIT on the node holding the lease and ledger)');
       // The queues Bull Board is built from see the runs, in the hash-tagged prefix.
       for (const queue of scheduler.queues()) {
@@ -51,33 +49,34 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
       const slot = keySlot(keys.fence);
       const old = await cluster.primaryOf(slot);
       const faultAt = Date.now();
-      const runsBefore = runs.length;
+      const runsBefore = run.runs.length;
       await old.kill();
       const promoted = await cluster.waitForFailover(old, slot);
       // The promoted node has no replica of its own, so with minReplicas 1 nothing can be confirmed on it
       // until one follows it: the killed node restarts (as an orchestrator would) and rejoins as its replica.
       await old.launch();
       const failedOverAt = Date.now();
-      await until('runs of ticks after the failover', () => ranSince(failedOverAt), 30_000);
+      await until('runs of ticks after the failover', () => run.ranSince(failedOverAt), 30_000);
       const resumedMs = Date.now() - faultAt;
       const resumedAt = Date.now();
-      await until('three more seconds of ticks', () => ranSince(resumedAt + 3_000), 30_000);
-      assert.ok(runs.length > runsBefore);
+      await until('three more seconds of ticks', () => run.ranSince(resumedAt + 3_000), 30_000);
+      assert.ok(run.runs.length > runsBefore);
       await scheduler.stop();
 
       // The admin API (what the CLI runs) from the same URL finds the runs under the same prefix.
-      const admin = createAdmin({ connection: cluster.url, leaseName: 'cluster', jobsDir: JOBS_DIR });
+      const admin = createAdmin({ connection: cluster.url, leaseName: run.leaseName, jobsDir: JOBS_DIR });
       try {
-        const completed = (await admin.runs('alpha')).filter((run) => run.state === 'completed');
+        const completed = (await admin.runs('alpha')).filter((entry) => entry.state === 'completed');
         assert.ok(completed.length >= 3, 'leasebeat runs alpha sees its runs completed in BullMQ, under the hash-tagged prefix');
       } finally {
         await admin.close();
       }
       const ledger = new TickLedger(observer as unknown as Redis, keys);
-      const report = await auditTicks(ledger, JOB_NAMES, runs);
+      const report = await run.audit(observer);
       const fence = await ledger.fence();
       t.diagnostic(`failover ${old.port} → ${promoted.port}; fault → runs resumed ${resumedMs} ms; term ${fence.leaderTransitions}; ${JSON.stringify(report.summary)}`);
       assert.deepEqual(report.duplicates, [], 'no (job, tick) ran twice');
+      assert.deepEqual(report.unowed, [], 'every run is of a tick this lease owed');
       assert.deepEqual(report.silentGaps, [], 'every tick ran or has a recorded skip');
     } finally {
       await scheduler.stop();

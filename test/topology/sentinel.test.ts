@@ -5,15 +5,15 @@ import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import type { LeaderElectionRecord } from '../../src/election/record.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
-import { DurabilityError, DurableLock, DurableTickLedger, ReplicaWait } from '../../src/queueing/durability.js';
+import { DurabilityError, DurableLock, ReplicaWait } from '../../src/queueing/durability.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 import { RedisConnections } from '../../src/queueing/redis-topology.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import { createScheduler } from '../../src/scheduler.js';
+import type { RedisProcess } from '../support/redis-process.js';
 import { startSentinelGroup, type TestSentinelGroup } from '../support/redis-sentinel.js';
-import { auditTicks } from '../support/topology-audit.js';
 import { until } from '../support/until.js';
-import { JOB_NAMES, ranAtLeast, ranSince, runs, topologyScheduler } from './fixtures/runs.js';
+import { JOB_NAMES, TopologyRun } from './fixtures/runs.js';
 
 
 const record = (holder: string, transitions: number, now: number): LeaderElectionRecord => ({
@@ -26,6 +26,24 @@ const record = (holder: string, transitions: number, now: number): LeaderElectio
 
 describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', () => {
   let group: TestSentinelGroup;
+
+  /**
+   * The primary's port in `sentinel`'s own configuration, once no failover is in progress there; undefined
+   * meanwhile, or when it does not answer. (During a failover its leader already advertises the promoted
+   * node in get-master-addr-by-name, before it switches and publishes +switch-master.)
+   */
+  const primaryKnownBy = async (sentinel: RedisProcess): Promise<number | undefined> => {
+    const client = sentinel.client({ commandTimeout: 1_000, retryStrategy: () => null });
+    try {
+      const fields = (await client.call('SENTINEL', 'MASTER', group.masterName)) as string[];
+      const field = (name: string): string => fields[fields.indexOf(name) + 1] ?? '';
+      return field('flags').includes('failover_in_progress') ? undefined : Number(field('port'));
+    } catch {
+      return undefined;
+    } finally {
+      client.disconnect();
+    }
+  };
 
   before(async () => {
     group = await startSentinelGroup();
@@ -49,8 +67,8 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
     const waitB = new ReplicaWait(b, { minReplicas: 1, timeoutMs: 2_000, primaryCheck });
     const lockA = new DurableLock(new RedisLeaseLock({ connection: a, name: 'frozen', identity: 'A' }), 'leasebeat:{frozen}:lease', waitA);
     const lockB = new DurableLock(new RedisLeaseLock({ connection: b, name: 'frozen', identity: 'B' }), 'leasebeat:{frozen}:lease', waitB);
-    const ledgerA = new DurableTickLedger(a, keys, waitA);
-    const ledgerB = new DurableTickLedger(b, keys, waitB);
+    const ledgerA = new TickLedger(a, keys, waitA);
+    const ledgerB = new TickLedger(b, keys, waitB);
     const signal = AbortSignal.timeout(60_000);
     const tick1 = Date.UTC(2026, 0, 1, 0, 0, 1);
     const tick2 = tick1 + 1_000;
@@ -79,8 +97,13 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
 
       // B, on the promoted primary, sees A's confirmed term 0 (not A's unconfirmed writes) and takes over.
       // B's control connection replays nothing: a command sent while it follows the promotion fails, and
-      // the elector would simply retry. Wait until it has reconnected, as the elector's next round would.
-      await until("B's connection to follow the promotion", async () => b.ping().then(() => true, () => false), 30_000);
+      // the elector would simply retry. Wait until it has followed for good, as the elector's next rounds
+      // would: it may first reach the resumed old primary (whose demotion then kills its clients), and its
+      // failover detector drops it again at each sentinel's +switch-master, which a sentinel publishes as it
+      // switches (the failover's leader last, once the other replica follows the promoted node). So: every
+      // sentinel has switched, then B answers from the promoted node.
+      await until('every sentinel to have switched to the promoted node', async () => (await Promise.all(group.sentinels.map(primaryKnownBy))).every((port) => port === promoted.port), 30_000);
+      await until("B's connection to follow the promotion", async () => b.stream.remotePort === promoted.port && (await b.ping().then(() => true, () => false)), 30_000);
       const seen = await lockB.get(signal);
       assert.equal(seen.record.holderIdentity, 'A');
       assert.equal(seen.record.leaderTransitions, 0);
@@ -118,42 +141,42 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
   });
 
   it('createScheduler on a redis+sentinel:// URL waits for a replica before a tick counts: with the replicas frozen, nothing is added', { timeout: 90_000 }, async (t) => {
-    const leaseName = 'sentinel-replicas';
-    const scheduler = createScheduler(topologyScheduler(group.url, leaseName));
+    const run = new TopologyRun(group.url, 'sentinel-replicas');
+    const scheduler = createScheduler(run.scheduler());
     const observer = RedisConnections.fromUrl(group.url).open('control') as Redis;
     observer.on('error', () => undefined);
-    runs.length = 0;
     const primary = await group.primary();
     const replicas = group.nodes.filter((node) => node !== primary && node.running);
     try {
       await scheduler.start();
-      await until('every job to run a few times', () => ranAtLeast(3), 30_000);
+      await until('every job to run a few times', () => run.ranAtLeast(3), 30_000);
       // Frozen for less than RenewDeadline: a leader whose lease alone waited would go on adding ticks
       // meanwhile; the claims must wait too. What was claimed when the replicas froze may still be added.
-      const keys = new KeySpace('leasebeat', leaseName);
+      const keys = run.keys;
       for (const replica of replicas) replica.freeze();
       const frozenAt = Date.now();
       const claimedBefore = new Set((await Promise.all(JOB_NAMES.map(async (job) => (await observer.hkeys(keys.ledger(job))).map((tick) => `${job}@${tick}`)))).flat());
       await sleep(1_800);
       const resumedAt = Date.now();
       for (const replica of replicas) replica.resume();
-      await until('runs of ticks after the replicas came back', () => ranSince(resumedAt), 30_000);
+      await until('runs of ticks after the replicas came back', () => run.ranSince(resumedAt), 30_000);
       await scheduler.stop();
 
       // From BullMQ's own records (the fixtures put each job on its own queue, named after it): the jobs
       // added while frozen whose claim no replica could have acknowledged.
       const added: Array<{ id: string; at: number }> = [];
       for (const queue of JOB_NAMES) {
-        const bull = new Queue(queue, { connection: observer });
+        const bull = new Queue(queue, { connection: observer, prefix: run.bullPrefix });
         for (const job of await bull.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed'])) added.push({ id: job.id!, at: job.timestamp });
         await bull.close();
       }
       const unconfirmed = added.filter(({ id, at }) => at > frozenAt && at < resumedAt && !claimedBefore.has(id));
-      const report = await auditTicks(new TickLedger(observer, keys), JOB_NAMES, runs);
+      const report = await run.audit(observer);
       const duringFreeze = added.filter(({ at }) => at > frozenAt && at < resumedAt);
       t.diagnostic(`${added.length} jobs added; ${duringFreeze.length} while the replicas were frozen, all claimed before; ${JSON.stringify(report.summary)}`);
       assert.deepEqual(unconfirmed, [], 'no job added from a claim made while no replica could acknowledge it');
       assert.deepEqual(report.duplicates, [], 'no (job, tick) ran twice');
+      assert.deepEqual(report.unowed, [], 'every run is of a tick this lease owed');
       assert.deepEqual(report.silentGaps, [], 'the ticks of the freeze ran once the replicas were back (catch-up)');
     } finally {
       for (const replica of replicas) replica.resume();
@@ -163,31 +186,31 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
   });
 
   it('createScheduler on a redis+sentinel:// URL follows a promotion and keeps every tick exactly once across a kill of the primary during steady ticking', { timeout: 90_000 }, async (t) => {
-    const leaseName = 'sentinel-run';
+    const run = new TopologyRun(group.url, 'sentinel-run');
     // Only the URL: the connections, the durable lock and ledger are createScheduler's.
-    const scheduler = createScheduler(topologyScheduler(group.url, leaseName));
+    const scheduler = createScheduler(run.scheduler());
     const observer = RedisConnections.fromUrl(group.url).open('control') as Redis;
     observer.on('error', () => undefined);
-    runs.length = 0;
     try {
       await scheduler.start();
-      await until('every job to run a few times', () => ranAtLeast(3), 30_000);
+      await until('every job to run a few times', () => run.ranAtLeast(3), 30_000);
       const old = await group.primary();
       const faultAt = Date.now();
       await old.kill();
       const promoted = await group.waitForPromotion(old);
       const promotedMs = Date.now() - faultAt;
       const promotedAt = Date.now();
-      await until('runs of ticks after the promotion', () => ranSince(promotedAt), 30_000);
+      await until('runs of ticks after the promotion', () => run.ranSince(promotedAt), 30_000);
       const resumedMs = Date.now() - faultAt;
       const resumedAt = Date.now();
-      await until('three more seconds of ticks', () => ranSince(resumedAt + 3_000), 30_000);
+      await until('three more seconds of ticks', () => run.ranSince(resumedAt + 3_000), 30_000);
       await scheduler.stop();
 
-      const ledger = new TickLedger(observer, new KeySpace('leasebeat', leaseName));
-      const report = await auditTicks(ledger, JOB_NAMES, runs);
+      const ledger = new TickLedger(observer, run.keys);
+      const report = await run.audit(observer);
       t.diagnostic(`promoted ${promoted.port} in place of ${old.port}; fault → promotion ${promotedMs} ms, → runs of new ticks ${resumedMs} ms; term ${(await ledger.fence()).leaderTransitions}; ${JSON.stringify(report.summary)}`);
       assert.deepEqual(report.duplicates, [], 'no (job, tick) ran twice');
+      assert.deepEqual(report.unowed, [], 'every run is of a tick this lease owed');
       assert.deepEqual(report.silentGaps, [], 'every tick ran or has a recorded skip');
     } finally {
       await scheduler.stop();
