@@ -47,15 +47,26 @@ export const PROMOTION_WAIT_MS = 30_000;
 const REPLICA_WAIT_MS = 10_000;
 /** Bound on waiting for a handler to announce its return, or for a run to be staged (the per-second job's, every second). */
 const HANDLER_WAIT_MS = 8_000;
-/** Bound on waiting, after the go, for the handler's completion to be written on the primary. */
-const COMPLETION_WAIT_MS = 1_000;
+/** Bound on waiting, after the go, for the run's finish to be written on the primary. */
+const FINISH_WAIT_MS = 1_000;
 /**
  * Staging and claiming happen on the whole second (the per-second job's ticks, claimed a horizon
  * ahead): replication is held this long before it, so that the hold stays short.
  */
 const HOLD_LEAD_MS = 30;
-/** Bound on waiting under a hold for the aimed write: short, since every deciding write's WAIT fails meanwhile. */
-const HELD_WAIT_MS = 600;
+/**
+ * Bound on waiting under a hold for the aimed write: short, since every deciding write's WAIT fails
+ * meanwhile, yet past one WAIT's timeout (500 ms): a WAIT blocked by the hold holds up the commands
+ * sent after it on its connection, the aimed one among them.
+ */
+const HELD_WAIT_MS = 1_200;
+/**
+ * How long a staged add held from the replicas may wait for its `enqueued` record (which follows in a
+ * few ms when the add is not confirmed on a replica first) before the primary is killed anyway.
+ */
+const RECORD_WAIT_MS = 150;
+/** Holds tried, each at a later second, before a fault aimed at a whole second gives up. */
+const AIM_ATTEMPTS = 3;
 /** How long the fault's go key outlives a handler that stopped waiting for it. */
 const GO_TTL_MS = 10_000;
 /**
@@ -189,7 +200,7 @@ export class CommandWatch {
     this.socket.destroy();
   }
 
-  /** Status lines: `+OK`, then `+<seconds.micros> [<db> <client>|lua] "arg" "arg" …`. */
+  /** Status lines: `+OK`, then `+<seconds.micros> [<db> <client>|lua] "arg" "arg" …` (ms floored, as Date.now() is). */
   private read(text: string, ready: () => void): void {
     const lines = (this.pending + text).split('\r\n');
     this.pending = lines.pop()!;
@@ -197,7 +208,7 @@ export class CommandWatch {
       if (line === '+OK') ready();
       const space = line.indexOf(' ');
       if (!line.startsWith('+') || space < 0) continue;
-      const command = { seq: this.seen.length, at: Math.round(Number(line.slice(1, space)) * 1000), args: unquote(line.slice(line.indexOf(']', space) + 1)) };
+      const command = { seq: this.seen.length, at: Math.floor(Number(line.slice(1, space)) * 1000), args: unquote(line.slice(line.indexOf(']', space) + 1)) };
       this.seen.push(command);
       for (const waiter of [...this.waiters]) waiter(command);
     }
@@ -233,22 +244,46 @@ interface AimedPrimary {
   control: Redis;
 }
 
+/** Whether the node is a primary with a replica online. */
+async function replicated(control: Redis): Promise<boolean> {
+  const info = await control.info('replication').catch(() => '');
+  return info.includes('role:master') && /^slave\d+:.*state=online/m.test(info);
+}
+
 /** The shard's primary, once a replica of it is online (else the failover the fault needs cannot happen). */
 async function aimAt(redis: ReplicatedRedis, shard: Shard): Promise<AimedPrimary | string> {
   const deadline = Date.now() + REPLICA_WAIT_MS;
   for (;;) {
     const primary = await redis.primary(shard);
     const control = primary.client({ retryStrategy: () => null });
-    const info = await control.info('replication').catch(() => '');
-    if (info.includes('role:master') && /^slave\d+:.*state=online/m.test(info)) {
-      // Every running replica is stopped, online or still syncing: one that connects during the hold would get the held writes.
-      return { primary, replicas: await redis.replicasOf(primary), control };
-    }
+    // Every running replica is stopped, online or still syncing: one that connects during the hold would get the held writes.
+    if (await replicated(control)) return { primary, replicas: await redis.replicasOf(primary), control };
     control.disconnect();
     if (Date.now() > deadline) return `no replica of the ${shard} primary ${primary.port} came online within ${REPLICA_WAIT_MS} ms`;
     await sleep(200);
   }
 }
+
+/**
+ * Holds the target's replication just before a whole second and waits for a write that `match` accepts.
+ * None within {@link HELD_WAIT_MS} (the leader lost its lease meanwhile, say): released, and tried again
+ * at a later second once a replica is back online, {@link AIM_ATTEMPTS} times in all.
+ */
+async function holdAtSecond(target: AimedPrimary, watch: CommandWatch, match: (args: string[]) => boolean): Promise<{ hold?: ReplicationHold; command?: Executed; attempts: number }> {
+  for (let attempts = 1; ; attempts++) {
+    await untilJustBeforeSecond();
+    const hold = await ReplicationHold.begin(target);
+    const command = await watch.next(match, HELD_WAIT_MS);
+    if (command) return { hold, command, attempts };
+    hold.release();
+    if (attempts === AIM_ATTEMPTS) return { attempts };
+    // A released replica reconnects at its next replication cron, within a second.
+    for (const deadline = Date.now() + REPLICA_WAIT_MS; !(await replicated(target.control)) && Date.now() < deadline;) await sleep(100);
+  }
+}
+
+/** ` (hold 2 of 3)`, when the first hold found nothing. */
+const attemptNote = (attempts: number): string => (attempts > 1 ? ` (hold ${attempts} of ${AIM_ATTEMPTS})` : '');
 
 const skipped = (why: string): PrimaryFaultOutcome => {
   const now = Date.now();
@@ -264,11 +299,18 @@ async function untilJustBeforeSecond(): Promise<void> {
 /** The tick a chaos job id names (`<job>@<tick>`). */
 const tickOf = (jobId: string): number => Number(jobId.slice(jobId.lastIndexOf('@') + 1));
 
-/** BullMQ's completion (or handler failure) of one job: the event its moveToFinished script adds. */
-function isCompletion(jobId: string): (args: string[]) => boolean {
+const HASH_WRITES = new Set(['HSET', 'HMSET', 'HSETNX', 'HINCRBY', 'HDEL']);
+
+/**
+ * The first write of a run's end on BullMQ's server: to the job's hash (BullMQ's moveToFinished, or a
+ * record of the finish written before it), or BullMQ's completed/failed event.
+ */
+function isFinish(jobKey: string, jobId: string): (args: string[]) => boolean {
   return (args) => {
+    const command = args[0]?.toUpperCase() ?? '';
     const event = args.indexOf('event');
-    return args[0]?.toUpperCase() === 'XADD' && event > 0 && ['completed', 'failed'].includes(args[event + 1]!) && args[event + 2] === 'jobId' && args[event + 3] === jobId;
+    return (HASH_WRITES.has(command) && args[1] === jobKey) ||
+      (command === 'XADD' && event > 0 && ['completed', 'failed'].includes(args[event + 1]!) && args[event + 2] === 'jobId' && args[event + 3] === jobId);
   };
 }
 
@@ -285,8 +327,8 @@ function isLedgerWrite(state: string, jobId?: string): (args: string[]) => boole
 /**
  * `bull-primary-kill-after-handler`: a handler announces its return (see jobs/_record.ts) and waits;
  * BullMQ's primary has its replication held; the handler is let go, and the primary SIGKILLed the
- * moment its completion has been written there. The promoted replica holds the run as active, with a
- * lock nobody renews: unless something else stops it, stalled-job recovery runs it again.
+ * moment the run's finish is first written there. The promoted replica holds the run as active, with a
+ * lock nobody renews: unless the worker records its finish again, stalled-job recovery runs it again.
  */
 export async function killBullPrimaryAfterHandler(cluster: ChaosCluster, redis: ReplicatedRedis, restartAfterMs: number): Promise<PrimaryFaultOutcome> {
   const target = await aimAt(redis, 'bull');
@@ -298,11 +340,11 @@ export async function killBullPrimaryAfterHandler(cluster: ChaosCluster, redis: 
     const notice = await handshake.first(HANDLER_WAIT_MS);
     if (!notice) return skipped(`no handler returned within ${HANDLER_WAIT_MS} ms`);
     hold = await ReplicationHold.begin(target);
-    const completion = watch.next(isCompletion(notice.jobId), COMPLETION_WAIT_MS);
+    const queueKey = `${cluster.bullPrefix}:${notice.queue}`;
+    const finish = watch.next(isFinish(`${queueKey}:${notice.jobId}`, notice.jobId), FINISH_WAIT_MS);
     const goAt = Date.now();
     await handshake.go(notice);
-    const completed = await completion;
-    const queueKey = `${cluster.bullPrefix}:${notice.queue}`;
+    const finished = await finish;
     const { killedAt, promoted, promotedAt, probed } = await killPrimary(redis, target.primary, 'bull', restartAfterMs, {
       dead: () => hold?.release(),
       probe: async (node) => {
@@ -316,7 +358,7 @@ export async function killBullPrimaryAfterHandler(cluster: ChaosCluster, redis: 
       target: notice.identity, startedAt: hold.at, endedAt: Date.now(), promotedAt,
       aim: { event: `handler of ${notice.jobId} returned on ${notice.identity}`, eventAt: returnedAt, killedAt, gapMs: killedAt - returnedAt, heldMs, port: target.primary.port, jobId: notice.jobId },
       detail: `${hold.describe()} on BullMQ's primary ${target.primary.port}; handler of ${notice.jobId} on ${notice.identity} returned; ` +
-        (completed ? `its completion written there ${completed.at - returnedAt} ms later; ` : `its completion not seen within ${COMPLETION_WAIT_MS} ms; `) +
+        (finished ? `its finish written there ${finished.at - returnedAt} ms later (${finished.args[0]} ${finished.args[1]}); ` : `no finish of it written within ${FINISH_WAIT_MS} ms; `) +
         `SIGKILL ${killedAt - returnedAt} ms after the return (held ${heldMs} ms); ${promoted.port} promoted after ${promotedAt - killedAt} ms: ${probed}; ${target.primary.port} restarted`,
     };
   } finally {
@@ -331,8 +373,10 @@ export async function killBullPrimaryAfterHandler(cluster: ChaosCluster, redis: 
  * `bull-primary-kill-during-staged-delay`: BullMQ's primary is SIGKILLed while a staged run sits in its
  * delayed set (staged ~2 s ahead) and the ledger records it enqueued. On Cluster (another shard holds
  * the ledger) replication is held just before the whole second the run is staged on, so the promoted
- * replica never got the add. Where the ledger shares the primary (Sentinel), nothing is held: the
- * confirm's WAIT covers the add there, and the kill checks just that.
+ * replica never got the add; if the record does not follow within {@link RECORD_WAIT_MS} (the add is
+ * confirmed on a replica before it is recorded), the primary is killed with the add unconfirmed.
+ * Where the ledger shares the primary (Sentinel), nothing is held: the confirm's WAIT covers the add
+ * there, and the kill checks just that.
  */
 export async function killBullPrimaryDuringStagedDelay(cluster: ChaosCluster, redis: ReplicatedRedis, restartAfterMs: number): Promise<PrimaryFaultOutcome> {
   const target = await aimAt(redis, 'bull');
@@ -343,34 +387,34 @@ export async function killBullPrimaryDuringStagedDelay(cluster: ChaosCluster, re
   const ledgerWatch = shared ? bullWatch : await CommandWatch.open(ledgerPrimary);
   let hold: ReplicationHold | undefined;
   try {
-    if (!shared) {
-      await untilJustBeforeSecond();
-      hold = await ReplicationHold.begin(target);
-    }
-    const startedAt = hold?.at ?? Date.now();
     const from = ledgerWatch.mark();
-    const bound = hold ? HELD_WAIT_MS : HANDLER_WAIT_MS;
-    const add = await bullWatch.next(isStagedAdd(cluster.bullPrefix), bound);
-    const jobId = add?.args[3];
-    const recorded = jobId === undefined ? undefined : await ledgerWatch.next(isLedgerWrite('enqueued|', jobId), bound, from);
-    if (!add || !recorded) {
-      return skipped(`${hold ? `${hold.describe()}; ` : ''}${add ? `${jobId} staged, but not recorded enqueued` : 'no run staged'} within ${bound} ms`);
-    }
+    const staged = isStagedAdd(cluster.bullPrefix);
+    const held = shared ? { attempts: 1 } : await holdAtSecond(target, bullWatch, staged);
+    hold = held.hold;
+    const add = shared ? await bullWatch.next(staged, HANDLER_WAIT_MS) : held.command;
+    if (!add) return skipped(shared ? `no run staged within ${HANDLER_WAIT_MS} ms` : `no run staged within ${HELD_WAIT_MS} ms of a hold, ${held.attempts} times`);
+    const startedAt = hold?.at ?? add.at;
+    const jobId = add.args[3]!;
+    const recorded = await ledgerWatch.next(isLedgerWrite('enqueued|', jobId), hold ? RECORD_WAIT_MS : HANDLER_WAIT_MS, from);
+    if (!recorded && !hold) return skipped(`${jobId} staged, but not recorded enqueued within ${HANDLER_WAIT_MS} ms`);
     const delayedKey = add.args[1]!;
+    // Without its record, the kill comes when the harness stops waiting for it.
+    const aimedAt = recorded ? { event: `${jobId} staged and recorded enqueued`, at: recorded.at } : { event: `${jobId} staged, no enqueued record within ${RECORD_WAIT_MS} ms`, at: add.at + RECORD_WAIT_MS };
     const { killedAt, promoted, promotedAt, probed } = await killPrimary(redis, target.primary, 'bull', restartAfterMs, {
       dead: () => hold?.release(),
       probe: async (node) => {
-        const [delayed, hash] = await Promise.all([node.zscore(delayedKey, jobId!), node.exists(`${delayedKey.slice(0, -':delayed'.length)}:${jobId}`)]);
+        const [delayed, hash] = await Promise.all([node.zscore(delayedKey, jobId), node.exists(`${delayedKey.slice(0, -':delayed'.length)}:${jobId}`)]);
         return delayed !== null ? 'the promoted primary has the staged run' : hash ? 'the promoted primary has the run, no longer delayed' : 'the promoted primary has no such run: its add was lost';
       },
     });
     const heldMs = hold ? killedAt - hold.at : 0;
     return {
       startedAt, endedAt: Date.now(), promotedAt,
-      aim: { event: `${jobId} staged and recorded enqueued`, eventAt: recorded.at, killedAt, gapMs: killedAt - recorded.at, heldMs, port: target.primary.port, jobId },
+      aim: { event: aimedAt.event, eventAt: aimedAt.at, killedAt, gapMs: killedAt - aimedAt.at, heldMs, port: target.primary.port, jobId },
       detail: (hold ? `${hold.describe()} on BullMQ's primary ${target.primary.port} (the ledger's is ${ledgerPrimary.port}); ` : `BullMQ and the ledger share primary ${target.primary.port}: nothing held; `) +
-        `${jobId} added to the delayed set, recorded enqueued ${recorded.at - add.at} ms later; SIGKILL ${killedAt - recorded.at} ms after the record, ` +
-        `${tickOf(jobId!) - killedAt} ms before the run was due${hold ? ` (held ${heldMs} ms)` : ''}; ${promoted.port} promoted after ${promotedAt - killedAt} ms: ${probed}; ${target.primary.port} restarted`,
+        `${jobId} added to the delayed set${attemptNote(held.attempts)}, ` + (recorded ? `recorded enqueued ${recorded.at - add.at} ms later` : `not recorded enqueued within ${RECORD_WAIT_MS} ms`) +
+        `; SIGKILL ${killedAt - add.at} ms after the add, ${tickOf(jobId) - killedAt} ms before the run was due${hold ? ` (held ${heldMs} ms)` : ''}; ` +
+        `${promoted.port} promoted after ${promotedAt - killedAt} ms: ${probed}; ${target.primary.port} restarted`,
     };
   } finally {
     hold?.release();
@@ -391,10 +435,10 @@ export async function killLedgerPrimaryBetweenClaimAndWait(redis: ReplicatedRedi
   const watch = await CommandWatch.open(target.primary);
   let hold: ReplicationHold | undefined;
   try {
-    await untilJustBeforeSecond();
-    hold = await ReplicationHold.begin(target);
-    const claim = await watch.next(isLedgerWrite('claimed|'), HELD_WAIT_MS);
-    if (!claim) return skipped(`${hold.describe()}; no claim within ${HELD_WAIT_MS} ms`);
+    const held = await holdAtSecond(target, watch, isLedgerWrite('claimed|'));
+    hold = held.hold;
+    const claim = held.command;
+    if (!hold || !claim) return skipped(`no claim within ${HELD_WAIT_MS} ms of a hold, ${held.attempts} times`);
     const [, ledgerKey, tick, state] = claim.args as [string, string, string, string];
     const claimed = `${ledgerKey.slice(LEDGER_PREFIX.length)}@${tick}`;
     const { killedAt, promoted, promotedAt, probed } = await killPrimary(redis, target.primary, 'leasebeat', restartAfterMs, {
@@ -408,7 +452,7 @@ export async function killLedgerPrimaryBetweenClaimAndWait(redis: ReplicatedRedi
     return {
       startedAt: hold.at, endedAt: Date.now(), promotedAt,
       aim: { event: `claim of ${claimed} written`, eventAt: claim.at, killedAt, gapMs: killedAt - claim.at, heldMs, port: target.primary.port, jobId: claimed },
-      detail: `${hold.describe()} on the ledger's primary ${target.primary.port}; claim of ${claimed} written ${claim.at - hold.at} ms into the hold; ` +
+      detail: `${hold.describe()} on the ledger's primary ${target.primary.port}; claim of ${claimed} written ${claim.at - hold.at} ms into the hold${attemptNote(held.attempts)}; ` +
         `SIGKILL ${killedAt - claim.at} ms after it (held ${heldMs} ms); ${promoted.port} promoted after ${promotedAt - killedAt} ms: ${probed}; ${target.primary.port} restarted`,
     };
   } finally {

@@ -58,9 +58,9 @@ export type PlannedFault = { index: number; gapMs: number } & (
   /**
    * Issue 18's aimed kills of a replicated Redis (see aimed-faults.ts), each with replication held first
    * so that the promoted replica lacks the write aimed at; the dead primary restarts `restartAfterMs`
-   * after the promotion. BullMQ's primary right after a handler returned (its completion written there
-   * only); BullMQ's primary while a staged run waits in the delayed set, recorded enqueued; the
-   * ledger's primary right after a claim, before its WAIT is answered.
+   * after the promotion. BullMQ's primary right after a handler returned (the run's finish written there
+   * only); BullMQ's primary while a staged run waits in the delayed set, recorded enqueued (or not
+   * recorded: its add not confirmed); the ledger's primary right after a claim, before its WAIT is answered.
    */
   | { kind: AimedKillKind; restartAfterMs: number }
 );
@@ -332,7 +332,7 @@ export function describeFault(fault: PlannedFault): string {
     case 'replica-restart':
       return `${head} SIGKILL of a replica of that primary, restarted after ${fault.downMs}ms`;
     case 'bull-primary-kill-after-handler':
-      return `${head} replication of BullMQ's primary held, SIGKILL once a handler returned and its completion was written, restarted ${fault.restartAfterMs}ms after the promotion`;
+      return `${head} replication of BullMQ's primary held, SIGKILL once a handler returned and the run's finish was written, restarted ${fault.restartAfterMs}ms after the promotion`;
     case 'bull-primary-kill-during-staged-delay':
       return `${head} SIGKILL of BullMQ's primary while a staged run waits in the delayed set, recorded enqueued (replication held where the ledger is elsewhere), restarted ${fault.restartAfterMs}ms after the promotion`;
     case 'ledger-primary-kill-between-claim-and-wait':

@@ -36,7 +36,7 @@ describe("chaos plan: issue 18's aimed kills of a replicated Redis", () => {
       assert.ok(estimatedMs(fault) > fault.restartAfterMs + 10_000);
     }
     const [handler, staged, claim] = AIMED_KILLS.map((kind) => describeFault(plan({ lead: [kind] })[0]!));
-    assert.match(handler!, /replication of BullMQ's primary held, SIGKILL once a handler returned and its completion was written/);
+    assert.match(handler!, /replication of BullMQ's primary held, SIGKILL once a handler returned and the run's finish was written/);
     assert.match(staged!, /SIGKILL of BullMQ's primary while a staged run waits in the delayed set, recorded enqueued/);
     assert.match(claim!, /replication of the ledger's primary held, SIGKILL once a claim was written, before its WAIT is answered/);
   });
