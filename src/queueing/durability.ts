@@ -196,7 +196,7 @@ export class ReplicaWait implements WritePath {
     const connection = await this.connectedFor(key);
     const socket = connection.stream;
     const known = this.seen.get(connection);
-    const runId = known?.socket === socket ? known.runId : await serverRunIdScript.run<string>(connection, [], []);
+    const runId = known !== undefined && known.socket === socket ? known.runId : await serverRunIdScript.run<string>(connection, [], []);
     const result = await write();
     const what = decides(result);
     if (what !== undefined) await this.confirm({ connection, socket, runId }, what);
@@ -264,12 +264,14 @@ export class ReplicaWait implements WritePath {
   }
 
   /**
-   * {@link connectionFor}, connected: a Cluster opens a node's connection on its first command, and a
-   * write that opened it would find a socket that was not there before it went out.
+   * {@link connectionFor}, connected: a write sent before its connection is up (a Cluster opens a node's
+   * connection on its first command; a client may still be connecting) would go out on a socket that was
+   * not there when the write was stamped, and count as re-established.
    */
   private async connectedFor(key: string): Promise<Redis> {
     const connection = this.connectionFor(key);
     if (connection.status === 'wait') await connection.connect();
+    else if (connection.status !== 'ready') await connection.ping();
     return connection;
   }
 
