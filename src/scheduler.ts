@@ -52,8 +52,12 @@ export interface SchedulerOptions {
   lock?: ResourceLock;
   /** Name of the lease and of the cluster's Redis keys. Default `leasebeat`. */
   leaseName?: string;
-  /** Redis key prefix, for leasebeat's keys and BullMQ's. Default `leasebeat` and BullMQ's `bull` (`{leasebeat-bull}` on Cluster). */
+  /**
+   * Prefix of leasebeat's own keys. Default `leasebeat`. A deployment is the unit it names: with any other
+   * prefix the BullMQ prefix follows it (`<prefix>-bull`), so two deployments on one Redis share nothing.
+   */
   prefix?: string;
+  /** BullMQ's prefix. Default `bull` with the default `prefix`, else `<prefix>-bull`; hash-tagged on Cluster (`{leasebeat-bull}`). */
   bullPrefix?: string;
   /**
    * Replicas that must acknowledge (`WAIT`) each write that decides safety (the Redis lock's writes, the
@@ -160,7 +164,7 @@ class LeasebeatScheduler implements Scheduler {
     const leaseName = options.leaseName ?? 'leasebeat';
     // Key rules first: a configuration that would break on Cluster opens no connection.
     connections?.checkLeaseName(leaseName, options.prefix);
-    this.bullPrefix = connections ? connections.bullPrefix(options.bullPrefix) : bullPrefixFor(options.connection as Redis | Cluster, options.bullPrefix);
+    this.bullPrefix = connections ? connections.bullPrefix(options.bullPrefix, options.prefix) : bullPrefixFor(options.connection as Redis | Cluster, options.bullPrefix, options.prefix);
     // Our own control connection does not replay commands across a lost connection (they fail at the
     // first failed reconnect instead): a claim or an add arriving late, after another leader took over, is
     // exactly what fencing is about. Workers get a separate connection with BullMQ's required settings.

@@ -192,7 +192,7 @@ class ClusterAdmin implements Admin {
     this.ownsRedis = typeof options.connection === 'string';
     const connections = typeof options.connection === 'string' ? RedisConnections.fromUrl(options.connection) : undefined;
     // The queues' prefix as the instances choose it: hash-tagged on Cluster.
-    const bullPrefix = connections ? connections.bullPrefix(options.bullPrefix) : bullPrefixFor(options.connection as Redis, options.bullPrefix);
+    const bullPrefix = connections ? connections.bullPrefix(options.bullPrefix, options.prefix) : bullPrefixFor(options.connection as Redis, options.bullPrefix, options.prefix);
     this.redis =
       connections
         ? // Through the topology (one server, Sentinel or Cluster), failing fast instead of queueing commands

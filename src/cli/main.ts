@@ -145,6 +145,7 @@ async function start(_options: unknown, command: Command): Promise<void> {
     identity: config.identity,
     leaseName: config.leaseName,
     prefix: config.prefix,
+    bullPrefix: config.bullPrefix,
     election: { leaseDurationMs: config.leaseDurationMs, renewDeadlineMs: config.renewDeadlineMs, retryPeriodMs: config.retryPeriodMs },
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     members: config.members,
@@ -222,6 +223,7 @@ async function withAdmin(command: Command, run: (admin: Admin, config: ServiceCo
   const admin = createAdmin({
     connection: config.redisUrl,
     prefix: config.prefix,
+    bullPrefix: config.bullPrefix,
     leaseName: config.leaseName,
     lock,
     jobsDir: resolve(config.jobsDir),

@@ -6,7 +6,7 @@ import { checkElectionTimings } from '../election/config.js';
 import { resolveMemberSettings, type MemberSettings } from '../members/settings.js';
 import type { WorkerTuning } from '../queueing/worker-pool.js';
 import { formatDuration, parseDuration } from '../scheduling/duration.js';
-import { parseRedisUrl, redact } from '../queueing/redis-topology.js';
+import { hashTag, parseRedisUrl, redact } from '../queueing/redis-topology.js';
 import { isLoopbackHost } from '../serving/auth.js';
 
 /**
@@ -121,7 +121,12 @@ export const SETTINGS = {
   },
   PREFIX: {
     env: 'LEASEBEAT_PREFIX', flag: '--prefix', valueName: '<prefix>', default: 'leasebeat', scope: 'connection',
-    description: "Prefix of leasebeat's own Redis keys (BullMQ keeps its `bull:` prefix, `{leasebeat-bull}` on Redis Cluster)", schema: nonEmpty,
+    description: "Prefix of leasebeat's own Redis keys, and the deployment's name on a shared Redis: any other than the default also moves BullMQ's queues (see LEASEBEAT_BULL_PREFIX)",
+    schema: nonEmpty,
+  },
+  BULL_PREFIX: {
+    env: 'LEASEBEAT_BULL_PREFIX', flag: '--bull-prefix', valueName: '<prefix>', default: '`bull` with the default LEASEBEAT_PREFIX, else `<prefix>-bull`; hash-tagged (`{…}`) on Redis Cluster',
+    derived: true, scope: 'connection', description: "BullMQ's key prefix: the deployment's queues", schema: nonEmpty.optional(),
   },
   LOCK: {
     env: 'LEASEBEAT_LOCK', flag: '--lock', valueName: '<kind>', default: 'auto', scope: 'connection',
@@ -257,6 +262,8 @@ export interface ServiceConfig {
   /** Whether the Redis URL was given explicitly; only a default may be replaced by an embedded server. */
   redisUrlExplicit: boolean;
   prefix: string;
+  /** BullMQ's prefix when set; else derived from `prefix` (see `defaultBullPrefix`). */
+  bullPrefix?: string;
   lock: 'redis' | 'kubernetes';
   leaseName: string;
   leaseNamespace: string;
@@ -324,7 +331,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     values[name] = parsed.data;
   }
   const v = values as {
-    REDIS_URL: string; PREFIX: string; LOCK: 'auto' | 'redis' | 'kubernetes'; LEASE_NAME: string; LEASE_NAMESPACE?: string; IDENTITY?: string;
+    REDIS_URL: string; PREFIX: string; BULL_PREFIX?: string; LOCK: 'auto' | 'redis' | 'kubernetes'; LEASE_NAME: string; LEASE_NAMESPACE?: string; IDENTITY?: string;
     LEASE_DURATION: number; RENEW_DEADLINE: number; RETRY_PERIOD: number; JOBS_DIR: string; HTTP_HOST: string; HTTP_PORT: number; HTTP_REQUEST_TIMEOUT: number; HTTP_ALLOWED_HOSTS?: string[];
     BOARD_USER?: string; BOARD_PASSWORD?: string; BOARD_TOKEN?: string; BOARD_READONLY: boolean; INSECURE_BOARD: boolean;
     SHUTDOWN_TIMEOUT: number; HEARTBEAT_INTERVAL: number; MEMBER_GRACE: number; MEMBER_REMOVAL: number;
@@ -340,6 +347,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
     redisUrl: v.REDIS_URL,
     redisUrlExplicit: raw('REDIS_URL') !== undefined,
     prefix: v.PREFIX,
+    ...(v.BULL_PREFIX !== undefined ? { bullPrefix: v.BULL_PREFIX } : {}),
     lock: v.LOCK === 'auto' ? (inCluster(env) ? 'kubernetes' : 'redis') : v.LOCK,
     leaseName: v.LEASE_NAME,
     leaseNamespace,
@@ -366,7 +374,7 @@ export function loadServiceConfig(flags: RawSettings = {}, env: NodeJS.ProcessEn
 /** The rules between settings, each message naming both and showing durations with their unit. */
 function checkRules(
   v: { LEASE_DURATION: number; RENEW_DEADLINE: number; RETRY_PERIOD: number; HEARTBEAT_INTERVAL: number; MEMBER_GRACE: number; HTTP_HOST: string;
-    BOARD_USER?: string; BOARD_PASSWORD?: string; BOARD_TOKEN?: string; INSECURE_BOARD: boolean; REDIS_URL: string; PREFIX: string },
+    BOARD_USER?: string; BOARD_PASSWORD?: string; BOARD_TOKEN?: string; INSECURE_BOARD: boolean; REDIS_URL: string; PREFIX: string; BULL_PREFIX?: string },
   raw: (name: SettingName) => string | undefined,
 ): void {
   const given = (name: SettingName, ms: number): string => {
@@ -393,9 +401,15 @@ function checkRules(
         'otherwise a healthy member can be judged Unknown between two heartbeats',
     );
   }
-  if (parseRedisUrl(v.REDIS_URL).kind === 'cluster' && /[{}]/.test(v.PREFIX)) {
+  const cluster = parseRedisUrl(v.REDIS_URL).kind === 'cluster';
+  if (cluster && /[{}]/.test(v.PREFIX)) {
     throw new ConfigError(
       `${describeSetting('PREFIX', raw('PREFIX'))} may not contain "{" or "}" on Redis Cluster: leasebeat adds the hash tag ({<lease name>}) itself`,
+    );
+  }
+  if (cluster && v.BULL_PREFIX !== undefined && !hashTag(v.BULL_PREFIX)) {
+    throw new ConfigError(
+      `${describeSetting('BULL_PREFIX', raw('BULL_PREFIX'))} needs a hash tag on Redis Cluster (each queue's keys must share a slot): write it like {${v.BULL_PREFIX}}, or leave it unset`,
     );
   }
   if (Boolean(v.BOARD_USER) !== Boolean(v.BOARD_PASSWORD)) {

@@ -27,8 +27,23 @@ export class RedisTopologyError extends Error {
   override readonly name = 'RedisTopologyError';
 }
 
-/** The BullMQ prefix leasebeat uses on Redis Cluster when none is configured. */
+/** The prefix of leasebeat's own keys when none is configured. */
+export const DEFAULT_KEY_PREFIX = 'leasebeat';
+
+/** The BullMQ prefix leasebeat uses on Redis Cluster when neither it nor the key prefix is configured. */
 export const CLUSTER_BULL_PREFIX = '{leasebeat-bull}';
+
+/**
+ * The BullMQ prefix of a deployment that names none: with the default key prefix, BullMQ's own `bull`
+ * (undefined: BullMQ's default), so existing queues and tools keep working; with any other, `<prefix>-bull`,
+ * so that two deployments with different prefixes on one Redis never share a queue (nor run each other's
+ * jobs, nor deduplicate each other's job ids). On Cluster hash-tagged: `{leasebeat-bull}`, `{<prefix>-bull}`.
+ */
+export function defaultBullPrefix(prefix: string | undefined, cluster: boolean): string | undefined {
+  const own = prefix === undefined || prefix === DEFAULT_KEY_PREFIX;
+  if (cluster) return own ? CLUSTER_BULL_PREFIX : `{${prefix}-bull}`;
+  return own ? undefined : `${prefix}-bull`;
+}
 
 const SCHEMES = ['redis:', 'rediss:', 'redis+sentinel:', 'rediss+sentinel:', 'redis+cluster:', 'rediss+cluster:'];
 
@@ -162,12 +177,14 @@ export class RedisConnections {
   /**
    * The BullMQ prefix to use, checked against the topology. On Cluster, BullMQ's scripts touch many keys
    * of one queue (and a flow touches its parent's and its children's queues), so every queue must hash
-   * to one slot: the prefix must carry a hash tag. leasebeat's default there is `{leasebeat-bull}`, which
+   * to one slot: the prefix must carry a hash tag. leasebeat's default there is `{leasebeat-bull}` (see
+   * `defaultBullPrefix` for another key prefix), which
    * puts all its queues in one slot: flows across queues keep working, at the price of one shard doing
    * all BullMQ work. A prefix without a hash tag is refused.
    */
-  bullPrefix(requested: string | undefined): string | undefined {
-    return this.topology.kind === 'cluster' ? clusterBullPrefix(requested) : requested;
+  bullPrefix(requested: string | undefined, keyPrefix?: string): string | undefined {
+    const cluster = this.topology.kind === 'cluster';
+    return cluster ? clusterBullPrefix(requested, keyPrefix) : (requested ?? defaultBullPrefix(keyPrefix, false));
   }
 
   /**
@@ -211,13 +228,13 @@ export class RedisConnections {
  * The BullMQ prefix for a client given by the application: on a Cluster client it must carry a hash tag,
  * as with a `redis+cluster://` URL (see `RedisConnections.bullPrefix`).
  */
-export function bullPrefixFor(client: RedisClient, requested: string | undefined): string | undefined {
-  return isCluster(client) ? clusterBullPrefix(requested) : requested;
+export function bullPrefixFor(client: RedisClient, requested: string | undefined, keyPrefix?: string): string | undefined {
+  return isCluster(client) ? clusterBullPrefix(requested, keyPrefix) : (requested ?? defaultBullPrefix(keyPrefix, false));
 }
 
-/** The BullMQ prefix on Redis Cluster: `requested` if it carries a hash tag, the default if unset. */
-function clusterBullPrefix(requested: string | undefined): string {
-  if (requested === undefined) return CLUSTER_BULL_PREFIX;
+/** The BullMQ prefix on Redis Cluster: `requested` if it carries a hash tag, the deployment's default if unset. */
+function clusterBullPrefix(requested: string | undefined, keyPrefix: string | undefined): string {
+  if (requested === undefined) return defaultBullPrefix(keyPrefix, true)!;
   if (!hashTag(requested)) {
     throw new RedisTopologyError(
       `BullMQ prefix "${requested}" has no hash tag: on Redis Cluster each queue's keys must share a slot. ` +

@@ -88,6 +88,16 @@ describe('the settings schema', () => {
     assert.equal(loadServiceConfig({ REDIS_URL: 'redis://a:6379', PREFIX: '{app}' }, {}).prefix, '{app}', 'one server has no slots');
   });
 
+  it('takes BullMQ\'s prefix as a setting, hash-tagged on Redis Cluster, derived from the key prefix when unset', () => {
+    assert.equal(loadServiceConfig({}, only({ BULL_PREFIX: 'queues' })).bullPrefix, 'queues');
+    assert.equal(loadServiceConfig({}, only({ PREFIX: 'iso' })).bullPrefix, undefined, 'unset: derived where the topology is known');
+    assert.equal(loadServiceConfig({ REDIS_URL: 'redis+cluster://a:7000', BULL_PREFIX: '{queues}' }, {}).bullPrefix, '{queues}');
+    assert.throws(
+      () => loadServiceConfig({ REDIS_URL: 'redis+cluster://a:7000', BULL_PREFIX: 'queues' }, {}),
+      (error: unknown) => error instanceof ConfigError && /^LEASEBEAT_BULL_PREFIX="queues" \(--bull-prefix\) needs a hash tag on Redis Cluster.*\{queues\}/.test(error.message),
+    );
+  });
+
   it('a duration or list setting that is unset gets its default, and COMMAND_TIMEOUT is checked like the others', () => {
     assert.throws(() => loadServiceConfig({}, only({ COMMAND_TIMEOUT: 'later' })), /LEASEBEAT_COMMAND_TIMEOUT="later"/);
     assert.equal(loadServiceConfig({ COMMAND_TIMEOUT: '250ms' }, only({})).commandTimeoutMs, 250);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CLUSTER_BULL_PREFIX, hashTag, keySlot, parseRedisUrl, redact, RedisConnections, RedisTopologyError } from '../../src/queueing/redis-topology.js';
+import { CLUSTER_BULL_PREFIX, defaultBullPrefix, hashTag, keySlot, parseRedisUrl, redact, RedisConnections, RedisTopologyError } from '../../src/queueing/redis-topology.js';
 import { KeySpace } from '../../src/queueing/keys.js';
 
 describe('Redis URLs', () => {
@@ -82,5 +82,16 @@ describe('Redis Cluster key rules', () => {
     const single = RedisConnections.fromUrl('redis://127.0.0.1:6379');
     assert.equal(single.bullPrefix(undefined), undefined, "BullMQ's own default elsewhere");
     assert.equal(single.defaultMinReplicas(), 0);
+  });
+
+  it('a key prefix other than the default moves BullMQ\'s prefix with it: a deployment is one unit', () => {
+    const cluster = RedisConnections.fromUrl('redis+cluster://127.0.0.1:7000');
+    const single = RedisConnections.fromUrl('redis://127.0.0.1:6379');
+    assert.equal(single.bullPrefix(undefined, 'leasebeat'), undefined, 'the default deployment keeps BullMQ\'s default');
+    assert.equal(single.bullPrefix(undefined, 'iso'), 'iso-bull');
+    assert.equal(single.bullPrefix('jobs', 'iso'), 'jobs', 'an explicit pair');
+    assert.equal(cluster.bullPrefix(undefined, 'leasebeat'), CLUSTER_BULL_PREFIX);
+    assert.equal(cluster.bullPrefix(undefined, 'iso'), '{iso-bull}');
+    assert.equal(defaultBullPrefix(undefined, false), undefined);
   });
 });
