@@ -30,11 +30,11 @@ const REPLICATED_LEAD = ['primary-freeze', 'primary-kill', 'replica-restart', 'k
 /**
  * Issue 18, on Cluster (BullMQ and the ledger on two shards), led by its three aimed kills: BullMQ's
  * primary right after a handler returned, and while a staged run waits in the delayed set; the ledger's
- * right after a claim. On the code before issue 18's fix this fails: the run whose completion the
- * failover lost runs twice, and the staged run is lost.
+ * right after a claim. On the code before issue 18's fix this fails: the run whose finish the failover
+ * lost runs twice, and the staged run is lost.
  */
 const AIMED_LEAD = [...AIMED_KILLS];
-/** A bound on how far a kill may land from the instant it aims at (measured: 0–3 ms). */
+/** A bound on how far a kill may land from the instant it aims at (measured: 0–4 ms). */
 const AIM_GAP_MS = 100;
 
 /** `draws`: how many faults beyond the lead must fit (a topology's faults take longer: fewer fit). */
