@@ -60,6 +60,7 @@ export type { TickJobData } from './queueing/job-data.js';
 export { startHttpServer, type HttpServerOptions } from './serving/http-server.js';
 export { createMetrics } from './serving/metrics.js';
 export { MemberStore, type CordonRequest } from './members/store.js';
+export { DeploymentConflictError, type OtherDeployment } from './members/deployments.js';
 export type { MemberRecord } from './members/record.js';
 export type { MemberCondition, DisruptionState } from './members/health.js';
 export type { MemberSettings } from './members/settings.js';

@@ -10,6 +10,7 @@ import { LeaderElector } from './election/leader-elector.js';
 import type { Term } from './election/record.js';
 import { RedisLeaseLock } from './election/redis-lock.js';
 import type { ResourceLock } from './election/resource-lock.js';
+import { DeploymentRegistry, describeOthers } from './members/deployments.js';
 import { Heartbeat, type MemberReport } from './members/heartbeat.js';
 import { MemberMonitor, type MemberMetrics } from './members/monitor.js';
 import { MAX_LISTED_JOBS, type WorkerState } from './members/record.js';
@@ -20,7 +21,7 @@ import { directWrites, DurableLock, ReplicaWait, replicaWaitFor } from './queuei
 import { KeySpace } from './queueing/keys.js';
 import { Producer, type ProducerMetrics } from './queueing/producer.js';
 import { QueueSet } from './queueing/queue-set.js';
-import { bullPrefixFor, RedisConnections } from './queueing/redis-topology.js';
+import { bullPrefixFor, DEFAULT_KEY_PREFIX, RedisConnections } from './queueing/redis-topology.js';
 import { TickLedger } from './queueing/tick-ledger.js';
 import { DEFAULT_STAGE_AHEAD_MS } from './queueing/staging.js';
 import { RunRecords } from './queueing/run-records.js';
@@ -145,6 +146,12 @@ class LeasebeatScheduler implements Scheduler {
   private readonly memberSettings: MemberSettings;
   private readonly heartbeat: Heartbeat;
   private readonly heartbeatControl = new AbortController();
+  /** The deployments on this deployment's BullMQ prefix: only this one may use it. */
+  private readonly deployments: DeploymentRegistry;
+  /** The other deployments the last heartbeat found there, as last reported (one error per change). */
+  private othersReported = '';
+  /** The topology from a URL, checked at start (a given client is the application's to check). */
+  private readonly connections: RedisConnections | undefined;
   private readonly startedAt = new Date();
   /** The elector's current run; none while cordoned or stopped. */
   private campaign: { controller: AbortController; run: Promise<void> } | undefined;
@@ -161,6 +168,7 @@ class LeasebeatScheduler implements Scheduler {
     this.clock = options.clock ?? systemClock;
     this.ownsRedis = typeof options.connection === 'string';
     const connections = typeof options.connection === 'string' ? RedisConnections.fromUrl(options.connection) : undefined;
+    this.connections = connections;
     const leaseName = options.leaseName ?? 'leasebeat';
     // Key rules first: a configuration that would break on Cluster opens no connection.
     connections?.checkLeaseName(leaseName, options.prefix);
@@ -260,6 +268,7 @@ class LeasebeatScheduler implements Scheduler {
       stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
       writes,
     });
+    this.deployments = new DeploymentRegistry(this.redis, this.bullPrefix ?? 'bull', options.prefix ?? DEFAULT_KEY_PREFIX, leaseName, this.identity, 3 * this.memberSettings.graceMs);
     this.heartbeat = new Heartbeat({
       store: this.members,
       identity: this.identity,
@@ -270,10 +279,16 @@ class LeasebeatScheduler implements Scheduler {
       logger: this.log.child({ component: 'heartbeat' }),
       report: () => this.memberReport(),
       onCordon: (request) => this.onCordon(request),
+      alongside: () => this.checkDeployments(),
     });
   }
 
   async start(): Promise<void> {
+    // Before anything is written or taken: a URL the server cannot honour, or a BullMQ prefix another
+    // deployment uses, would put this instance among someone else's keys and jobs.
+    await this.connections?.checkServer(this.redis);
+    await this.connections?.checkServer(this.workerRedis);
+    await this.deployments.claim();
     // Register first: a cordon stored for this identity is obeyed before any worker starts or vote is cast.
     await this.heartbeat.beat().catch((error: unknown) => this.log.warn({ err: error }, 'first heartbeat failed; retrying every interval'));
     this.registry.on('change', (change) => {
@@ -445,6 +460,17 @@ class LeasebeatScheduler implements Scheduler {
     return true;
   }
 
+  /** Registers this deployment again, and says (once per change) when another one shares its BullMQ prefix. */
+  private async checkDeployments(): Promise<void> {
+    const others = await this.deployments.refresh();
+    const key = others.map((o) => `${o.deployment}@${o.identity}`).join(',');
+    if (key === this.othersReported) return;
+    this.othersReported = key;
+    if (others.length > 0) {
+      this.log.error({ bullPrefix: this.bullPrefix ?? 'bull', others }, `another leasebeat deployment uses this BullMQ prefix (${describeOthers(others)}): the two run each other's jobs; give each its own LEASEBEAT_PREFIX`);
+    }
+  }
+
   private get shuttingDown(): boolean {
     return this.stopping !== undefined;
   }
@@ -508,6 +534,7 @@ class LeasebeatScheduler implements Scheduler {
     this.heartbeatControl.abort(new Error('shutdown'));
     await this.heartbeatRun;
     await this.heartbeat.leave().catch((error: unknown) => this.log.warn({ err: error }, 'could not leave the member registry'));
+    await this.deployments.leave().catch((error: unknown) => this.log.warn({ err: error }, 'could not leave the registry of deployments'));
     await this.queueSet.close();
     await this.admin.close();
     this.closeDurability();

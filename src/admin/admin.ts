@@ -11,7 +11,7 @@ import { directWrites, replicaWaitFor, type WritePath } from '../queueing/durabi
 import { KeySpace } from '../queueing/keys.js';
 import { submitTrigger, triggerOutcome, type TriggerOutcome } from '../queueing/manual-triggers.js';
 import { QueueSet } from '../queueing/queue-set.js';
-import { bullPrefixFor, RedisConnections, redact } from '../queueing/redis-topology.js';
+import { bullPrefixFor, RedisConnections, RedisTopologyError, redact } from '../queueing/redis-topology.js';
 import { TickLedger, type FenceState } from '../queueing/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
@@ -20,7 +20,7 @@ import { nextTicks } from '../scheduling/plan.js';
 import { systemClock } from '../util/clock.js';
 
 /** Why an admin operation was refused or failed; `code` is stable for scripts, `message` is for people. */
-export type AdminErrorCode = 'unknown-job' | 'paused' | 'unknown-member' | 'ambiguous-member' | 'no-definitions' | 'timeout' | 'unreachable';
+export type AdminErrorCode = 'unknown-job' | 'paused' | 'unknown-member' | 'ambiguous-member' | 'no-definitions' | 'timeout' | 'unreachable' | 'config';
 
 export class AdminError extends Error {
   override readonly name = 'AdminError';
@@ -181,6 +181,9 @@ class ClusterAdmin implements Admin {
   private readonly ledger: TickLedger;
   /** Ends what durable writes hold open (the Sentinel primary check's connections). */
   private readonly closeDurability: () => void;
+  /** The topology of the admin's own URL; undefined with a given client (then `connected()` checks nothing). */
+  private readonly connections: RedisConnections | undefined;
+  private serverChecked: Promise<void> | undefined;
   private readonly store: MemberStore;
   private readonly lock: ResourceLock;
   private readonly queues: QueueSet;
@@ -191,6 +194,7 @@ class ClusterAdmin implements Admin {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.ownsRedis = typeof options.connection === 'string';
     const connections = typeof options.connection === 'string' ? RedisConnections.fromUrl(options.connection) : undefined;
+    this.connections = connections;
     // The queues' prefix as the instances choose it: hash-tagged on Cluster.
     const bullPrefix = connections ? connections.bullPrefix(options.bullPrefix, options.prefix) : bullPrefixFor(options.connection as Redis, options.bullPrefix, options.prefix);
     this.redis =
@@ -401,7 +405,7 @@ class ClusterAdmin implements Admin {
   }
 
   private async connected(): Promise<void> {
-    if (!this.ownsRedis || this.redis.status === 'ready') return;
+    if (!this.ownsRedis) return;
     if (this.redis.status === 'wait') {
       try {
         await this.redis.connect();
@@ -409,6 +413,12 @@ class ClusterAdmin implements Admin {
         throw new AdminError('unreachable', `no Redis answers at ${this.where}: ${(error as Error).message}`);
       }
     }
+    // Once: a URL the server cannot honour (a database it does not have) must not be answered from another.
+    this.serverChecked ??= this.connections!.checkServer(this.redis).catch((error: unknown) => {
+      this.serverChecked = undefined;
+      throw error instanceof RedisTopologyError ? new AdminError('config', error.message) : error;
+    });
+    await this.serverChecked;
   }
 
   private async readLease(

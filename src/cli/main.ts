@@ -9,6 +9,7 @@ import {
   createLogger,
   createMetrics,
   createScheduler,
+  DeploymentConflictError,
   formatDuration,
   formatMembersTable,
   KubernetesLeaseLock,
@@ -17,6 +18,7 @@ import {
   nextTicks,
   parseDuration,
   redactUrl,
+  RedisTopologyError,
   SETTING_NAMES,
   SETTINGS,
   startHttpServer,
@@ -394,7 +396,9 @@ withSettings(program.command('drain').description('cordon a member; with --wait,
 
 /** Exit codes by failure: see the top of this file. */
 function exitCodeOf(error: unknown): number | undefined {
-  if (error instanceof ConfigError) return 2;
+  // A deployment the server cannot honour (a database it does not have) or that collides with another is
+  // a configuration to fix, as a bad setting is.
+  if (error instanceof ConfigError || error instanceof RedisTopologyError || error instanceof DeploymentConflictError) return 2;
   if (error instanceof AdminError) return error.code === 'timeout' ? 3 : 2;
   return undefined;
 }

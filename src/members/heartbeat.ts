@@ -23,6 +23,8 @@ export interface HeartbeatOptions {
    * waiting for the next interval.
    */
   onCordon(request: CordonRequest | undefined): Promise<boolean>;
+  /** Also done at every beat, after the record is written (a failure fails the beat). */
+  alongside?: () => Promise<void>;
 }
 
 /**
@@ -71,6 +73,7 @@ export class Heartbeat {
   private async beatOnce(): Promise<void> {
     const cordon = await this.write();
     if (await this.options.onCordon(cordon)) await this.write();
+    await this.options.alongside?.();
   }
 
   private write(): Promise<CordonRequest | undefined> {

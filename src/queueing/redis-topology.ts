@@ -169,6 +169,23 @@ export class RedisConnections {
     }
   }
 
+  /**
+   * Checks what a URL asks of the server it reached that ioredis does not: the database number. ioredis
+   * sends `SELECT` when it connects, and when the server refuses it (an index past its `databases`) it only
+   * emits an error and goes on in database 0, among another deployment's keys. Throws `RedisTopologyError`.
+   */
+  async checkServer(client: RedisClient): Promise<void> {
+    const t = this.topology;
+    const db = t.kind === 'cluster' ? undefined : t.options.db;
+    if (db === undefined || db === 0) return;
+    try {
+      await (client as Redis).select(db);
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new RedisTopologyError(`Redis URL ${this.describe()}: database ${db} cannot be used on this server (${reason}): use one below its \`databases\` setting (16 by default)`);
+    }
+  }
+
   /** The number of replicas a durable write waits for when none is configured: see durability.ts. */
   defaultMinReplicas(): number {
     return this.topology.minReplicas ?? (this.topology.kind === 'standalone' ? 0 : 1);

@@ -10,6 +10,8 @@ const STATUS_OF: Record<AdminErrorCode, number> = {
   paused: 409,
   timeout: 504,
   unreachable: 503,
+  // The server cannot honour the instance's Redis URL: the instance's configuration, not the request.
+  config: 500,
 };
 
 /** Runs one admin call and answers with its result, or with `{ error, code }` and the matching status. */
