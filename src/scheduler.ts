@@ -268,7 +268,7 @@ class LeasebeatScheduler implements Scheduler {
       stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
       writes,
     });
-    this.deployments = new DeploymentRegistry(this.redis, this.bullPrefix ?? 'bull', options.prefix ?? DEFAULT_KEY_PREFIX, leaseName, this.identity, 3 * this.memberSettings.graceMs);
+    this.deployments = new DeploymentRegistry(this.redis, this.bullPrefix ?? 'bull', options.prefix ?? DEFAULT_KEY_PREFIX, leaseName, this.identity, this.memberSettings.graceMs);
     this.heartbeat = new Heartbeat({
       store: this.members,
       identity: this.identity,

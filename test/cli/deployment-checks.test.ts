@@ -48,7 +48,11 @@ describe('a deployment that cannot be honoured stops before it starts (issue 19)
     instances.push(first);
     await first.waitForLog((line) => line.msg === 'jobs loaded');
     // Another key prefix on the same queues (an explicit pair), and the same key prefix under another lease name.
-    for (const other of [{ LEASEBEAT_PREFIX: 'two', LEASEBEAT_BULL_PREFIX: 'shared' }, { LEASEBEAT_PREFIX: 'one', LEASEBEAT_BULL_PREFIX: 'shared', LEASEBEAT_LEASE_NAME: 'other' }]) {
+    const others: Array<Record<string, string>> = [
+      { LEASEBEAT_PREFIX: 'two', LEASEBEAT_BULL_PREFIX: 'shared' },
+      { LEASEBEAT_PREFIX: 'one', LEASEBEAT_BULL_PREFIX: 'shared', LEASEBEAT_LEASE_NAME: 'other' },
+    ];
+    for (const other of others) {
       const second = await runCli(['start'], { env: env({ ...other, LEASEBEAT_IDENTITY: 'second' }), timeoutMs: 30_000 });
       assert.equal(second.code, 2, second.stderr);
       assert.match(oneLine(second), /BullMQ prefix "shared" is in use by another leasebeat deployment \(prefix\/lease one\/leasebeat, instance first-a, \d+ s ago\).*LEASEBEAT_PREFIX/);

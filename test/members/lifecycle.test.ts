@@ -42,11 +42,12 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
   });
   const openGate = (id: string): void => writeFileSync(join(gates, id), '');
 
-  /** Settings of one test's cluster: its own lease name, hence its own member registry. */
+  /** Settings of one test's cluster: its own lease name (hence its own member registry) and BullMQ prefix. */
   const clusterEnv = (cluster: string, extra: Record<string, string> = {}): Record<string, string> => ({
     LEASEBEAT_REDIS_URL: server.url,
     LEASEBEAT_JOBS_DIR: JOBS,
     LEASEBEAT_LEASE_NAME: cluster,
+    LEASEBEAT_BULL_PREFIX: `${cluster}-bull`,
     ...FAST_ELECTION,
     ...MEMBER_TIMINGS,
     ...extra,
@@ -56,8 +57,8 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     instances.push(instance);
     return instance;
   };
-  const queue = (name: string): Queue => {
-    const created = new Queue(name, { connection: redis });
+  const queue = (cluster: string, name: string): Queue => {
+    const created = new Queue(name, { connection: redis, prefix: `${cluster}-bull` });
     queues.push(created);
     return created;
   };
@@ -89,7 +90,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const followers = ['kill-f1', 'kill-f2'].map((id) => launch(id, clusterEnv('kill', { TEST_LONG_QUEUE: 'kill-long' })));
     await until('three Ready members', () => readyMembers(store, 3), 60_000);
 
-    const work = queue('kill-long');
+    const work = queue('kill', 'kill-long');
     await work.add('gated-run', gatedRun('long-1'), { jobId: 'long-1', attempts: 1 });
     const victimId = await until('the run to start on a follower', async () => {
       for (const [identity, { record }] of await store.list()) if (record.activeJobIds.includes('kill-long/long-1')) return identity;
@@ -155,7 +156,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const followers = ['cordon-f1', 'cordon-f2'].map((id) => launch(id, clusterEnv('cordon', { ...election, TEST_LONG_QUEUE: 'cordon-long' })));
     await until('three Ready members', () => readyMembers(store, 3), 60_000);
 
-    const mine = queue('cordon-leader-only');
+    const mine = queue('cordon', 'cordon-leader-only');
     // Gated: the run is still active when the draining report is checked, however slow the takeover is.
     await mine.add('gated-run', gatedRun('drain-1'), { jobId: 'drain-1', attempts: 1 });
     await until('the run to start on the leader', async () => (await store.get(leader.identity))?.activeJobIds.includes('cordon-leader-only/drain-1'));
@@ -213,7 +214,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const store = new MemberStore(redis, new KeySpace('leasebeat', 'term'));
     const instance = launch('term-only', clusterEnv('term', { TEST_LONG_QUEUE: 'term-long' }));
     await until('a Ready member', () => readyMembers(store, 1), 60_000);
-    const work = queue('term-long');
+    const work = queue('term', 'term-long');
     await work.add('gated-run', gatedRun('term-1'), { jobId: 'term-1', attempts: 1 });
     await until('the run to start', async () => (await store.get(instance.identity))?.activeJobs === 1);
 
@@ -243,7 +244,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const env = clusterEnv('abandon', { TEST_LONG_QUEUE: 'abandon-long', LEASEBEAT_SHUTDOWN_TIMEOUT: `${shutdownTimeoutMs}ms` });
     const first = launch('abandon-first', env);
     await until('a Ready member', () => readyMembers(store, 1), 60_000);
-    const work = queue('abandon-long');
+    const work = queue('abandon', 'abandon-long');
     // The gate stays shut until a successor runs it again: the first run never ends on its own.
     await work.add('gated-run', gatedRun('abandon-1'), { jobId: 'abandon-1', attempts: 1 });
     await until('the run to start', async () => (await store.get(first.identity))?.activeJobs === 1);
