@@ -16,7 +16,7 @@ export interface ObservedRecord {
   record: MemberRecord;
   /**
    * How long before the read the member last wrote, on Redis's clock; absent for records without a stamp.
-   * Shown to people; health is still judged from changes this leader saw itself.
+   * Shown to people, and where a leader starts its countdown for a member it has not seen before.
    */
   ageMs?: number;
 }
@@ -35,7 +35,10 @@ export interface MemberJudgement {
   condition: MemberCondition;
   /** Leader-clock time the condition last changed. */
   since: number;
-  /** Leader-clock time the leader last saw the record change: Kubernetes' `probeTimestamp`. */
+  /**
+   * Leader-clock time the leader last saw the record change (Kubernetes' `probeTimestamp`), or, until it
+   * has seen one, when Redis stamped the record's write.
+   */
   probeTimestamp: number;
   /** How long before this judgement that was. */
   heartbeatAgeMs: number;
@@ -71,8 +74,11 @@ const REMOVAL_BURST = 1;
  * - A member's `probeTimestamp` is the leader's local time when it last saw the stored record *change*.
  *   Staleness is `now - probeTimestamp`; no time written by the member is ever compared with the local clock,
  *   so a member with a skewed clock is judged exactly like any other.
- * - A new instance starts empty: every member already registered gets `probeTimestamp = now` at the first
- *   pass, so none is declared dead merely because this leader has just started.
+ * - A new leader starts from Redis: a member it has not seen before gets `probeTimestamp = now - ageMs`,
+ *   its last write as Redis stamped it. That age is a duration on Redis' one clock, so no clock is compared
+ *   with another, and a member dead for minutes is Unknown at the first pass instead of Ready for a grace
+ *   period (a live member wrote within an interval, so none is declared dead because the leader changed).
+ *   From then on only changes this leader saw move the probe, as in Kubernetes.
  * - Unknown members are removed after the removal timeout through a token bucket whose rate depends on the
  *   disruption state: the normal rate, a lower one in PartialDisruption and none in FullDisruption, where
  *   the likelier explanation is that the leader itself is cut off.
@@ -110,13 +116,17 @@ export class MemberHealth {
       events.push({ reason: 'MemberLeft', identity, condition: tracked.condition });
     }
     // In identity order, so events come out the same way whatever order Redis returns the hash in.
-    for (const [identity, { raw, record }] of [...observed].sort(([a], [b]) => a.localeCompare(b))) {
+    for (const [identity, { raw, record, ageMs }] of [...observed].sort(([a], [b]) => a.localeCompare(b))) {
       const tracked = this.members.get(identity);
       if (!tracked) {
-        const condition = record.ready ? 'Ready' : 'NotReady';
-        this.members.set(identity, { raw, record, probeTimestamp: now, condition, since: now });
+        // A record without a stamp (an older writer) starts its countdown now. A member first judged
+        // Unknown counts as Unknown since now: its removal waits the full timeout under this leader.
+        const member: Tracked = { raw, record, probeTimestamp: now - (ageMs ?? 0), condition: 'Ready', since: now };
+        member.condition = this.judge(member, now);
+        if (member.condition === 'Unknown') member.activeJobsWhenUnknown = record.activeJobIds;
+        this.members.set(identity, member);
         // The first pass only rebuilds state; members seen later are news.
-        if (this.passes > 0) events.push({ reason: 'MemberJoined', identity, condition });
+        if (this.passes > 0) events.push({ reason: 'MemberJoined', identity, condition: member.condition });
         continue;
       }
       if (raw !== tracked.raw) {

@@ -28,7 +28,7 @@ export interface MemberMonitorOptions {
  * The leader's member lifecycle loop, one per leadership term: every heartbeat interval it reads the
  * records, judges them (`MemberHealth`), removes members Unknown for too long at the permitted rate,
  * publishes the judgement for the status API, and logs each transition as an event. A new term builds a
- * new monitor, so state is always rebuilt from scratch.
+ * new monitor, so state is always rebuilt from Redis (the records and their Redis-stamped write times).
  */
 export class MemberMonitor {
   private readonly health: MemberHealth;

@@ -69,7 +69,7 @@ export function membersReport(
       lastSeen: judgement ? new Date(judgement.probeTimestamp).toISOString() : '',
       condition: judgement?.condition ?? null,
       reason: record.reason ?? null,
-      // A new leader's own probe time starts at its takeover: "0 ms ago" for a member dead for minutes.
+      // Redis' age is as of this read; the leader's judgement only as of its latest pass.
       heartbeatAgeMs: ageMs ?? judgement?.heartbeatAgeMs ?? null,
       version: record.version,
       startedAt: new Date(record.startedAt).toISOString(),

@@ -32,7 +32,7 @@ export class MemberStore {
     private readonly redis: Redis,
     readonly keys: KeySpace,
   ) {
-    this.beatsKey = `${keys.members}:beats`;
+    this.beatsKey = keys.memberBeats;
   }
 
   /** Writes a member's heartbeat (stamped with Redis time) and, in the same round trip, reads any cordon on it. */
@@ -47,7 +47,8 @@ export class MemberStore {
 
   /**
    * Every member record, by identity, with how long ago (Redis clock, at this read) each was last written.
-   * That age survives a change of leader, unlike the leader's own `probeTimestamp`.
+   * That age survives a change of leader, unlike the leader's own `probeTimestamp`: a new leader starts
+   * each member's countdown from it.
    */
   async list(): Promise<Map<string, ObservedRecord>> {
     const results = await this.redis.multi().hgetall(this.keys.members).hgetall(this.beatsKey).time().exec();

@@ -210,6 +210,28 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     t.diagnostic(`cordon → drain --wait returned: ${drainedAt - cordonedAt} ms (its active run was let finish ${releasedAt - cordonedAt} ms after the cordon)`);
   });
 
+  it('after a SIGKILL and a change of leader, the new leader judges the dead member Unknown from its first pass, by its last write in Redis', { timeout: 120_000 }, async (t) => {
+    const store = new MemberStore(redis, new KeySpace('leasebeat', 'handover'));
+    const leader = launch('handover-leader', clusterEnv('handover'));
+    await leader.waitForLog((l) => l.msg === 'acquired the leader lease', 60_000);
+    const [dead, heir] = ['handover-dead', 'handover-heir'].map((id) => launch(id, clusterEnv('handover')));
+    await until('three Ready members', () => readyMembers(store, 3), 60_000);
+
+    dead!.child.kill('SIGKILL');
+    await until("the dead member's last write to be older than the 2 s grace, by Redis' clock", async () => ((await store.list()).get(dead!.identity)?.ageMs ?? 0) > 2_000);
+    leader.child.kill('SIGTERM');
+    // Polled every 25 ms, so this is the heir's first judgement (it publishes one per 250 ms heartbeat).
+    const first = await until('the heir to publish its first judgement', async () => {
+      const view = await store.health();
+      return view?.leader === heir!.identity ? view : undefined;
+    });
+    const judged = first.members.find((m) => m.identity === dead!.identity);
+    assert.equal(judged?.condition, 'Unknown', 'not Ready for a grace period because the judge is new');
+    assert.ok(judged.heartbeatAgeMs > 2_000, `its age counts from its last write (${judged.heartbeatAgeMs} ms)`);
+    assert.deepEqual(first.members.find((m) => m.identity === heir!.identity)?.condition, 'Ready');
+    t.diagnostic(`the dead member as the heir first judged it: Unknown, last heard ${judged.heartbeatAgeMs} ms before`);
+  });
+
   it('SIGTERM drains: the member reports draining, its active run finishes, then it exits and leaves the registry', { timeout: 120_000 }, async (t) => {
     const store = new MemberStore(redis, new KeySpace('leasebeat', 'term'));
     const instance = launch('term-only', clusterEnv('term', { TEST_LONG_QUEUE: 'term-long' }));

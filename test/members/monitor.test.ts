@@ -144,9 +144,11 @@ describe('member health on a real Redis, stepped with a manual clock', () => {
     h.newMonitor();
     assert.deepEqual(await h.monitor.pass(), [], 'the first pass only rebuilds state');
 
-    // a, b and c stop at t = 0: their last change was seen at the first pass.
+    // a, b and c stop after one more beat: their last change was seen at t = 5 s, on the leader's clock.
+    await h.step();
+    const lastSeen = h.elapsed();
     for (const id of ['a', 'b', 'c']) h.members.get(id)!.alive = false;
-    await h.stepUntil(SETTINGS.graceMs);
+    await h.stepUntil(lastSeen + SETTINGS.graceMs);
     assert.equal((await h.conditions()).a, 'Ready', 'exactly the grace period without a change is still Ready');
     await h.step();
     const conditions = await h.conditions();
@@ -163,7 +165,7 @@ describe('member health on a real Redis, stepped with a manual clock', () => {
     const view = await h.store.health();
     assert.equal(view?.disruption, 'Normal', '3 of 7 unhealthy is below the 0.55 threshold');
     assert.deepEqual(view?.members.find((m) => m.identity === 'a')?.activeJobsWhenUnknown, ['reports/nightly@1']);
-    assert.equal(view?.members.find((m) => m.identity === 'a')?.heartbeatAgeMs, unknownAt);
+    assert.equal(view?.members.find((m) => m.identity === 'a')?.heartbeatAgeMs, unknownAt - lastSeen);
 
     // Removal: Unknown for longer than 60 s, then one per 10 s (0.1/s, burst 1).
     await h.stepUntil(unknownAt + 120_000);
@@ -226,9 +228,12 @@ describe('member health on a real Redis, stepped with a manual clock', () => {
     await h.beatAll();
     h.newMonitor();
     await h.monitor.pass();
+    // Their last change is seen on the leader's clock, one beat later: the countdown starts exactly there.
+    await h.step();
+    const lastSeen = h.elapsed();
     for (const id of dead) h.members.get(id)!.alive = false;
 
-    await h.stepUntil(SETTINGS.graceMs + SETTINGS.heartbeatIntervalMs);
+    await h.stepUntil(lastSeen + SETTINGS.graceMs + SETTINGS.heartbeatIntervalMs);
     const unknownAt = h.elapsed();
     assert.equal((await h.store.health())?.disruption, 'PartialDisruption', '6 of 10 unhealthy is above 0.55');
     await h.stepUntil(unknownAt + 300_000);
@@ -278,32 +283,31 @@ describe('member health on a real Redis, stepped with a manual clock', () => {
     assert.deepEqual(changed, ['stopped'], 'only the member that stopped writing changed condition (the test is not vacuous)');
   });
 
-  it('a new leader rebuilds from scratch: no member is Unknown merely because the leader just started', async () => {
+  it("a new leader judges members from their Redis-stamped writes: one silent past the grace is Unknown at its first pass", async () => {
     const h = harness();
+    // Real intervals, short: the ages come from Redis' own clock, which the manual clock does not move.
+    const settings = resolveMemberSettings({ heartbeatIntervalMs: 50, graceMs: 150 });
     h.add(LEADER);
     h.add('a');
-    h.add('gone');
+    h.add('gone', { activeJobIds: ['reports/nightly@1'] });
     await h.beatAll();
-    h.newMonitor();
-    await h.monitor.pass();
     h.members.get('gone')!.alive = false;
-    await h.stepUntil(60_000);
-    assert.equal((await h.conditions()).gone, 'Unknown', 'the old leader knew');
+    await until("gone's last write to be older than the grace by Redis' clock", async () => ((await h.store.list()).get('gone')?.ageMs ?? 0) > settings.graceMs);
+    await h.beatAll();
 
-    // Leadership moves: the new monitor has seen nothing change yet, so it starts every probe at its own start.
-    h.events.length = 0;
     const takeover = h.elapsed();
-    h.newMonitor();
-    await h.monitor.pass();
-    assert.equal((await h.conditions()).gone, 'Ready', 'judged by its own report until the grace period has passed');
-    await h.stepUntil(takeover + SETTINGS.graceMs);
-    assert.equal((await h.conditions()).gone, 'Ready');
-    await h.step();
-    assert.equal((await h.conditions()).gone, 'Unknown');
-    assert.deepEqual(
-      h.events.map(({ at, event }) => [at - takeover, event.reason]),
-      [[SETTINGS.graceMs + SETTINGS.heartbeatIntervalMs, 'ConditionChanged']],
-    );
+    h.newMonitor(settings);
+    assert.deepEqual(await h.monitor.pass(), [], 'the first pass rebuilds state: no events');
+    const view = await h.store.health();
+    const judged = new Map(view?.members.map((m) => [m.identity, m]));
+    assert.deepEqual([judged.get(LEADER)?.condition, judged.get('a')?.condition, judged.get('gone')?.condition], ['Ready', 'Ready', 'Unknown']);
+    assert.ok(judged.get('gone')!.heartbeatAgeMs > settings.graceMs, `its age is its last write's, not the takeover's (${judged.get('gone')!.heartbeatAgeMs} ms)`);
+    assert.deepEqual(judged.get('gone')?.activeJobsWhenUnknown, ['reports/nightly@1']);
+
+    // Its removal still waits the full timeout, counted from this leader's judgement.
+    const removedAt = takeover + settings.removalTimeoutMs + SETTINGS.heartbeatIntervalMs;
+    await h.stepUntil(removedAt);
+    assert.deepEqual(h.removals(), [{ at: removedAt, identity: 'gone' }], 'the first step past the timeout');
   });
 
   it('member metrics come from the leader only: they are cleared when its monitor stops', async () => {
