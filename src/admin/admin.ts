@@ -5,7 +5,7 @@ import { RedisLeaseLock } from '../election/redis-lock.js';
 import { LockNotFoundError, type ResourceLock } from '../election/resource-lock.js';
 import { waitForDrain, type DrainOutcome } from '../members/drain.js';
 import type { MemberRecord } from '../members/record.js';
-import { membersReport, type MembersReport } from '../members/status.js';
+import { cannotLead, membersReport, type MembersReport } from '../members/status.js';
 import { MemberStore } from '../members/store.js';
 import { directWrites, replicaWaitFor, type WritePath } from '../queueing/durability.js';
 import { KeySpace } from '../queueing/keys.js';
@@ -20,7 +20,17 @@ import { nextTicks } from '../scheduling/plan.js';
 import { systemClock } from '../util/clock.js';
 
 /** Why an admin operation was refused or failed; `code` is stable for scripts, `message` is for people. */
-export type AdminErrorCode = 'unknown-job' | 'paused' | 'unknown-member' | 'ambiguous-member' | 'no-definitions' | 'timeout' | 'unreachable' | 'config';
+export type AdminErrorCode =
+  | 'unknown-job'
+  | 'paused'
+  | 'unknown-member'
+  | 'ambiguous-member'
+  /** A cordon or drain refused because no other member could lead after it (`force` overrides). */
+  | 'no-eligible-leader'
+  | 'no-definitions'
+  | 'timeout'
+  | 'unreachable'
+  | 'config';
 
 export class AdminError extends Error {
   override readonly name = 'AdminError';
@@ -124,6 +134,8 @@ export interface TriggerResult {
 
 export interface DrainOptions {
   note?: string;
+  /** Cordon it even when no other member could lead then (see `Admin.cordon`). */
+  force?: boolean;
   /** Wait until the member reports no active jobs; bounded by `timeoutMs`. */
   wait?: boolean;
   timeoutMs?: number;
@@ -153,10 +165,14 @@ export interface Admin {
   pause(job: string, options?: { note?: string; force?: boolean }): Promise<void>;
   /** Resumes a paused job; false when it was not paused. Unknown names are refused unless `force`. */
   resume(job: string, options?: { force?: boolean }): Promise<boolean>;
-  /** Cordons a member (identity or a unique prefix); returns the full identity. */
-  cordon(member: string, options?: { note?: string }): Promise<string>;
+  /**
+   * Cordons a member (identity or a unique prefix); returns the full identity. Refused with
+   * `no-eligible-leader` when the member is the last one that could lead (Ready, uncordoned, not shutting
+   * down), since the cluster would then run without a leader, unless `force`.
+   */
+  cordon(member: string, options?: { note?: string; force?: boolean }): Promise<string>;
   uncordon(member: string): Promise<{ identity: string; changed: boolean }>;
-  /** Cordons a member and, with `wait`, waits until it has no active jobs (bounded by `timeoutMs`). */
+  /** Cordons a member (refused as `cordon` is) and, with `wait`, waits until it has no active jobs (bounded by `timeoutMs`). */
   drain(member: string, options?: DrainOptions): Promise<{ identity: string; outcome: DrainOutcome | undefined }>;
   /** The newest `limit` ticks of a job (default 20). */
   runs(job: string, options?: { limit?: number }): Promise<RecentRun[]>;
@@ -323,9 +339,10 @@ class ClusterAdmin implements Admin {
     });
   }
 
-  cordon(member: string, options: { note?: string } = {}): Promise<string> {
-    return this.bounded(`cordon ${member}`, async () => {
+  cordon(member: string, options: { note?: string; force?: boolean } = {}): Promise<string> {
+    return this.bounded(`cordon ${member}`, async (signal) => {
       const identity = await this.resolveMember(member);
+      if (!options.force) await this.requireAnotherLeader(identity, signal);
       await this.store.cordon(identity, { at: Date.now(), note: options.note ?? '' });
       return identity;
     });
@@ -339,7 +356,7 @@ class ClusterAdmin implements Admin {
   }
 
   async drain(member: string, options: DrainOptions = {}): Promise<{ identity: string; outcome: DrainOutcome | undefined }> {
-    const identity = await this.cordon(member, { note: options.note ?? 'drain' });
+    const identity = await this.cordon(member, { note: options.note ?? 'drain', force: options.force ?? false });
     options.onCordoned?.(identity);
     if (!options.wait) return { identity, outcome: undefined };
     const timeoutMs = options.timeoutMs ?? 5 * 60_000;
@@ -474,6 +491,26 @@ class ClusterAdmin implements Admin {
       `no job named "${name}" is known to the cluster${definitions ? ` or defined in ${this.options.jobsDir ?? 'the loaded jobs'}` : ''}` +
         (names.length > 0 ? ` (known: ${names.slice(0, 20).join(', ')}${names.length > 20 ? ', ...' : ''})` : '') +
         '; pass --force to use the name anyway (a job not deployed yet)',
+    );
+  }
+
+  /**
+   * Refuses to take out of rotation the last member that could lead: the lease would then go unheld, and
+   * every tick wait, until someone uncordons a member or starts one. Two cordons at once can still both
+   * pass (this is read, then written): it guards against a mistake, it is no lock.
+   */
+  private async requireAnotherLeader(identity: string, signal: AbortSignal): Promise<void> {
+    const { members } = await this.membersNow(holderOf(await this.readLease(signal)));
+    const target = members.find((m) => m.identity === identity);
+    // A member that could not lead anyway changes nothing by being cordoned.
+    if (!target || cannotLead(target) !== undefined) return;
+    const others = members.filter((m) => m !== target);
+    if (others.some((m) => cannotLead(m) === undefined)) return;
+    const why = others.map((m) => `${m.identity} ${cannotLead(m)}`).join(', ');
+    throw new AdminError(
+      'no-eligible-leader',
+      `refused: ${identity} is the last member that can lead (${why || 'no other member'}); cordoned, it would leave the cluster ` +
+        'without a leader and every tick waiting: uncordon or start another member first, or pass --force',
     );
   }
 

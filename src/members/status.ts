@@ -1,6 +1,7 @@
 import type { CordonRequest } from './store.js';
 import type { DisruptionState, HealthView, MemberCondition, ObservedRecord } from './health.js';
 import type { WorkerState } from './record.js';
+import { DEFAULT_MEMBER_SETTINGS } from './settings.js';
 
 /**
  * One member as the status API shows it: its own report joined with the leader's judgement. The fields
@@ -110,13 +111,33 @@ export function formatMembersTable(report: MembersReport): string[] {
   return [`disruption: ${judged}`, line(header), ...rows.map(line)];
 }
 
-/** Workers, cordon, drain and readiness in a few words. */
+/**
+ * Cordon, workers and readiness in a few words, each said once and named: `cordoned, workers draining`.
+ * The record's `draining` flag is not shown apart: it is the workers' `draining`, or a shutdown, which the
+ * member's reason (`shutting down`) says.
+ */
 function describeState(m: MemberStatus): string {
-  const parts: string[] = [m.workers ?? 'workers ?'];
+  const parts: string[] = [];
   if (m.cordoned) parts.push('cordoned');
   else if (m.cordonRequested) parts.push('cordon requested');
-  if (m.draining) parts.push('draining');
+  parts.push(`workers ${m.workers ?? '?'}`);
   if (m.reason) parts.push(m.reason);
   if (m.activeJobsWhenUnknown?.length) parts.push(`active when Unknown: ${m.activeJobsWhenUnknown.join(', ')}`);
   return parts.join(', ');
+}
+
+/**
+ * Why a member could not take the lease now, or undefined when it could: it must be Ready, uncordoned (no
+ * cordon stored either) and not shutting down. Without a leader's judgement of it (no leader, or it has
+ * just joined), a record written within the default grace that reports ready counts as Ready.
+ */
+export function cannotLead(m: MemberStatus): string | undefined {
+  if (m.cordoned) return 'cordoned';
+  if (m.cordonRequested) return 'cordon requested';
+  // Not cordoned, so draining means shutting down.
+  if (m.draining) return 'shutting down';
+  if (m.condition) return m.condition === 'Ready' ? undefined : m.condition;
+  if (m.reason) return 'not ready';
+  const fresh = typeof m.heartbeatAgeMs === 'number' && m.heartbeatAgeMs <= DEFAULT_MEMBER_SETTINGS.graceMs;
+  return fresh ? undefined : 'not heard from';
 }

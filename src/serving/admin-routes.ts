@@ -6,6 +6,7 @@ const STATUS_OF: Record<AdminErrorCode, number> = {
   'unknown-job': 404,
   'unknown-member': 404,
   'ambiguous-member': 409,
+  'no-eligible-leader': 409,
   'no-definitions': 409,
   paused: 409,
   timeout: 504,
@@ -54,14 +55,21 @@ function text(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/** `{ note?, force? }` of a cordon or drain. */
+function cordonOptions(req: Request): { note?: string; force: boolean } {
+  const { note, force } = body(req);
+  return { ...(text(note) !== undefined ? { note: text(note) } : {}), force: force === true };
+}
+
 /**
  * The admin API over HTTP, the same `Admin` the CLI uses (mounted at `/api`, behind the board's
  * credentials and the same-origin check):
  * - `GET /api/cluster` status from Redis and the lease; `GET /api/members`; `GET /api/jobs/:job/runs?limit=`;
  * - `POST /api/jobs/:job/trigger`, `/pause` (`{ note?, force? }`), `/resume` (`{ force? }`);
- * - `POST /api/members/:member/cordon` (`{ note? }`), `/uncordon`, `/drain` (`{ note? }`: cordons and
- *   reports; waiting for the drain is the CLI's `drain --wait`, not an HTTP request's).
- * Refusals answer `{ error, code }` with 404 (unknown job or member), 409, 503 or 504; writes answer 405
+ * - `POST /api/members/:member/cordon` (`{ note?, force? }`), `/uncordon`, `/drain` (`{ note?, force? }`:
+ *   cordons and reports; waiting for the drain is the CLI's `drain --wait`, not an HTTP request's).
+ * Refusals answer `{ error, code }` with 404 (unknown job or member), 409 (among them the last member that
+ * could lead), 503 or 504; writes answer 405
  * when the board is read-only. Every call is bounded by the admin API's own timeout.
  */
 export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Router {
@@ -90,14 +98,10 @@ export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Route
   router.post('/jobs/:job/resume', ...writes, (req, res) =>
     answer(res, async () => ({ resumed: await admin.resume(String(req.params.job), { force: body(req).force === true }) })),
   );
-  router.post('/members/:member/cordon', ...writes, (req, res) => {
-    const note = text(body(req).note);
-    return answer(res, async () => ({ identity: await admin.cordon(String(req.params.member), note !== undefined ? { note } : {}) }));
-  });
+  router.post('/members/:member/cordon', ...writes, (req, res) =>
+    answer(res, async () => ({ identity: await admin.cordon(String(req.params.member), cordonOptions(req)) })),
+  );
   router.post('/members/:member/uncordon', ...writes, (req, res) => answer(res, () => admin.uncordon(String(req.params.member))));
-  router.post('/members/:member/drain', ...writes, (req, res) => {
-    const note = text(body(req).note);
-    return answer(res, () => admin.drain(String(req.params.member), note !== undefined ? { note } : {}));
-  });
+  router.post('/members/:member/drain', ...writes, (req, res) => answer(res, () => admin.drain(String(req.params.member), cordonOptions(req))));
   return router;
 }

@@ -209,9 +209,10 @@ const SCRIPT = `
       h('td', {}, heartbeat),
       h('td', { class: 'num' }, m.activeJobs === undefined ? '—' : m.activeJobs, jobList(m.activeJobIds),
         unknownJobs.length ? h('span', { class: 'sub bad' }, 'active when Unknown: ' + unknownJobs.join(', ')) : null),
-      h('td', {}, m.workers || '—',
-        m.cordoned ? [' ', badge('cordoned', 'warn')] : m.cordonRequested ? [' ', badge('cordon requested', 'warn')] : null,
-        m.draining ? [' ', badge('draining', 'warn')] : null,
+      // Each thing said once, named (as leasebeat status says it): the record's draining flag is the
+      // workers' draining, or a shutdown, which the reason says.
+      h('td', {}, m.cordoned ? [badge('cordoned', 'warn'), ' '] : m.cordonRequested ? [badge('cordon requested', 'warn'), ' '] : null,
+        'workers ' + (m.workers || '?'),
         m.reason ? h('span', { class: 'sub warn' }, m.reason) : null));
   }
 

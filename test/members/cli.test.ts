@@ -84,6 +84,8 @@ describe('leasebeat cordon, uncordon, drain and status against registered member
   });
 
   it('drain --wait gives up after --timeout with exit code 1 when the member never reports drained, and leaves it cordoned', async () => {
+    // Another member that could lead, heard from just now: one silent past the grace could not, and the drain would be refused.
+    await store.beat(record('worker-9', { role: 'leader', activeJobs: 0, activeJobIds: [] }));
     const drain = await leasebeatCli(['drain', 'pod-b', '--wait', '--timeout', '1s'], env);
     assert.equal(drain.code, 1);
     assert.match(drain.stdout, /^cordoned pod-b_77c1; waiting up to 1s for its active jobs to finish$/m);

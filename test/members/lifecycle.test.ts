@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { AdminError, createAdmin } from '../../src/admin/admin.js';
 import { MemberStore } from '../../src/members/store.js';
 import type { TickJobData } from '../../src/queueing/job-data.js';
 import { KeySpace } from '../../src/queueing/keys.js';
@@ -230,6 +231,44 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     assert.ok(judged.heartbeatAgeMs > 2_000, `its age counts from its last write (${judged.heartbeatAgeMs} ms)`);
     assert.deepEqual(first.members.find((m) => m.identity === heir!.identity)?.condition, 'Ready');
     t.diagnostic(`the dead member as the heir first judged it: Unknown, last heard ${judged.heartbeatAgeMs} ms before`);
+  });
+
+  it('refuses a cordon or drain that leaves no member able to lead, in one line with exit 2, unless forced', { timeout: 120_000 }, async () => {
+    const store = new MemberStore(redis, new KeySpace('leasebeat', 'last'));
+    const env = clusterEnv('last');
+    const leader = launch('last-leader', env);
+    await leader.waitForLog((l) => l.msg === 'acquired the leader lease', 60_000);
+    const [dead, spare] = ['last-dead', 'last-spare'].map((id) => launch(id, env));
+    await until('three Ready members', () => readyMembers(store, 3), 60_000);
+    dead!.child.kill('SIGKILL');
+    await until('the leader to judge the killed member Unknown', async () =>
+      (await store.health())?.members.find((m) => m.identity === dead!.identity)?.condition === 'Unknown',
+    );
+
+    const cordon = await leasebeatCli(['cordon', spare!.identity], env);
+    assert.equal(cordon.code, 0, 'the leader can still lead');
+    for (const args of [['drain', leader.identity, '--wait', '--timeout', '30s'], ['cordon', leader.identity]]) {
+      const refused = await leasebeatCli(args, env);
+      assert.equal(refused.code, 2, `${args.join(' ')}: ${refused.stdout}${refused.stderr}`);
+      assert.equal(refused.stdout, '');
+      assert.match(
+        refused.stderr,
+        /^leasebeat: refused: last-leader is the last member that can lead \(last-dead Unknown, last-spare (cordoned|cordon requested)\); .*or pass --force\n$/,
+      );
+    }
+    assert.deepEqual([...(await store.cordons()).keys()], [spare!.identity], 'nothing was stored for the leader');
+    assert.equal(await leaseHolder('last'), leader.identity, 'it still leads');
+
+    // Forced, through the admin API: done as asked, and the lease is released.
+    const admin = createAdmin({ connection: server.url, leaseName: 'last', bullPrefix: 'last-bull' });
+    try {
+      await assert.rejects(admin.cordon(leader.identity), (error: unknown) => error instanceof AdminError && error.code === 'no-eligible-leader');
+      const { outcome } = await admin.drain(leader.identity, { force: true, wait: true, timeoutMs: 30_000 });
+      assert.equal(outcome?.kind, 'drained');
+    } finally {
+      await admin.close();
+    }
+    await until('the lease to be released', async () => (await leaseHolder('last')) === '');
   });
 
   it('SIGTERM drains: the member reports draining, its active run finishes, then it exits and leaves the registry', { timeout: 120_000 }, async (t) => {

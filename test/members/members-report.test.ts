@@ -62,6 +62,20 @@ describe('the members report after a change of leader', () => {
     assert.equal(membersReport(await store.list(), new Map(), view).members.find((m) => m.identity === 'pod-a')?.role, 'follower');
   });
 
+  it('says cordon, workers and readiness once each, named: never "draining, cordoned, draining"', () => {
+    const observed = (identity: string, fields: Partial<MemberRecord>) => ({ raw: identity, record: { ...record(identity, 'follower', 1), ...fields }, ageMs: 100 });
+    const records = new Map([
+      ['drained', observed('drained', { workers: 'draining', cordoned: true, draining: true, activeJobs: 1 })],
+      ['asked', observed('asked', {})],
+      ['stopping', observed('stopping', { workers: 'draining', draining: true, ready: false, reason: 'shutting down' })],
+    ]);
+    const lines = formatMembersTable(membersReport(records, new Map([['asked', { at: 0, note: '' }]]), undefined, ''));
+    const state = (identity: string) => lines.find((line) => line.startsWith(identity))!.split(/\s{2,}/).at(-1);
+    assert.equal(state('drained'), 'cordoned, workers draining');
+    assert.equal(state('asked'), 'cordon requested, workers running');
+    assert.equal(state('stopping'), 'workers draining, shutting down');
+  });
+
   it('removes the beat stamp with the member, on leave and on removal', async () => {
     const store = new MemberStore(redis, new KeySpace('leasebeat', 'report-2'));
     await store.beat(record('pod-a', 'follower', 1));

@@ -78,10 +78,10 @@ describe('the members table on the status page, in a real browser', () => {
     assert.match(dead[4]!, /active when Unknown: reports\/a@1, reports\/b@2/);
     assert.equal(await page.locator('tr.member[data-member="pod-dead"] .badge.bad').innerText(), 'Unknown');
 
-    assert.match((await cells('pod-cordoned'))[5]!, /^draining\s+cordoned\s+draining$/);
+    assert.match((await cells('pod-cordoned'))[5]!, /^cordoned\s+workers draining$/, 'cordon and workers each said once, named');
     const hostile = await cells('<b>pod-hostile</b>');
     assert.match(hostile[0]!, /^<b>pod-hostile<\/b>/, 'identities are text, never markup');
-    assert.match(hostile[5]!, /stopped\s+no jobs loaded \(0 loaded, 3 failed\)/);
+    assert.match(hostile[5]!, /^workers stopped\s+no jobs loaded \(0 loaded, 3 failed\)$/);
 
     // One leader only: the lease holder. The dead former leader is a follower, dead for minutes.
     assert.deepEqual((await cells('pod-old-leader')).slice(0, 4), ['pod-old-leader\nv0.1.0', 'Unknown', 'follower', '4 min ago']);

@@ -89,7 +89,11 @@ describe('the admin API over HTTP', () => {
   });
 
   it('cordons and uncordons a member by a unique prefix, lists the members and the runs', async () => {
-    assert.deepEqual(JSON.parse((await post('/api/members/pod-a/cordon', { note: 'disk' })).body), { identity: 'pod-a_1' });
+    // The only member could lead: cordoned, it would leave the cluster without a leader.
+    const refused = await post('/api/members/pod-a/cordon', { note: 'disk' });
+    assert.equal(refused.status, 409, refused.body);
+    assert.equal((JSON.parse(refused.body) as { code: string }).code, 'no-eligible-leader');
+    assert.deepEqual(JSON.parse((await post('/api/members/pod-a/cordon', { note: 'disk', force: true })).body), { identity: 'pod-a_1' });
     const members = JSON.parse((await rawRequest(server.url + '/api/members', { headers: auth })).body) as { members: Array<{ identity: string; cordonRequested: boolean }> };
     assert.deepEqual(members.members.map((m) => [m.identity, m.cordonRequested]), [['pod-a_1', true]]);
     assert.equal((JSON.parse((await post('/api/members/pod-a_1/uncordon')).body) as { changed: boolean }).changed, true);
