@@ -5,10 +5,15 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, posix, resolve } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, posix, relative, resolve } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
+import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
@@ -16,7 +21,7 @@ import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import type { IContainer } from 'kubernetes-models/v1/Container';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { JITTER_FACTOR } from '../../src/election/config.js';
 import { parseDuration } from '../../src/scheduling/duration.js';
 
@@ -156,8 +161,15 @@ interface Kustomization {
   kind: string;
   namespace?: string;
   resources?: string[];
+  components?: string[];
 }
 const kustomization = readYaml(join(kubeDir, 'kustomization.yaml')) as Kustomization;
+
+/** Optional parts, as kustomize components an overlay enables: they need a CRD or per-cluster selectors. */
+const PODMONITOR_FILE = 'components/podmonitor/podmonitor.yaml';
+const NETWORK_POLICY_FILE = 'components/network-policy/networkpolicy.yaml';
+/** The example overlay: another namespace, an image, both components. */
+const exampleOverlay = join(repoRoot, 'deploy/overlays/example');
 
 describe('Kubernetes manifests', () => {
   it('the unknown-field check catches a misspelt field', () => {
@@ -183,6 +195,7 @@ describe('Kubernetes manifests', () => {
     'pdb.yaml': PodDisruptionBudget,
     'service.yaml': Service,
     'secret.example.yaml': Secret,
+    [NETWORK_POLICY_FILE]: NetworkPolicy,
   } as const;
   for (const [file, Model] of Object.entries(models)) {
     it(`${file} is a valid ${Model.kind} with no unknown fields`, () => {
@@ -190,9 +203,11 @@ describe('Kubernetes manifests', () => {
     });
   }
 
-  it('every manifest of the folder has its schema check', () => {
-    const files = readdirSync(kubeDir).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml');
-    assert.deepEqual(files.sort(), Object.keys(models).sort());
+  it('every manifest of the folder and its components has its schema check', () => {
+    const files = readdirSync(kubeDir, { recursive: true, encoding: 'utf8' }).filter(
+      (f) => f.endsWith('.yaml') && posix.basename(f) !== 'kustomization.yaml',
+    );
+    assert.deepEqual(files.sort(), [...Object.keys(models), PODMONITOR_FILE].sort());
   });
 
   describe('RBAC', () => {
@@ -225,14 +240,13 @@ describe('Kubernetes manifests', () => {
       assert.ok(everything.every((entry) => !entry.includes('*')), `wildcard in ${everything.join(', ')}`);
     });
 
-    it('binds the namespaced Role to the service account the pods run as, in the kustomize namespace', () => {
+    it('binds the namespaced Role to the service account the pods run as, in whatever namespace kustomize sets', () => {
       assert.deepEqual(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata?.name });
       assert.equal(podSpec.serviceAccountName, serviceAccount.metadata?.name);
       assert.ok(kustomization.namespace, 'kustomization.yaml sets no namespace');
-      // kustomize rewrites only subjects named "default", so this one must be kept in step by hand.
-      assert.deepEqual(binding.subjects, [
-        { kind: 'ServiceAccount', name: serviceAccount.metadata?.name, namespace: kustomization.namespace },
-      ]);
+      // kustomize rewrites a subject in `default` to the kustomization's namespace, and again to an
+      // overlay's; a subject naming the base's namespace would stay there when an overlay moves the rest.
+      assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: serviceAccount.metadata?.name, namespace: 'default' }]);
     });
   });
 
@@ -339,6 +353,225 @@ describe('Kubernetes manifests', () => {
     assert.equal(service.spec?.ports?.length, 1);
     assert.equal(port?.port, CONTAINER_PORT);
     assert.equal(containerPortOf(container, port?.targetPort ?? port?.port), CONTAINER_PORT);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Kubernetes: the optional components (PodMonitor, NetworkPolicy) and builds of the base and overlays
+
+/**
+ * The property names the PodMonitor CRD's schema knows, read from the validator that
+ * @kubernetes-models/prometheus-operator compiled from it (it checks `data.<name>` for each). Like the
+ * kubernetes-models validators it ignores unknown fields, so a misspelt `intervl` would pass it and be
+ * dropped by the API server; checking every key against these names catches that.
+ */
+const podMonitorFieldNames: ReadonlySet<string> = (() => {
+  const packageDir = posix.dirname(createRequire(import.meta.url).resolve('@kubernetes-models/prometheus-operator/package.json'));
+  const compiled = readFileSync(join(packageDir, '_schemas/MonitoringCoreosComV1PodMonitor.js'), 'utf8');
+  return new Set([...compiled.matchAll(/\bdata\.([A-Za-z][A-Za-z0-9]*)/g)].map((m) => m[1] ?? ''));
+})();
+
+/** Keys of `value` (recursively, metadata excluded) that the PodMonitor schema does not name. */
+function unknownPodMonitorKeys(value: unknown, path = ''): string[] {
+  if (Array.isArray(value)) return value.flatMap((item, i) => unknownPodMonitorKeys(item, `${path}[${i}]`));
+  if (!isRecord(value)) return [];
+  return Object.entries(value).flatMap(([key, field]) => {
+    // Label maps hold arbitrary keys.
+    if (key === 'matchLabels' || key === 'labels' || key === 'annotations') return [];
+    if (path === '' && key === 'metadata') return unknownFields(field, 'V1ObjectMeta', '.metadata');
+    return podMonitorFieldNames.has(key) ? unknownPodMonitorKeys(field, `${path}.${key}`) : [`${path}.${key}`];
+  });
+}
+
+type NetworkPolicyPeer = NonNullable<NonNullable<NonNullable<NetworkPolicy['spec']>['egress']>[number]['to']>[number];
+type NetworkPolicyPort = NonNullable<NonNullable<NonNullable<NetworkPolicy['spec']>['egress']>[number]['ports']>[number];
+
+/** `UDP/53`, `TCP/http`: a rule's ports as text. */
+const portsOf = (ports: NetworkPolicyPort[] | undefined): string[] => (ports ?? []).map((p) => `${p.protocol ?? 'TCP'}/${p.port}`).sort();
+
+describe('Kubernetes components: PodMonitor and NetworkPolicy', () => {
+  it('each component is a kustomize Component listing exactly its manifests', () => {
+    const componentsDir = join(kubeDir, 'components');
+    const names = readdirSync(componentsDir);
+    assert.deepEqual(names.sort(), ['network-policy', 'podmonitor']);
+    for (const name of names) {
+      const component = readYaml(join(componentsDir, name, 'kustomization.yaml')) as Kustomization;
+      assert.equal(component.apiVersion, 'kustomize.config.k8s.io/v1alpha1');
+      assert.equal(component.kind, 'Component');
+      const manifests = readdirSync(join(componentsDir, name)).filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml');
+      assert.deepEqual([...(component.resources ?? [])].sort(), manifests.sort());
+    }
+    // A base that named a CRD kind would fail `kubectl apply -k` wherever prometheus-operator is missing.
+    assert.ok(!(kustomization.resources ?? []).some((r) => r.startsWith('components')), 'the base pulls in a component');
+  });
+
+  describe('PodMonitor', () => {
+    const raw = readYaml(join(kubeDir, PODMONITOR_FILE));
+    const podMonitor = readResource(PODMONITOR_FILE, PodMonitor);
+
+    it('is a valid monitoring.coreos.com/v1 PodMonitor with no field the CRD does not define', () => {
+      podMonitor.validate();
+      assert.ok(podMonitorFieldNames.has('podMetricsEndpoints') && podMonitorFieldNames.size > 50, 'the CRD field names were not found');
+      assert.deepEqual(unknownPodMonitorKeys({ spec: { podMetricsEndpoints: [{ port: 'http', intervl: '1s' }] } }), ['.spec.podMetricsEndpoints[0].intervl']);
+      assert.deepEqual(unknownPodMonitorKeys(raw), []);
+    });
+
+    it('scrapes /metrics on the http port of every leasebeat pod, within its interval', () => {
+      assert.ok(selects(labelSelector(podMonitor.spec.selector), podLabels), 'PodMonitor selector does not match the pod labels');
+      assert.equal(podMonitor.spec.namespaceSelector, undefined, 'the pods are in the PodMonitor\'s own namespace');
+      const [endpoint, ...others] = podMonitor.spec.podMetricsEndpoints ?? [];
+      assert.ok(endpoint && others.length === 0, 'one endpoint');
+      assert.equal(containerPortOf(container, endpoint.port), CONTAINER_PORT, 'the endpoint port names the container port');
+      assert.equal(endpoint.path, '/metrics');
+      assert.equal(endpoint.scheme ?? 'http', 'http');
+      assert.equal(endpoint.basicAuth, undefined, '/metrics is open, like the probes');
+      assert.ok(durationMs(endpoint.scrapeTimeout) < durationMs(endpoint.interval), 'scrapeTimeout must be below interval');
+      // Each queue's counts are bounded at 5 s (DEFAULT_QUEUE_METRICS_TIMEOUT_MS): the scrape must outlast that.
+      assert.ok(durationMs(endpoint.scrapeTimeout) > 5_000, 'scrapeTimeout must exceed the 5 s queue-metrics bound');
+    });
+  });
+
+  describe('NetworkPolicy', () => {
+    const policy = readResource(NETWORK_POLICY_FILE, NetworkPolicy);
+    const spec = policy.spec;
+
+    it('isolates the leasebeat pods both ways', () => {
+      assert.ok(selects(labelSelector(spec?.podSelector), podLabels), 'podSelector does not match the pod labels');
+      assert.deepEqual([...(spec?.policyTypes ?? [])].sort(), ['Egress', 'Ingress']);
+    });
+
+    it('lets in only Prometheus, and only on the HTTP port', () => {
+      const [rule, ...others] = spec?.ingress ?? [];
+      assert.ok(rule && others.length === 0, 'one ingress rule');
+      assert.deepEqual(portsOf(rule.ports), ['TCP/http']);
+      assert.equal(containerPortOf(container, rule.ports?.[0]?.port), CONTAINER_PORT);
+      const [peer, ...morePeers] = rule.from ?? [];
+      assert.ok(peer && morePeers.length === 0, 'one source');
+      assert.equal(peer.ipBlock, undefined);
+      assert.equal(peer.podSelector?.matchLabels?.['app.kubernetes.io/name'], 'prometheus');
+      assert.ok(peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'], 'the Prometheus namespace is named');
+    });
+
+    it('lets out only DNS, Redis and the API server, each on its ports', () => {
+      const egress = spec?.egress ?? [];
+      // A rule with no `ports` would allow every port to its peers (to everything without `to`).
+      for (const rule of egress) assert.ok((rule.ports ?? []).length > 0, `an egress rule without ports: ${JSON.stringify(rule)}`);
+      const isDns = (peers: NetworkPolicyPeer[] | undefined): boolean =>
+        (peers ?? []).some((p) => p.podSelector?.matchLabels?.['k8s-app'] === 'kube-dns' && p.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'] === 'kube-system');
+      assert.deepEqual(
+        egress.map((rule) => ({ dns: isDns(rule.to), ports: portsOf(rule.ports) })),
+        [
+          { dns: true, ports: ['TCP/53', 'UDP/53'] },
+          { dns: false, ports: ['TCP/26379', 'TCP/6379'] },
+          { dns: false, ports: ['TCP/443', 'TCP/6443'] },
+        ],
+      );
+      // The example Secret's Redis URL uses a port the policy lets out.
+      const secret = readResource('secret.example.yaml', Secret);
+      const redisPort = new URL(secret.stringData?.['redis-url'] ?? '').port || '6379';
+      assert.ok(egress[1]?.ports?.some((p) => String(p.port) === redisPort), `Redis port ${redisPort}`);
+    });
+  });
+});
+
+/** Whether a `kubectl` with its built-in kustomize is on PATH (CI's machine has one; a laptop may not). */
+const kubectlVersion = (() => {
+  try {
+    return execFileSync('kubectl', ['version', '--client'], { encoding: 'utf8', timeout: 20_000, stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch {
+    return undefined;
+  }
+})();
+
+interface RenderedObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  [field: string]: unknown;
+}
+
+/** `kubectl kustomize <dir>`: the objects an apply of that kustomization would send. */
+function kustomizeBuild(dir: string): RenderedObject[] {
+  const output = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', timeout: 30_000 });
+  return parseAllDocuments(output).map((doc) => doc.toJS() as RenderedObject);
+}
+
+const renderedModels: Record<string, ModelClass<{ validate(): void }>> = {
+  ServiceAccount, Role, RoleBinding, Service, Deployment, PodDisruptionBudget, NetworkPolicy, PodMonitor,
+};
+
+/** Checks a build: valid objects, one namespace, and every reference between them resolved after renames. */
+function assertCoherentBuild(objects: RenderedObject[], namespace: string): Record<string, RenderedObject> {
+  const byKind: Record<string, RenderedObject> = {};
+  for (const object of objects) {
+    const Model = renderedModels[object.kind];
+    assert.ok(Model, `unexpected kind ${object.kind}`);
+    assert.equal(object.apiVersion, Model.apiVersion);
+    new Model(object as never).validate();
+    assert.equal(object.metadata.namespace, namespace, `${object.kind} ${object.metadata.name} namespace`);
+    assert.equal(byKind[object.kind], undefined, `two ${object.kind} objects`);
+    byKind[object.kind] = object;
+  }
+  const rendered = {
+    deployment: new Deployment(byKind.Deployment),
+    role: new Role(byKind.Role),
+    binding: new RoleBinding(byKind.RoleBinding as never),
+    account: byKind.ServiceAccount,
+  };
+  const pod = rendered.deployment.spec?.template;
+  assert.equal(pod?.spec?.serviceAccountName, rendered.account?.metadata.name, 'the pods run as the ServiceAccount');
+  assert.deepEqual(rendered.binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: rendered.role.metadata?.name });
+  assert.deepEqual(rendered.binding.subjects, [{ kind: 'ServiceAccount', name: rendered.account?.metadata.name, namespace }]);
+  const env = pod?.spec?.containers[0]?.env ?? [];
+  const lease = env.find((e) => e.name === 'LEASEBEAT_LEASE_NAME')?.value;
+  assert.deepEqual(rendered.role.rules?.[0]?.resourceNames, [lease], 'resourceNames equal LEASEBEAT_LEASE_NAME');
+  // The Secret is created out of band, so its references keep its name whatever prefix the overlay adds.
+  for (const ref of env.map((e) => e.valueFrom?.secretKeyRef).filter((r) => r !== undefined)) assert.equal(ref.name, 'leasebeat');
+  const labels = pod?.metadata?.labels;
+  const selectorOf = (kind: string, path: (object: Record<string, unknown>) => unknown): void => {
+    const object = byKind[kind];
+    if (object) assert.ok(selects((path(object) as { matchLabels?: Record<string, string> } | undefined)?.matchLabels, labels), `${kind} selects the pods`);
+  };
+  const specOf = (object: Record<string, unknown>): Record<string, unknown> => (object.spec ?? {}) as Record<string, unknown>;
+  selectorOf('PodDisruptionBudget', (o) => specOf(o).selector);
+  selectorOf('NetworkPolicy', (o) => specOf(o).podSelector);
+  selectorOf('PodMonitor', (o) => specOf(o).selector);
+  assert.ok(selects(specOf(byKind.Service ?? {}).selector as Record<string, string>, labels), 'the Service selects the pods');
+  return byKind;
+}
+
+describe('kustomize builds of the base and overlays (kubectl kustomize)', { skip: kubectlVersion ? false : 'kubectl is not on PATH: the kustomize builds are not checked' }, () => {
+  it('the base builds into the namespace of kustomization.yaml, without the optional components', () => {
+    const byKind = assertCoherentBuild(kustomizeBuild(kubeDir), kustomization.namespace ?? '');
+    assert.deepEqual(Object.keys(byKind).sort(), ['Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
+  });
+
+  it('the example overlay moves everything to its namespace, sets the image and adds both components', () => {
+    const overlay = readYaml(join(exampleOverlay, 'kustomization.yaml')) as Kustomization & { images?: Array<{ newName?: string; newTag?: string }> };
+    assert.ok(overlay.namespace && overlay.namespace !== kustomization.namespace, 'the example moves to another namespace');
+    const byKind = assertCoherentBuild(kustomizeBuild(exampleOverlay), overlay.namespace);
+    assert.deepEqual(Object.keys(byKind).sort(), ['Deployment', 'NetworkPolicy', 'PodDisruptionBudget', 'PodMonitor', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
+    const image = new Deployment(byKind.Deployment).spec?.template.spec?.containers[0]?.image;
+    assert.equal(image, `${overlay.images?.[0]?.newName}:${overlay.images?.[0]?.newTag}`);
+  });
+
+  it('an overlay of an overlay with a name prefix keeps every reference resolved', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasebeat-overlay-'));
+    try {
+      // kustomize takes only relative paths to other kustomizations.
+      writeFileSync(join(dir, 'kustomization.yaml'), [
+        'apiVersion: kustomize.config.k8s.io/v1beta1',
+        'kind: Kustomization',
+        'namespace: staging-two',
+        'namePrefix: staging-',
+        'resources:',
+        `  - ${relative(dir, exampleOverlay)}`,
+      ].join('\n'));
+      const byKind = assertCoherentBuild(kustomizeBuild(dir), 'staging-two');
+      for (const object of Object.values(byKind)) assert.match(object.metadata.name, /^staging-/, `${object.kind} renamed`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
