@@ -11,10 +11,11 @@ import { directWrites, replicaWaitFor, type WritePath } from '../queueing/durabi
 import { KeySpace } from '../queueing/keys.js';
 import { submitTrigger, triggerOutcome, type TriggerOutcome } from '../queueing/manual-triggers.js';
 import { QueueSet } from '../queueing/queue-set.js';
-import { bullPrefixFor, RedisConnections, RedisTopologyError, redact } from '../queueing/redis-topology.js';
+import { bullPrefixFor, isCluster, RedisConnections, RedisTopologyError, redact, type RedisClient } from '../queueing/redis-topology.js';
 import { TickLedger, type FenceState } from '../queueing/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
+import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { loadJobs, type LoadError } from '../scheduling/loader.js';
 import { nextTicks } from '../scheduling/plan.js';
 import { systemClock } from '../util/clock.js';
@@ -113,15 +114,30 @@ export interface ClusterStatus {
   jobsDir: { path: string; loaded: number; errors: string[] } | null;
 }
 
-/** One recent tick of a job, newest first, from the fenced ledger (and BullMQ when the queue is known). */
+/** One recent run or tick of a job, newest first, from the fenced ledger and BullMQ. */
 export interface RecentRun {
+  /**
+   * `tick`: one tick of the schedule; `range`: ticks skipped together (missed while no leader ran,
+   * beyond the catch-up limit); `manual`: a run of `leasebeat trigger`.
+   */
+  kind: 'tick' | 'range' | 'manual';
+  /** The nominal tick; a range's first tick; for a manual run, when it was added to BullMQ. */
   tick: string;
+  /** A range's last tick; null otherwise. */
+  to: string | null;
+  /** How many ticks: a range's count, 1 otherwise. */
+  count: number;
   /** `enqueued`, `claimed`, `buffered`, `skipped`, or `unstaging` while a staged run is taken back. */
   fate: string;
   jobId: string | null;
-  /** The skip reason, for skipped ticks (and why a staged run is being taken back). */
+  /** The skip reason, for skipped ticks and ranges (and why a staged run is being taken back). */
   reason: string | null;
-  /** BullMQ's state of the run (`completed`, `failed`, `active`, ... or `unknown` once removed); null when the queue is not known here. */
+  /** The BullMQ queue that holds the run; null when none does (no run, or removed by its retention). */
+  queue: string | null;
+  /**
+   * BullMQ's state of the run (`completed`, `failed`, `active`, ...), read from Redis; `unknown` when no
+   * queue holds it any more; null for a tick without a run.
+   */
   state: string | null;
 }
 
@@ -174,7 +190,10 @@ export interface Admin {
   uncordon(member: string): Promise<{ identity: string; changed: boolean }>;
   /** Cordons a member (refused as `cordon` is) and, with `wait`, waits until it has no active jobs (bounded by `timeoutMs`). */
   drain(member: string, options?: DrainOptions): Promise<{ identity: string; outcome: DrainOutcome | undefined }>;
-  /** The newest `limit` ticks of a job (default 20). */
+  /**
+   * The newest `limit` entries of a job (default 20), newest first: its ticks, its ranges of skipped ticks
+   * and its manual runs, each run with its BullMQ state as Redis has it.
+   */
   runs(job: string, options?: { limit?: number }): Promise<RecentRun[]>;
   close(): Promise<void>;
 }
@@ -372,26 +391,103 @@ class ClusterAdmin implements Admin {
   runs(name: string, options: { limit?: number } = {}): Promise<RecentRun[]> {
     return this.bounded(`runs ${name}`, async () => {
       const limit = Math.max(1, Math.min(options.limit ?? 20, 1000));
-      const ticks = await this.redis.zrevrange(this.keys.ledgerIndex(name), 0, limit - 1);
-      if (ticks.length === 0) {
-        await this.requireKnownJob(name);
-        return [];
+      const [ticks, ranges, manual] = await Promise.all([
+        this.redis.zrevrange(this.keys.ledgerIndex(name), 0, limit - 1),
+        this.ledger.skippedRanges(name),
+        this.redis.hgetall(this.keys.manual(name)),
+      ]);
+      const fates = ticks.length ? await this.redis.hmget(this.keys.ledger(name), ...ticks) : [];
+      // Each entry with its time (epoch ms) for the newest-first order; a range is as new as its last tick.
+      const entries: Array<{ at: number; run: RecentRun; queueHint?: string }> = [];
+      ticks.forEach((tick, i) => {
+        const [fate = 'unknown', ...rest] = (fates[i] ?? 'pruned').split('|');
+        // `unstaging|<reason>|<jobId>|<queue>`: a staged run being taken back (the queue may hold a '|').
+        const takingBack = fate === 'unstaging';
+        const jobId = fate === 'enqueued' ? (rest[0] ?? null) : fate === 'claimed' || fate === 'buffered' ? (rest[2] ?? null) : takingBack ? (rest[1] ?? null) : null;
+        const reason = fate === 'skipped' || takingBack ? (rest[0] ?? null) : null;
+        const run: RecentRun = { kind: 'tick', tick: new Date(Number(tick)).toISOString(), to: null, count: 1, fate, jobId, reason, queue: null, state: null };
+        entries.push({ at: Number(tick), run, ...(takingBack ? { queueHint: rest.slice(2).join('|') } : {}) });
+      });
+      for (const range of ranges) {
+        const run: RecentRun = {
+          kind: 'range', tick: new Date(range.from).toISOString(), to: new Date(range.to).toISOString(), count: range.count,
+          fate: 'skipped', jobId: null, reason: range.reason, queue: null, state: null,
+        };
+        entries.push({ at: range.to, run });
       }
-      const fates = await this.redis.hmget(this.keys.ledger(name), ...ticks);
-      const definitions = await this.definitions(false);
-      const queue = definitions?.jobs.get(name)?.queue;
-      return Promise.all(
-        ticks.map(async (tick, i): Promise<RecentRun> => {
-          const [fate = 'unknown', ...rest] = (fates[i] ?? 'pruned').split('|');
-          // `unstaging|<reason>|<jobId>|<queue>`: a staged run being taken back.
-          const takingBack = fate === 'unstaging';
-          const jobId = fate === 'enqueued' ? (rest[0] ?? null) : fate === 'claimed' || fate === 'buffered' ? (rest[2] ?? null) : takingBack ? (rest[1] ?? null) : null;
-          const state = jobId && queue ? await this.queues.get(queue).getJobState(jobId) : null;
-          const reason = fate === 'skipped' || takingBack ? (rest[0] ?? null) : null;
-          return { tick: new Date(Number(tick)).toISOString(), fate, jobId, reason, state };
+      // `enqueued|<jobId>` or `claimed|<gen>|<transitions>|<jobId>`; `refused|<reason>` is a request that never became a run.
+      const manualRuns = Object.values(manual).flatMap((record) => {
+        const [fate = '', ...rest] = record.split('|');
+        const jobId = fate === 'enqueued' ? rest[0] : fate === 'claimed' ? rest[2] : undefined;
+        return jobId ? [{ fate, jobId }] : [];
+      });
+      const located = await this.locateRuns([...entries.flatMap((e) => (e.run.jobId ? [{ jobId: e.run.jobId, hint: e.queueHint }] : [])), ...manualRuns]);
+      for (const { fate, jobId } of manualRuns) {
+        // A manual run is placed by when it was added: a claim whose add has not landed has no time yet.
+        const found = located.get(jobId);
+        if (!found) continue;
+        entries.push({ at: found.addedAt, run: { kind: 'manual', tick: new Date(found.addedAt).toISOString(), to: null, count: 1, fate, jobId, reason: null, queue: null, state: null } });
+      }
+      if (entries.length === 0) await this.requireKnownJob(name);
+      const newest = entries.sort((a, b) => b.at - a.at).slice(0, limit).map((e) => e.run);
+      await Promise.all(
+        newest.map(async (run) => {
+          if (!run.jobId) return;
+          const found = located.get(run.jobId);
+          run.queue = found?.queue ?? null;
+          // Not in any queue of the deployment: BullMQ's retention removed it (or its add never landed).
+          run.state = found ? await this.queues.get(found.queue).getJobState(run.jobId) : 'unknown';
         }),
       );
+      return newest;
     });
+  }
+
+  /**
+   * Where each run's BullMQ job is, from Redis alone (a folder of definitions need not be at hand, and the
+   * job's queue may have changed since): the queue its record names, else the default queue, else every
+   * other queue of the deployment's BullMQ prefix. Found runs come with BullMQ's add time.
+   */
+  private async locateRuns(runs: Array<{ jobId: string; hint?: string | undefined }>): Promise<Map<string, { queue: string; addedAt: number }>> {
+    const found = new Map<string, { queue: string; addedAt: number }>();
+    const lookIn = async (candidates: Array<{ jobId: string; queue: string }>): Promise<void> => {
+      const pipeline = this.redis.pipeline();
+      for (const { jobId, queue } of candidates) pipeline.hget(this.queues.get(queue).toKey(jobId), 'timestamp');
+      const replies = (await pipeline.exec()) ?? [];
+      candidates.forEach(({ jobId, queue }, i) => {
+        const addedAt = Number(replies[i]?.[1] ?? Number.NaN);
+        if (!found.has(jobId) && Number.isFinite(addedAt)) found.set(jobId, { queue, addedAt });
+      });
+    };
+    const wanted = [...new Map(runs.map((run) => [run.jobId, run])).values()];
+    if (wanted.length === 0) return found;
+    await lookIn(wanted.flatMap(({ jobId, hint }) => [...(hint ? [{ jobId, queue: hint }] : []), { jobId, queue: JOB_DEFAULTS.queue }]));
+    const missing = wanted.filter(({ jobId }) => !found.has(jobId));
+    if (missing.length === 0) return found;
+    const others = (await this.queueNames()).filter((queue) => queue !== JOB_DEFAULTS.queue);
+    if (others.length > 0) await lookIn(missing.flatMap(({ jobId }) => others.map((queue) => ({ jobId, queue }))));
+    return found;
+  }
+
+  /** The queues under the deployment's BullMQ prefix: BullMQ writes `<prefix>:<queue>:meta` at a queue's first add. */
+  private async queueNames(): Promise<string[]> {
+    const head = this.queues.get(JOB_DEFAULTS.queue).toKey('').slice(0, -`${JOB_DEFAULTS.queue}:`.length);
+    const names = new Set<string>();
+    // On Redis Cluster the prefix's hash tag puts every queue on one node, which SCAN must be sent to.
+    const client = this.redis as RedisClient;
+    for (const node of isCluster(client) ? client.nodes('master') : [client]) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${head.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}*:meta`, 'COUNT', 1000);
+        cursor = next;
+        for (const key of keys) {
+          const queue = key.slice(head.length, -':meta'.length);
+          // Queue names hold no ':'; a longer match is some other key.
+          if (queue && !queue.includes(':')) names.add(queue);
+        }
+      } while (cursor !== '0');
+    }
+    return [...names].sort();
   }
 
   async close(): Promise<void> {
@@ -533,6 +629,16 @@ class ClusterAdmin implements Admin {
  */
 function holderOf(lease: { record?: { holderIdentity: string }; missing?: true; error?: string }): string | undefined {
   return lease.record?.holderIdentity;
+}
+
+/** `leasebeat runs` as text, one line per entry, newest first (or one line saying there is none). */
+export function formatRuns(job: string, runs: readonly RecentRun[]): string[] {
+  if (runs.length === 0) return [`${job}: nothing recorded yet (no tick, skipped range or manual run)`];
+  return runs.map((run) => {
+    const when = run.kind === 'range' ? `${run.tick} … ${run.to}` : run.tick;
+    const what = run.kind === 'range' ? `skipped ${run.count} tick${run.count === 1 ? '' : 's'}` : run.kind === 'manual' ? `manual run, ${run.fate}` : run.fate;
+    return [when, `${what}${run.reason ? ` (${run.reason})` : ''}`, run.jobId ?? '', run.state ?? ''].join('  ').trimEnd();
+  });
 }
 
 function describeTrigger(job: ScheduledJob): string {

@@ -25,6 +25,8 @@ export interface TickRecord {
   /** Skip reason, or the failure message (truncated). */
   reason?: string;
   jobId?: string;
+  /** A run of `leasebeat trigger`; its `tick` is when it was added to BullMQ. */
+  manual?: true;
   /** Enqueue time minus the nominal tick: the `leasebeat_schedule_lag_seconds` of this tick. */
   lagMs?: number;
   /** Start of the (last) run minus the nominal tick. */
@@ -228,8 +230,9 @@ const toNumber = (value: string | null | undefined): number | undefined => {
 
 /**
  * Reads the status page's history from what Redis already holds: the tick ledger (`…:ledger-index:<job>`
- * for the newest ticks, `…:ledger:<job>` for their fate, `…:skips:<job>` for skipped ranges), the BullMQ
- * job of each enqueued tick (its hash and the completed/failed sets), and the Redis lock's write stream.
+ * for the newest ticks, `…:ledger:<job>` for their fate, `…:skips:<job>` for skipped ranges,
+ * `…:manual:<job>` for `leasebeat trigger` runs), the BullMQ job of each run (its hash and the
+ * completed/failed sets), and the Redis lock's write stream.
  * One read is a few pipelined commands per job plus the lease writes since the previous read.
  */
 export class HistoryReader {
@@ -258,29 +261,31 @@ export class HistoryReader {
   private async jobHistory(name: string, queue: Queue, lateAfterMs: number): Promise<JobHistory> {
     const { redis, keys } = this.options;
     const limit = this.options.ticksPerJob ?? 40;
-    const [ticks, ranges] = await Promise.all([
+    const [ticks, ranges, manual] = await Promise.all([
       redis.zrevrange(keys.ledgerIndex(name), 0, limit - 1),
       redis.zrevrange(keys.skips(name), 0, limit - 1),
+      redis.hvals(keys.manual(name)),
     ]);
     const states = ticks.length ? await redis.hmget(keys.ledger(name), ...ticks) : [];
     const records: TickRecord[] = [];
     const enqueued: Array<{ record: TickRecord; jobId: string }> = [];
+    const inBullMq = (record: TickRecord, jobId: string): void => {
+      const finished = this.finished.get(`${name}|${jobId}`);
+      if (finished) {
+        records.push({ ...finished });
+        return;
+      }
+      records.push(record);
+      enqueued.push({ record, jobId });
+    };
     ticks.forEach((tickText, index) => {
       const tick = Number(tickText);
       const state = states[index];
       if (!state) return; // pruned between the two reads
       const [kind, rest] = splitOnce(state);
       if (kind === 'skipped') records.push({ tick, fate: 'skipped', reason: rest });
-      else if (kind === 'enqueued') {
-        const finished = this.finished.get(`${name}|${rest}`);
-        if (finished) {
-          records.push({ ...finished });
-          return;
-        }
-        const record: TickRecord = { tick, fate: 'queued', jobId: rest };
-        records.push(record);
-        enqueued.push({ record, jobId: rest });
-      } else {
+      else if (kind === 'enqueued') inBullMq({ tick, fate: 'queued', jobId: rest }, rest);
+      else {
         // `claimed|<gen>|<transitions>|<jobId>` or `buffered|…`: a leader has it, BullMQ does not yet;
         // `unstaging|<reason>|<jobId>|<queue>`: a leader is taking a staged run back.
         const parts = rest.split('|');
@@ -296,9 +301,18 @@ export class HistoryReader {
         // A range this version cannot read is left out of the strip, not fatal to the page.
       }
     }
+    // Manual runs (`enqueued|<jobId>`, or `claimed|<gen>|<transitions>|<jobId>` until its add is confirmed):
+    // placed by BullMQ's add time, once runsOf has read it. A refused request never became a run.
+    for (const state of manual) {
+      const [kind = '', ...rest] = state.split('|');
+      const jobId = kind === 'enqueued' ? rest[0] : kind === 'claimed' ? rest[2] : undefined;
+      if (jobId) inBullMq({ tick: Number.NaN, fate: 'queued', jobId, manual: true }, jobId);
+    }
     if (enqueued.length) await this.runsOf(queue, enqueued, lateAfterMs);
-    records.sort((a, b) => a.tick - b.tick);
-    const shown = records.slice(-limit);
+    // A manual run BullMQ does not have (not added yet, or removed before it was ever shown) has no place.
+    const placed = records.filter((record) => Number.isFinite(record.tick));
+    placed.sort((a, b) => a.tick - b.tick);
+    const shown = placed.slice(-limit);
     this.rememberFinished(name, shown);
     return { name, queue: queue.name, ticks: shown };
   }
@@ -337,13 +351,15 @@ export class HistoryReader {
       }
       const processedOn = toNumber(fields[1]);
       const finishedOn = toNumber(fields[2]);
-      record.lagMs = added - record.tick;
+      // A manual run has no tick to be late for: it is placed at its add, and only its start can lag.
+      if (record.manual) record.tick = added;
+      else record.lagMs = added - record.tick;
       if (processedOn !== undefined) record.startLagMs = processedOn - record.tick;
       if (processedOn !== undefined && finishedOn !== undefined) record.durationMs = finishedOn - processedOn;
       if (failed !== null && failed !== undefined) {
         record.fate = 'failed';
         if (fields[3]) record.reason = fields[3].slice(0, MAX_REASON_LENGTH);
-      } else if (record.lagMs > lateAfterMs) record.fate = 'late';
+      } else if ((record.lagMs ?? 0) > lateAfterMs) record.fate = 'late';
       else if (completed !== null && completed !== undefined) record.fate = 'ran';
       else record.fate = processedOn !== undefined ? 'running' : 'queued';
     });

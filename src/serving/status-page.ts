@@ -80,6 +80,7 @@ footer { padding: 0 1.2rem 1rem; color: var(--muted); }
 .tick.ran { background: var(--t-ran); } .tick.late { background: var(--t-late); } .tick.failed { background: var(--t-failed); }
 .tick.skipped { background: var(--t-skipped); } .tick.running { background: var(--t-running); } .tick.queued { background: var(--t-queued); }
 .tick.pending { background: transparent; border: 2px solid var(--t-pending); }
+.tick.manual { box-shadow: inset 0 5px 0 var(--fg); }
 .tick.skipped.range { width: 29px; background: repeating-linear-gradient(135deg, var(--t-skipped) 0 3px, transparent 3px 6px); border: 1px solid var(--t-skipped); }
 a.tick:hover, a.tick:focus { outline: 2px solid var(--fg); outline-offset: 1px; }
 .legend { display: flex; flex-wrap: wrap; gap: .4rem 1rem; color: var(--muted); font-size: .85em; margin: .4rem 0 0; }
@@ -242,7 +243,7 @@ const SCRIPT = `
     if (t.count !== undefined && t.count > 1) {
       return t.count + ' ticks skipped, ' + iso(t.tick) + ' to ' + iso(t.to) + (t.reason ? ' (' + t.reason + ')' : '');
     }
-    const parts = [iso(t.tick), FATE_TEXT[t.fate] + (t.fate === 'skipped' && t.reason ? ' (' + t.reason + ')' : '')];
+    const parts = [iso(t.tick) + (t.manual ? ' · manual run (leasebeat trigger)' : ''), FATE_TEXT[t.fate] + (t.fate === 'skipped' && t.reason ? ' (' + t.reason + ')' : '')];
     if (typeof t.lagMs === 'number') parts.push('lag ' + signed(t.lagMs));
     if (typeof t.startLagMs === 'number') parts.push('started ' + signed(t.startLagMs));
     if (typeof t.durationMs === 'number') parts.push('took ' + age(t.durationMs));
@@ -252,7 +253,7 @@ const SCRIPT = `
   }
   function tickCell(t, queue) {
     const range = t.count !== undefined && t.count > 1;
-    const attributes = { class: 'tick ' + t.fate + (range ? ' range' : ''), title: tickTitle(t), 'data-fate': t.fate, 'data-tick': String(t.tick) };
+    const attributes = { class: 'tick ' + t.fate + (range ? ' range' : '') + (t.manual ? ' manual' : ''), title: tickTitle(t), 'data-fate': t.fate, 'data-tick': String(t.tick) };
     if (typeof t.lagMs === 'number') attributes['data-lag'] = String(t.lagMs);
     if (t.jobId && t.fate !== 'pending' && t.fate !== 'gone') return h('a', Object.assign(attributes, { href: jobLink(queue, t.jobId), 'aria-label': attributes.title }));
     return h('span', Object.assign(attributes, { role: 'img', 'aria-label': attributes.title }));
@@ -297,7 +298,8 @@ const SCRIPT = `
         : h('span', { class: 'empty' }, 'no ticks recorded yet')),
       h('td', { class: 'mid' }, lagChart(job.ticks, history.lateAfterMs))));
     const legend = h('div', { class: 'legend' }, ['ran', 'late', 'failed', 'skipped', 'running', 'queued', 'pending', 'gone'].map((fate) =>
-      h('span', {}, h('span', { class: 'tick ' + fate }), fate === 'late' ? 'late (lag > ' + age(history.lateAfterMs) + ')' : fate)));
+      h('span', {}, h('span', { class: 'tick ' + fate }), fate === 'late' ? 'late (lag > ' + age(history.lateAfterMs) + ')' : fate)),
+      h('span', {}, h('span', { class: 'tick ran manual' }), 'manual run (leasebeat trigger)'));
     return h('section', { id: 'ticks' }, h('h2', {}, 'Recent ticks', h('span', { class: 'hint' }, 'oldest left · hover for the lag · click to open the run in Bull Board')),
       table(['Job', 'Ticks', 'Enqueue lag'], rows, 'No jobs loaded.'), legend);
   }

@@ -5,6 +5,7 @@ import { pino } from 'pino';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import { tickJobId } from '../../src/queueing/job-data.js';
 import { KeySpace } from '../../src/queueing/keys.js';
+import { manualJobId } from '../../src/queueing/manual-triggers.js';
 import { TickLedger } from '../../src/queueing/tick-ledger.js';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { HistoryReader } from '../../src/serving/history.js';
@@ -147,6 +148,8 @@ export interface SeededHistory {
   ticks: Record<(typeof HISTORY_JOBS)[number], Record<'ran' | 'late' | 'failed' | 'skipped' | 'pending', number>>;
   /** The three terms written, in order: released, expired, current. */
   holders: [string, string, string];
+  /** The job id of the one manual run, of `invoice-sync`. */
+  manualJobId: string;
   close(): Promise<void>;
 }
 
@@ -158,7 +161,7 @@ const MINUTE = 60_000;
  * - `heartbeat` (queue `ops`), every minute: mostly on time, two late enqueues (1.4 s and 2.5 s), one run
  *   that fails, one tick skipped for overlap, a range of 5 ticks missed while nobody led, and the newest
  *   tick claimed but not yet in BullMQ;
- * - `invoice-sync` (queue `billing`), every 5 minutes, all on time;
+ * - `invoice-sync` (queue `billing`), every 5 minutes, all on time, and one manual run (`leasebeat trigger`) now;
  * - leadership: pod-a leads and releases, pod-b leads and dies (its lease expires), pod-c leads now.
  */
 export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
@@ -217,6 +220,12 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
     await run('invoice-sync', queues.billing, tick, 6 + i * 3);
     sync.ran = tick;
   }
+  // A run of `leasebeat trigger`, recorded as the leader's trigger desk records one.
+  const manualId = manualJobId('invoice-sync', 'request-1');
+  const request = { job: 'invoice-sync', id: 'request-1', deadline: now + 60_000 };
+  assert.equal((await ledger.claimTrigger(token, request, manualId, '')).kind, 'claimed');
+  await queues.billing.add('invoice-sync', { ...tickJobData({}, now), manual: true }, { jobId: manualId });
+  assert.equal(await ledger.confirmTrigger(token, 'invoice-sync', 'request-1', manualId, JSON.stringify({ jobId: manualId, queue: 'billing', flow: false })), 'enqueued');
 
   const workerConnection = redis.client();
   const pool = testWorkerPool({ connection: workerConnection, prefix: 'leasebeat-test', logger: pino({ level: 'silent' }) });
@@ -229,7 +238,7 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
   ]));
   const finished = async (): Promise<boolean> => {
     const [ops, billing] = await Promise.all([queues.ops.getJobCounts('completed', 'failed'), queues.billing.getJobCounts('completed')]);
-    return ops.completed! + ops.failed! === 23 && billing.completed === 6;
+    return ops.completed! + ops.failed! === 23 && billing.completed === 7;
   };
   const deadline = Date.now() + 20_000;
   while (!(await finished())) {
@@ -273,6 +282,7 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
     ],
     ticks: { heartbeat, 'invoice-sync': sync },
     holders: ['pod-a', 'pod-b', 'pod-c'],
+    manualJobId: manualId,
     close: async () => {
       await Promise.all([queues.ops.close(), queues.billing.close()]);
       connection.disconnect();

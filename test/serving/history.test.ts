@@ -40,7 +40,17 @@ describe('HistoryReader over real ledger, BullMQ and lease records', () => {
     assert.deepEqual(heartbeat.ticks.map((t) => t.tick), heartbeat.ticks.map((t) => t.tick).sort((a, b) => a - b));
     // 30 minutes: 23 runs, 1 overlap skip, 1 range of 5, 1 pending claim.
     assert.equal(heartbeat.ticks.length, 26);
-    assert.deepEqual(history.jobs.find((job) => job.name === 'invoice-sync')!.ticks.map((t) => t.fate), Array(6).fill('ran'));
+    const sync = history.jobs.find((job) => job.name === 'invoice-sync')!.ticks;
+    assert.deepEqual(sync.map((t) => [t.fate, t.manual ?? false]), [...Array.from({ length: 6 }, () => ['ran', false]), ['ran', true]]);
+  });
+
+  it('shows a manual run (leasebeat trigger) among the ticks, placed at its add, with its start lag and no enqueue lag', () => {
+    const ticks = history.jobs.find((job) => job.name === 'invoice-sync')!.ticks;
+    const manual = ticks.find((t) => t.manual)!;
+    assert.equal(manual.jobId, seeded.manualJobId);
+    assert.ok(Math.abs(manual.tick - history.generatedAt) < 60_000, 'placed at its add time, not a nominal tick');
+    assert.equal(manual.lagMs, undefined, 'no tick to be late for');
+    assert.ok(manual.startLagMs! >= 0 && manual.durationMs! >= 0, JSON.stringify(manual));
   });
 
   it('folds the lease writes into terms: released, expired, current', () => {

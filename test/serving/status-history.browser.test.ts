@@ -105,7 +105,11 @@ describe('the status page history views and the hardened board, in a real browse
     const chart = page.locator('tr.ticks[data-job="heartbeat"] svg.lag');
     assert.equal(await chart.locator('circle').count(), 23, 'one point per run');
     assert.match((await chart.getAttribute('aria-label'))!, /^enqueue lag of the last 23 runs: median \d+ ms, max 2\.5 s$/);
-    assert.equal(await page.locator('tr.ticks[data-job="invoice-sync"] .tick.ran').count(), 6);
+    assert.equal(await page.locator('tr.ticks[data-job="invoice-sync"] .tick.ran').count(), 7);
+    const manual = page.locator('tr.ticks[data-job="invoice-sync"] .tick.manual');
+    assert.equal(await manual.count(), 1, 'the manual run among the ticks, marked');
+    assert.match((await manual.getAttribute('title'))!, / · manual run \(leasebeat trigger\) · ran · started \+.* · invoice-sync@manual-request-1$/);
+    assert.notEqual(await computed(manual, 'boxShadow'), await computed(page.locator('tr.ticks[data-job="invoice-sync"] .tick.ran:not(.manual)').first(), 'boxShadow'));
     await screenshot(page, 'status-page-history');
     await page.locator('#ticks').screenshot({ path: (await screenshot(page, 'status-page-history')).replace('history', 'ticks') });
     assert.deepEqual(watched.problems, []);
