@@ -228,6 +228,9 @@ class LeasebeatScheduler implements Scheduler {
         logger: this.log.child({ component: 'workers' }),
         tuning: options.workerTuning,
         records: new RunRecords(durability?.on(this.workerRedis) ?? directWrites(this.workerRedis), this.identity),
+        // A staged run starts only while a live term stands behind it: the one that staged it, or a newer one
+        // once it has applied its pause and catch-up rules to it.
+        mayStartStaged: (job, run) => this.ledger.stagedRunMayStart(run.token, job, run.dueAt!, this.elector.settings.renewDeadlineMs),
         ...(options.metrics?.workers ? { metrics: options.metrics.workers } : {}),
       });
     }
@@ -266,6 +269,7 @@ class LeasebeatScheduler implements Scheduler {
       clock: this.clock,
       metrics: options.metrics?.producer,
       stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
+      pulseIntervalMs: this.elector.settings.retryPeriodMs,
       writes,
     });
     this.deployments = new DeploymentRegistry(this.redis, this.bullPrefix ?? 'bull', options.prefix ?? DEFAULT_KEY_PREFIX, leaseName, this.identity, this.memberSettings.graceMs);

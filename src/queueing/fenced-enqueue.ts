@@ -85,8 +85,12 @@ export class FencedEnqueue {
     const opts: JobsOptions = { ...job.jobOptions, jobId, deduplication: { id: jobId, ttl: retentionMs(job) } };
     const now = this.options.now();
     // BullMQ's delayed score is `timestamp + delay`: both from the authoritative (Redis-corrected) clock,
-    // so the run becomes due at `dueAt` on Redis' time, whatever this process' clock says.
-    if (dueAt > now) Object.assign(opts, { timestamp: now, delay: dueAt - now });
+    // so the run becomes due at `dueAt` on Redis' time, whatever this process' clock says. The data says
+    // it was staged: workers hold such a run until a live leader stands behind it (stagedRunMayStart.lua).
+    if (dueAt > now) {
+      Object.assign(opts, { timestamp: now, delay: dueAt - now });
+      data.dueAt = dueAt;
+    }
     const added = await this.adds.call({ job, data, opts });
     if (added instanceof Error) throw added;
     return added;

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { ScheduledJob } from '../scheduling/define-job.js';
-import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, type RunState, type SkippedTicks } from '../scheduling/plan.js';
+import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, type CatchupPlan, type RunState, type SkippedTicks } from '../scheduling/plan.js';
 import type { Clock } from '../util/clock.js';
 import type { Alarm, DueTimer, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs, type FencedEnqueue } from './fenced-enqueue.js';
@@ -39,6 +39,11 @@ export interface LaneTerm {
   waitLeading(): Promise<boolean>;
   /** What the takeover of a job reads (batched with the other lanes' takeovers). */
   takeOverState(job: string): Promise<TakeOverState>;
+  /**
+   * Records that this term applied its rules to the runs earlier terms staged for the job, so that
+   * workers may start them (batched with the other lanes'). False when fenced.
+   */
+  markReviewed(job: string): Promise<boolean>;
   /** The state of the job's newest run (a claimed run not yet in BullMQ counts as waiting). */
   previousRun(job: ScheduledJob): Promise<RunState>;
   /** A Redis round trip succeeded (feeds the unreachability check). */
@@ -289,8 +294,12 @@ export class JobLane implements Sleeper {
     const taken = await this.term.takeOverState(job.name);
     this.term.reached();
     // Runs staged by earlier terms stay valid (they are recorded `enqueued`): this term neither stages them
-    // again nor loses them, but takes back those a pause or a new schedule no longer wants (below).
-    this.staged = this.stagedBefore(job, taken.recent);
+    // again nor loses them, but takes back those a pause or a new schedule no longer wants (below), and
+    // decides those that came due without a worker starting them as missed ticks.
+    const now0 = this.term.now();
+    const stagedEarlier = this.stagedBefore(job, taken.recent);
+    this.staged = stagedEarlier.filter((run) => run.dueAt > now0);
+    const late = stagedEarlier.filter((run) => run.dueAt <= now0);
     for (const { tick, state } of taken.pending) {
       const takingBack = takeBackInProgress(state);
       if (takingBack) {
@@ -321,10 +330,42 @@ export class JobLane implements Sleeper {
     // again costs a `settled` answer each, and finds the ticks a schedule edited since then put between.
     this.cursor = lastScheduledTick === undefined ? owedSince : lastScheduledTick <= now ? lastScheduledTick : (taken.newestDueTick ?? now);
     const plan = planCatchup(job, this.cursor, now, paused);
+    if (!(await this.takeBackLate(job, late, plan, now, paused))) return false;
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
     for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;
     this.cursor = Math.max(now, this.cursor);
     this.dueCursor = Math.max(this.dueCursor, now);
+    // Only now may workers start what earlier terms staged (they hold such runs until this mark).
+    if (!(await this.writable())) return false;
+    if (!(await this.term.markReviewed(job.name))) {
+      this.term.fenced();
+      return false;
+    }
+    this.term.reached();
+    return true;
+  }
+
+  /**
+   * Takes back the staged runs of earlier terms that came due without a worker starting them (workers
+   * hold those until this term has reviewed the job) and that a pause or the catch-up policy would not run
+   * (see planLateStaged). False when the term cannot write now, or is over.
+   */
+  private async takeBackLate(job: ScheduledJob, late: StagedRun[], plan: CatchupPlan, now: number, paused: boolean): Promise<boolean> {
+    // Only runs added ahead of their tick that no worker has started: a run added at its tick was decided
+    // by a leader alive at the tick, and one that started is past taking back.
+    const waiting: StagedRun[] = [];
+    for (const run of late) if (await this.term.takeBack.waitingStaged(run)) waiting.push(run);
+    for (const { tick, reason } of planLateStaged(job, waiting.map((run) => run.tick), plan, now, paused)) {
+      if (!(await this.writable())) return false;
+      const run = waiting.find((candidate) => candidate.tick === tick)!;
+      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, retentionMs(job));
+      this.term.reached();
+      if (outcome === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      this.log.info({ tick: new Date(tick), reason, outcome }, 'decided a staged run that came due while no worker started it');
+    }
     return true;
   }
 
@@ -447,13 +488,14 @@ export class JobLane implements Sleeper {
     return job.overlap === 'allow' && !job.flow && !job.paused ? this.term.stageAheadMs : 0;
   }
 
-  /** Staged runs recorded by earlier terms whose due time has not come: `enqueued` ticks past the watermark's past. */
+  /**
+   * Runs earlier terms may have staged: the `enqueued` ticks within the staging reach the takeover read,
+   * due or not (a due one may also have been added at its tick: takeBackLate asks BullMQ).
+   */
   private stagedBefore(job: ScheduledJob, recent: TickRecord[]): StagedRun[] {
-    const now = this.term.now();
     const runs: StagedRun[] = [];
     for (const { tick, state } of recent) {
-      const dueAt = tick + jitterMs(job, tick);
-      if (dueAt > now && state.startsWith('enqueued|')) runs.push({ tick, jobId: state.slice('enqueued|'.length), queue: job.queue, dueAt });
+      if (state.startsWith('enqueued|')) runs.push({ tick, jobId: state.slice('enqueued|'.length), queue: job.queue, dueAt: tick + jitterMs(job, tick) });
     }
     return runs;
   }

@@ -54,7 +54,10 @@ export class KeySpace {
     return `${this.base}:skips:${job}`;
   }
 
-  /** Hash: per-job state: last scheduled tick, last job id, counters. */
+  /**
+   * Hash: per-job state: last scheduled tick, last job id, counters, and `reviewedBy` (the term that last
+   * applied its rules to the runs earlier terms staged: see markReviewed.lua).
+   */
   jobState(job: string): string {
     return `${this.base}:job:${job}`;
   }
@@ -85,6 +88,11 @@ export class KeySpace {
   /** Hash: member identity → its latest heartbeat record (JSON), written by the member itself. */
   get members(): string {
     return `${this.base}:members`;
+  }
+
+  /** Hash: member identity → Redis time (ms) of its last heartbeat write. */
+  get memberBeats(): string {
+    return `${this.members}:beats`;
   }
 
   /** Hash: member identity → cordon request (JSON), written by `leasebeat cordon`. */

@@ -61,6 +61,11 @@ export interface ProducerOptions {
    */
   stageAheadMs?: number;
   /**
+   * How often the term stamps the fence as its proof of life while its self-fence is open (see pulse.lua);
+   * default 1 s. Workers hold staged runs of a term whose last stamp is older than its RenewDeadline.
+   */
+  pulseIntervalMs?: number;
+  /**
    * How the producer's writes to BullMQ's keys (adds, take-back pulls) are made durable: confirmed on
    * replicas on the durable topologies (`ReplicaWait` on the control connection), so that the ledger is
    * told `enqueued` or `skipped` only once a failover cannot lose the add or the pull (on Cluster BullMQ's
@@ -77,6 +82,7 @@ const MAX_RESTART_BACKOFF_MS = 10_000;
 /** How often a self-fenced producer looks at the self-fence again. */
 const SELF_FENCE_POLL_MS = 100;
 const DEFAULT_UNREACHABLE_LIMIT_MS = 10_000;
+const DEFAULT_PULSE_INTERVAL_MS = 1_000;
 
 /** The term as the producer and its lanes see it. */
 interface ProducerTerm extends LaneTerm, DeskTerm {
@@ -198,6 +204,7 @@ export class Producer {
     const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => lanes.get(job)?.paused())
       .run()
       .catch((error: unknown) => context.log.error({ err: error }, 'trigger desk failed'));
+    const pulse = this.pulse(context);
     let sweep: Promise<void> = Promise.resolve();
     try {
       // Once every job is taken over, the staged runs of jobs this leader did not load are taken back.
@@ -219,7 +226,26 @@ export class Producer {
       context.stop();
       // Lanes end at their next check of the term; an add already on the wire may still land, which is
       // why the next term finishes every pending claim with the same job id.
-      await Promise.allSettled([desk, sweep, ...[...stopped, ...lanes.values()].map((lane) => lane.settled())]);
+      await Promise.allSettled([desk, pulse, sweep, ...[...stopped, ...lanes.values()].map((lane) => lane.settled())]);
+    }
+  }
+
+  /**
+   * Stamps the fence every `pulseIntervalMs` while the self-fence is open: the term's proof of life, without
+   * which workers hold the runs it staged (stagedRunMayStart.lua). Ends with the term.
+   */
+  private async pulse(context: ProducerTerm): Promise<void> {
+    const intervalMs = this.options.pulseIntervalMs ?? DEFAULT_PULSE_INTERVAL_MS;
+    while (!context.signal.aborted) {
+      if (context.leading()) {
+        try {
+          if (!(await this.options.ledger.pulse(context.token))) return context.fenced();
+          context.reached();
+        } catch (error) {
+          context.log.debug({ err: error }, 'could not stamp the fence; trying again');
+        }
+      }
+      await context.timer.nap(intervalMs).done;
     }
   }
 
@@ -276,11 +302,16 @@ export class Producer {
     };
     const leading = (): boolean => !term$.signal.aborted && this.options.stillLeading();
     const { ledger } = this.options;
+    const stageAheadMs = this.options.stageAheadMs ?? 0;
     const takeOvers = new Coalescer((names: string[]) => {
-      const now = this.now();
       const jobs = this.options.jobs();
-      // Runs of ticks since `now - maxJitter` may still be staged ahead of their due time.
-      return ledger.takeOverStates(names.map((job) => ({ job, stagedSince: now - (jobs.get(job)?.maxJitterMs ?? 0) })), now);
+      // Runs are staged up to the horizon (plus their jitter) ahead of their due time: earlier terms' staged
+      // runs, whether due yet or not, lie within that of the watermark.
+      return ledger.takeOverStates(names.map((job) => ({ job, stagedWithinMs: stageAheadMs + (jobs.get(job)?.maxJitterMs ?? 0) })), this.now());
+    });
+    const reviews = new Coalescer(async (names: string[]) => {
+      const marked = await ledger.markReviewed(token, names);
+      return names.map(() => marked);
     });
     const writes = this.options.writes ?? directWrites(this.options.redis);
     const enqueue = new FencedEnqueue({ ledger, queues: this.options.queues, token, leading, now: () => this.now(), writes });
@@ -292,7 +323,7 @@ export class Producer {
       clock: this.clock,
       timer: new DueTimer(this.clock, term$.signal),
       enqueue,
-      stageAheadMs: this.options.stageAheadMs ?? 0,
+      stageAheadMs,
       takeBack: new RunTakeBack({
         writes,
         redis: this.options.redis,
@@ -312,6 +343,7 @@ export class Producer {
         return pause;
       },
       takeOverState: (job) => takeOvers.call(job),
+      markReviewed: (job) => reviews.call(job),
       previousRun: (job) => this.previousRun(job),
       reached: () => reachability.reached(),
       fenced: () => {

@@ -29,7 +29,7 @@ export async function takeBackRemovedJobs(term: LaneTerm, queueSet: QueueSet, lo
   for (let i = 0; i < removed.length; i += BATCH) {
     const batch = removed.slice(i, i + BATCH);
     const now = term.now();
-    const states = await term.ledger.takeOverStates(batch.map((job) => ({ job, stagedSince: now - STAGED_LOOKBACK_MS })), now);
+    const states = await term.ledger.takeOverStates(batch.map((job) => ({ job, stagedWithinMs: STAGED_LOOKBACK_MS })), now);
     for (const [index, state] of states.entries()) {
       const job = batch[index]!;
       for (const { tick, state: recorded } of state.pending) {

@@ -46,3 +46,9 @@ export const StartCode = { NotOurs: -1, Start: 1, FinishedLost: 2, RefusedComple
 export const FinishCode = { LockLost: 0, Recorded: 1 } as const;
 /** stillHeld.lua. */
 export const HeldCode = { Released: 0, StillHeld: 1 } as const;
+/** stagedRunMayStart.lua. */
+export const MayStartCode = { HandBack: 0, Start: 1 } as const;
+/** markReviewed.lua. */
+export const ReviewCode = { Fenced: -1, Marked: 1 } as const;
+/** pulse.lua. */
+export const PulseCode = { Fenced: -1, Stamped: 1 } as const;

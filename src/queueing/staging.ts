@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
 import type { WritePath } from './durability.js';
+import type { TickJobData } from './job-data.js';
 import type { QueueSet } from './queue-set.js';
 import { PullCode, scriptCode } from './script-codes.js';
 import type { FencingToken, TickLedger, UnstageReason } from './tick-ledger.js';
@@ -52,10 +53,11 @@ export interface RunTakeBackOptions {
 }
 
 /**
- * Takes back staged runs that a run-time pause, a removed job or a new schedule no longer wants. The
- * race with BullMQ's promotion of the delayed job is decided in BullMQ's slot by pullStagedRun.lua: the
- * run is taken back only if it is pulled from the delayed set before it ever started (then no worker can
- * take it); otherwise it runs (or ran) as staged, like a tick that was due before the pause. The mark is
+ * Takes back staged runs that a run-time pause, a removed job, a new schedule or (for a run that came due
+ * with no worker starting it) the catch-up policy no longer wants. The race with the workers is decided in
+ * BullMQ's slot by pullStagedRun.lua: the run is taken back only if it is pulled from where it waits
+ * before its handler ever started (then no worker can take it); otherwise it runs (or ran) as staged, like
+ * a tick that was due before the pause. The mark is
  * recorded under the fence before the pull, and the outcome after it, so a leader that dies in between
  * leaves the next one a record to finish from: a pulled run's hash stays in no list, which tells.
  */
@@ -89,8 +91,19 @@ export class RunTakeBack {
     return outcome;
   }
 
+  /**
+   * Whether `run` was added ahead of its tick (its data says when it is due) and its handler never started:
+   * what a take-back could still pull (see pullStagedRun.lua).
+   */
+  async waitingStaged(run: StagedRun): Promise<boolean> {
+    const queue = this.options.queues.get(run.queue);
+    const [data, attempts, starts] = await this.options.redis.hmget(queue.toKey(run.jobId), 'data', 'atm', 'leasebeatStarts');
+    if (data === null || data === undefined || Number(attempts ?? 0) > 0 || Number(starts ?? 0) > 0) return false;
+    return (JSON.parse(data) as Partial<TickJobData>).dueAt !== undefined;
+  }
+
   private async pull(queue: Queue, jobId: string, keepMs: number): Promise<boolean> {
-    const keys = [queue.keys.delayed!, queue.toKey(jobId)];
+    const keys = [queue.keys.delayed!, queue.toKey(jobId), queue.keys.wait!, queue.keys.prioritized!];
     const reply = await this.options.writes.script<number>(pullStagedRunScript, keys, [jobId, keepMs], (code) => (code === PullCode.Pulled ? `take-back of ${jobId}` : undefined));
     return scriptCode('pullStagedRun', PullCode, reply) === PullCode.Pulled;
   }

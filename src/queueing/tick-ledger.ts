@@ -3,7 +3,7 @@ import { LuaScript } from '../util/lua.js';
 import { describeTicks, directWrites, type WritePath } from './durability.js';
 import { LEADER_STREAM_MAXLEN, type KeySpace } from './keys.js';
 import { isCluster, type RedisClient } from './redis-topology.js';
-import { ClaimCode, ConfirmCode, MarkCode, RaiseCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, TriggerCode } from './script-codes.js';
+import { ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, TriggerCode } from './script-codes.js';
 
 const raiseFenceScript = new LuaScript(new URL('./lua/raiseFence.lua', import.meta.url));
 const claimTicksScript = new LuaScript(new URL('./lua/claimTicks.lua', import.meta.url));
@@ -15,6 +15,9 @@ const markUnstagingScript = new LuaScript(new URL('./lua/markUnstaging.lua', imp
 const settleUnstagingScript = new LuaScript(new URL('./lua/settleUnstaging.lua', import.meta.url));
 const claimTriggerScript = new LuaScript(new URL('./lua/claimTrigger.lua', import.meta.url));
 const confirmTriggerScript = new LuaScript(new URL('./lua/confirmTrigger.lua', import.meta.url));
+const stagedRunMayStartScript = new LuaScript(new URL('./lua/stagedRunMayStart.lua', import.meta.url));
+const markReviewedScript = new LuaScript(new URL('./lua/markReviewed.lua', import.meta.url));
+const pulseScript = new LuaScript(new URL('./lua/pulse.lua', import.meta.url));
 
 /** The fencing token of a leadership term: the lease generation (uid) and its `leaderTransitions`. */
 export interface FencingToken {
@@ -95,7 +98,7 @@ export interface TakeOverState {
    * confirmed, or a staged run whose take-back was not settled (`unstaging|…`).
    */
   pending: TickRecord[];
-  /** Ticks recorded at or after the job's `stagedSince` (see {@link TakeOverRequest}), with their states. */
+  /** Ticks recorded within the job's staging reach (see {@link TakeOverRequest}), with their states. */
   recent: TickRecord[];
   /** The newest tick recorded at or before `now` (a claim, or a skipped range's end). */
   newestDueTick: number | undefined;
@@ -107,14 +110,21 @@ export interface TickRecord {
   state: string;
 }
 
-/** A job to take over, and the oldest tick whose run may still be staged ahead of its due time. */
+/**
+ * A job to take over, and how far runs may be staged ahead of their due time (the staging horizon plus the
+ * job's jitter): the takeover reads the ticks recorded within that of the newest due tick (or of now,
+ * whichever is older), where every run an earlier term staged and that may not have started lies.
+ */
 export interface TakeOverRequest {
   job: string;
-  stagedSince: number;
+  stagedWithinMs: number;
 }
 
-/** Why a staged run was taken back before its due time. */
-export type UnstageReason = 'paused' | 'removed' | 'rescheduled';
+/**
+ * Why a staged run was taken back: before its due time, a pause, a removal or a new schedule; after it
+ * (a run no worker started before a new leader took its job over), a pause or the catch-up policy.
+ */
+export type UnstageReason = 'paused' | 'removed' | 'rescheduled' | 'missed-window' | 'catchup-limit';
 
 /** How a take-back ended ({@link TickLedger.settleUnstaging}): pulled before it started, or it runs (ran) as staged. */
 export type UnstageOutcome = 'runs' | 'taken-back';
@@ -324,7 +334,7 @@ export class TickLedger {
     const rows = await this.writes.script<Array<[string, number, string[], string[], string[], string]>>(
       takeOverScript,
       [k.paused, ...jobs.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job), k.ledgerIndex(job), k.skips(job)])],
-      [now, ...jobs.flatMap(({ job, stagedSince }) => [job, stagedSince])],
+      [now, ...jobs.flatMap(({ job, stagedWithinMs }) => [job, stagedWithinMs])],
       () => `takeover of ${jobs.length === 1 ? jobs[0]!.job : `${jobs.length} jobs`}`,
     );
     return rows.map(([scheduledSince, paused, fields, pending, recent, newestDue]) => ({
@@ -380,6 +390,46 @@ export class TickLedger {
     );
     const code = scriptCode('skipRange', SkipRangeCode, reply);
     return code === SkipRangeCode.Recorded ? 'recorded' : code === SkipRangeCode.Invalid ? 'invalid' : 'fenced';
+  }
+
+  /**
+   * Records that this term applied its rules to the runs earlier terms staged for `jobs` (after taking
+   * them over): workers may start those runs from now on. False when fenced.
+   */
+  async markReviewed(token: FencingToken, jobs: string[]): Promise<boolean> {
+    if (jobs.length === 0) return true;
+    const k = this.keys;
+    const reply = await this.writes.script<number>(
+      markReviewedScript,
+      [k.fence, k.retiredGenerations, ...jobs.map((job) => k.jobState(job))],
+      [token.generation, token.leaderTransitions],
+      (code) => (code === ReviewCode.Marked ? `review of the staged runs of ${jobs.length === 1 ? jobs[0]! : `${jobs.length} jobs`}` : undefined),
+    );
+    return scriptCode('markReviewed', ReviewCode, reply) === ReviewCode.Marked;
+  }
+
+  /**
+   * Stamps the fence with Redis' time as the term's proof of life (see pulse.lua). False when fenced.
+   * Not confirmed on replicas: a stamp a failover loses only makes workers hold staged runs a moment.
+   */
+  async pulse(token: FencingToken): Promise<boolean> {
+    const reply = await pulseScript.run<number>(this.redis, [this.keys.fence, this.keys.retiredGenerations], [token.generation, token.leaderTransitions]);
+    return scriptCode('pulse', PulseCode, reply) === PulseCode.Stamped;
+  }
+
+  /**
+   * Whether a worker may start a run of `job` that `token` staged to be due at `dueAt` (see
+   * stagedRunMayStart.lua); false: hand it back for a moment, a leader has yet to apply its rules to it.
+   * The current term counts as alive when its last stamp is less than `aliveWithinMs` old.
+   */
+  async stagedRunMayStart(token: FencingToken, job: string, dueAt: number, aliveWithinMs: number): Promise<boolean> {
+    const k = this.keys;
+    const reply = await stagedRunMayStartScript.run<number>(
+      this.redis,
+      [k.fence, k.jobState(job), k.paused],
+      [token.generation, token.leaderTransitions, job, dueAt, aliveWithinMs],
+    );
+    return scriptCode('stagedRunMayStart', MayStartCode, reply) === MayStartCode.Start;
   }
 
   /**

@@ -57,6 +57,8 @@ interface ActiveRun {
 
 /** How long a run waits before retrying when its job is at its per-instance concurrency. */
 const CONCURRENCY_BACKOFF_MS = 250;
+/** How long a staged run no live leader stands behind yet waits before it is tried again. */
+const STAGED_HOLD_MS = 1_000;
 /** How long a run whose take the replicas did not confirm waits before it is tried again. */
 const UNCONFIRMED_BACKOFF_MS = 500;
 /** A finish the replicas did not confirm is recorded again after this, doubling up to the maximum. */
@@ -111,6 +113,12 @@ export class WorkerPool {
        */
       records: RunRecords;
       metrics?: WorkerMetrics;
+      /**
+       * For a staged run (added ahead of its tick: its data says when it is due), whether it may start
+       * now. One that may not is handed back for a moment without spending an attempt: no live leader
+       * stands behind it yet to apply a pause or the catch-up policy to it (stagedRunMayStart.lua).
+       */
+      mayStartStaged?: (job: string, run: TickJobData) => Promise<boolean>;
     },
   ) {}
 
@@ -288,6 +296,10 @@ export class WorkerPool {
     this.runningByName.set(job.name, running + 1);
     const key = `${queue}/${job.id}`;
     try {
+      if (!(await this.mayStart(job))) {
+        await job.moveToDelayed(Date.now() + STAGED_HOLD_MS, token);
+        throw new DelayedError();
+      }
       const start = await this.take(job, token);
       if (start === undefined) throw new DelayedError();
       if (start.kind === 'not-ours') {
@@ -342,6 +354,18 @@ export class WorkerPool {
     if (definition.handler) return definition.handler(job as Job<TickJobData>, context);
     // A flow parent without a handler completes with its children's results.
     return job.getChildrenValues();
+  }
+
+  /** False for a staged run that must wait for a leader (see `mayStartStaged`); a failed check waits too. */
+  private async mayStart(job: Job): Promise<boolean> {
+    const data = job.data as Partial<TickJobData>;
+    if (data.dueAt === undefined || data.manual || !this.options.mayStartStaged) return true;
+    try {
+      return await this.options.mayStartStaged(job.name, data as TickJobData);
+    } catch (error) {
+      this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'could not check whether a staged run may start; holding it');
+      return false;
+    }
   }
 
   /**

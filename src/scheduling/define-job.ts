@@ -19,6 +19,11 @@ export interface TickRunData<TData = unknown> {
   /** The definition's `data`. */
   data: TData;
   manual: boolean;
+  /**
+   * When the run is due (epoch ms, Redis time), for a run staged: added ahead of its tick as a delayed
+   * job. Absent for a run added when due.
+   */
+  dueAt?: number;
 }
 
 /** What a handler gets besides the BullMQ job. */

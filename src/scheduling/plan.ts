@@ -269,6 +269,36 @@ export function planCatchup(job: ScheduledJob, lastTick: number | undefined, now
 }
 
 /**
+ * What a leader taking a job over at `now` does with runs an earlier term staged that no worker has started
+ * although they are due (`lateTicks`): they are decided as if they had come due while no leader ran, so
+ * staging changes nothing a pause or the catch-up policy would decide. All are taken back when the job
+ * is paused; otherwise the policy keeps the newest ones within the window, counting the ticks `plan` runs
+ * first (they are newer), and takes back the rest: those outside the window as `missed-window`, those
+ * past the policy's count as `catchup-limit`. Returns the ticks to take back, with why.
+ */
+export function planLateStaged(
+  job: ScheduledJob,
+  lateTicks: number[],
+  plan: CatchupPlan,
+  now: number,
+  paused = job.paused,
+): Array<{ tick: number; reason: 'paused' | 'missed-window' | 'catchup-limit' }> {
+  if (paused) return lateTicks.map((tick) => ({ tick, reason: 'paused' }));
+  const { windowMs, mode, max } = job.catchup;
+  const keep = mode === 'none' ? 0 : mode === 'latest' ? 1 : max;
+  // The window's edge as planCatchup draws it.
+  const windowStart = Math.floor(now) - windowMs - 1;
+  let kept = plan.enqueue.length;
+  const takeBack: Array<{ tick: number; reason: 'missed-window' | 'catchup-limit' }> = [];
+  for (const tick of [...lateTicks].sort((a, b) => b - a)) {
+    if (tick <= windowStart) takeBack.push({ tick, reason: 'missed-window' });
+    else if (kept >= keep) takeBack.push({ tick, reason: 'catchup-limit' });
+    else kept++;
+  }
+  return takeBack.sort((a, b) => a.tick - b.tick);
+}
+
+/**
  * The ticks after `after` that a leader still owes but that are already older than the catch-up window
  * at `now` (ticks it could not record in time, e.g. while Redis was unreachable): one `missed-window`
  * span, or undefined when the oldest owed tick is still inside the window. Uses the same window edge as

@@ -360,16 +360,16 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     assert.equal(await queue.getJobState(staged.id!), 'delayed', 'its retry stands');
   });
 
-  it('a run promoted before its take-back runs as staged, and stays recorded enqueued', { timeout: 30_000 }, async () => {
+  it('a run promoted but not started before its take-back is still taken back: only a start wins the race', { timeout: 30_000 }, async () => {
     jobs.set('late', job({ name: 'late' }));
     const staged = await stagedByEndedTerm('late');
-    // The promotion wins the race: the run is in the wait list by the time the take-back is marked.
+    // The promotion came first: the run waits in the wait list, unstarted, when the take-back is marked.
     await staged.promote();
     await ledger.pause('late');
     assert.equal(await markedByTerm1('late', staged), 'marked');
     lead(2);
-    await waitFor('the take-back to settle', async () => (await state('late', staged.data.tick)) === `enqueued|${staged.id}`);
-    assert.equal(await queue.getJobState(staged.id!), 'waiting', 'the promoted run is left to run');
+    await waitFor('the take-back to settle', async () => (await state('late', staged.data.tick)) === 'skipped|paused');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown', 'pulled from the wait list: no worker can take it');
   });
 
   it('a stale term can neither stage nor take back a run', { timeout: 30_000 }, async () => {

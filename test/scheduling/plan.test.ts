@@ -9,6 +9,7 @@ import {
   nextTick,
   nextTicks,
   planCatchup,
+  planLateStaged,
   planTick,
   previousTick,
   ticksInRange,
@@ -357,5 +358,27 @@ describe('decideOverlap', () => {
       assert.equal(decideOverlap('bufferOne', state, true), 'skip', state);
       assert.equal(decideOverlap('skip', state, true), 'skip', state);
     }
+  });
+});
+
+describe('planLateStaged: runs an earlier term staged that no worker started, decided at a takeover', () => {
+  const now = at('2026-03-01T12:00:30Z');
+  const late = [at('2026-03-01T12:00:10Z'), at('2026-03-01T12:00:20Z')];
+  const none = { enqueue: [], skipped: [] };
+
+  it('takes them all back while the job is paused', () => {
+    const job = scheduledJob({ every: '10s' });
+    assert.deepEqual(planLateStaged(job, late, none, now, true), late.map((tick) => ({ tick, reason: 'paused' })));
+  });
+
+  it("applies the catch-up policy as to any missed tick: none runs none, latest the newest, all up to max within the window", () => {
+    const noneJob = scheduledJob({ every: '10s', catchup: { mode: 'none' } });
+    assert.deepEqual(planLateStaged(noneJob, late, none, now).map((d) => d.reason), ['catchup-limit', 'catchup-limit']);
+    const latest = scheduledJob({ every: '10s', catchup: { mode: 'latest' } });
+    assert.deepEqual(planLateStaged(latest, late, none, now), [{ tick: late[0], reason: 'catchup-limit' }], 'the newest is kept');
+    assert.deepEqual(planLateStaged(latest, late, { enqueue: [now], skipped: [] }, now).map((d) => d.tick), late, 'a newer tick the plan runs counts first');
+    const all = scheduledJob({ every: '10s', catchup: { mode: 'all', window: '15s', max: 10 } });
+    assert.deepEqual(planLateStaged(all, late, none, now), [{ tick: late[0], reason: 'missed-window' }], 'outside the window');
+    assert.deepEqual(planLateStaged(scheduledJob({ every: '10s', catchup: { mode: 'all', max: 10 } }), late, none, now), []);
   });
 });

@@ -37,7 +37,7 @@ describe('the topology tests’ tick audit (auditTicks) on a ledger written by t
     const keys = new KeySpace('leasebeat', lease);
     const ledger = new TickLedger(redis, keys);
     assert.deepEqual(await ledger.raiseFence(token, 'a', T0), { ok: true });
-    await ledger.takeOverStates([{ job, stagedSince: T0 }], T0 + 400);
+    await ledger.takeOverStates([{ job, stagedWithinMs: 0 }], T0 + 400);
     let previousTick: number | undefined;
     for (const tick of OWED) {
       assert.equal((await ledger.claim(token, job, tick, `${job}@${tick}`, { previousTick })).kind, 'claimed');

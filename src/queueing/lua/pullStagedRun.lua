@@ -1,17 +1,20 @@
 --[[
-  Takes a staged run out of BullMQ's reach, if it never started: the point where a take-back wins or
-  loses its race with BullMQ's promotion of the delayed job. A run that started once and now waits in
-  the delayed set for a retry (it has `processedOn`) is not taken: it ran. The job's hash is left, in no
-  list, to expire: while it exists, an add of the same job id still on the wire from an earlier term is
-  a no-op, as BullMQ's deduplication would have made it. All keys are in the queue's slot.
-  KEYS[1] the queue's delayed set  KEYS[2] the job's hash
+  Takes a staged run out of BullMQ's reach, if its handler never started: the point where a take-back
+  wins or loses its race with a worker. A run that ran once and now waits for a retry (an attempt
+  counted, or a start leasebeat counted) is not taken: it ran. A run a worker took and handed back before
+  starting it (stagedRunMayStart.lua) is taken. It may wait in the delayed set, or already in the wait
+  list or the prioritized set once BullMQ promoted it. The job's hash is left, in no list, to expire:
+  while it exists, an add of the same job id still on the wire from an earlier term is a no-op, as
+  BullMQ's deduplication would have made it. All keys are in the queue's slot.
+  KEYS[1] the queue's delayed set  KEYS[2] the job's hash  KEYS[3] the queue's wait list
+  KEYS[4] the queue's prioritized set
   ARGV[1] job id  ARGV[2] how long the hash is kept (ms)
-  Returns 1 when the run was pulled (it will never run), 0 when it was not in the delayed set unstarted.
+  Returns 1 when the run was pulled (it will never run), 0 when it was not waiting unstarted.
 ]]
-if redis.call('HEXISTS', KEYS[2], 'processedOn') == 1 then
+if tonumber(redis.call('HGET', KEYS[2], 'atm') or '0') > 0 or tonumber(redis.call('HGET', KEYS[2], 'leasebeatStarts') or '0') > 0 then
   return 0
 end
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 and redis.call('LREM', KEYS[3], 1, ARGV[1]) == 0 and redis.call('ZREM', KEYS[4], ARGV[1]) == 0 then
   return 0
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])

@@ -1,0 +1,36 @@
+--[[
+  Whether a worker may start a staged run (a tick added to BullMQ as a delayed job ahead of its due time)
+  now, or must hand it back for a moment: the rules that stop a tick (a run-time pause, the catch-up
+  policy of a leader that takes the job over after its due time) were applied to it by a leader only if
+  one was alive to. It may start when
+    - its job is not paused since before its due time (a pause set after the tick lets it run, as it lets
+      a run added at its tick), and
+    - the current term is alive: its producer stamped the fence recently (pulse.lua), and
+    - that term staged it (its lane takes a staged run back when the job is paused or rescheduled), or
+      took the job over after the term that did and then applied its rules (a pause, the catch-up
+      policy) to the runs earlier terms staged (markReviewed.lua).
+  So a staged run whose leader died before its due time waits for the next leader's decision.
+  KEYS[1] fence  KEYS[2] the job's state  KEYS[3] paused jobs
+  ARGV[1] the staging term's generation  ARGV[2] its transitions  ARGV[3] the job's name
+  ARGV[4] the run's due time (ms)  ARGV[5] how recent (ms) the term's stamp must be for it to count as
+  alive (its RenewDeadline: a leader that has not renewed for that long has stopped producing)
+  Returns 1 to start, 0 to hand it back.
+]]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local pause = redis.call('HGET', KEYS[3], ARGV[3])
+if pause and tonumber(cjson.decode(pause).at or 0) <= tonumber(ARGV[4]) then
+  return 0
+end
+local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions', 'aliveAt')
+local aliveAt = tonumber(fence[3] or '')
+if not fence[1] or not aliveAt or now - aliveAt >= tonumber(ARGV[5]) then
+  return 0
+end
+if fence[1] == ARGV[1] and tonumber(fence[2]) == tonumber(ARGV[2]) then
+  return 1
+end
+if redis.call('HGET', KEYS[2], 'reviewedBy') == fence[1] .. '|' .. fence[2] then
+  return 1
+end
+return 0

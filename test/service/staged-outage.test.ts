@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { KeySpace } from '../../src/queueing/keys.js';
+import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { waitFor } from '../support/ledger-audit.js';
+import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+
+const JOBS = new URL('../fixtures/jobs-staged-outage/', import.meta.url).pathname;
+
+describe('runs staged by a leader that died before they were due (issue 19)', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  const instances: Instance[] = [];
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    for (const instance of instances) instance.child.kill('SIGKILL');
+    redis.disconnect();
+    await server.close();
+  });
+
+  it('with every instance down across the tick, the next leader applies the pause and the catch-up policy before any worker starts them', { timeout: 90_000 }, async () => {
+    const env = { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_STAGE_AHEAD: '3s', ...FAST_ELECTION };
+    const ledger = new TickLedger(redis, new KeySpace());
+    const first = startInstance('first', env);
+    instances.push(first);
+    // Both jobs have a run staged that is due at least 1.5 s from now: then the only instance dies.
+    const staged = await waitFor('a run of each job staged well ahead of its tick', async () => {
+      const ticks = await Promise.all(['kept-paused', 'no-catchup'].map(async (job) => (await ledger.jobState(job)).lastScheduledTick ?? 0));
+      return ticks.every((tick) => tick > Date.now() + 1_500) && ticks;
+    }, 30_000);
+    first.child.kill('SIGKILL');
+    await ledger.pause('kept-paused', 'paused while every instance is down');
+    const [pausedTick, noCatchupTick] = staged as [number, number];
+    // Both ticks come due with no instance alive, and the dead leader's last stamp grows old.
+    await waitFor('both ticks to be long past', () => Date.now() > Math.max(pausedTick, noCatchupTick) + 2_500, 15_000);
+    const next = startInstance('next', env);
+    instances.push(next);
+    await waitFor('the next leader to decide both staged runs', async () =>
+      (await ledger.tickState('kept-paused', pausedTick))?.startsWith('skipped|') && (await ledger.tickState('no-catchup', noCatchupTick))?.startsWith('skipped|'),
+    30_000);
+    assert.equal(await ledger.tickState('kept-paused', pausedTick), 'skipped|paused');
+    assert.match((await ledger.tickState('no-catchup', noCatchupTick)) ?? '', /^skipped\|(catchup-limit|missed-window)$/);
+    // The next tick of the job with no catch-up runs as usual: the hold ends with the review.
+    await waitFor('a later run of no-catchup', async () =>
+      (await redis.lrange('test:staged-outage', 0, -1)).some((run) => run.startsWith('no-catchup@') && Number(run.split('@')[1]) > noCatchupTick),
+    30_000);
+    const runs = await redis.lrange('test:staged-outage', 0, -1);
+    assert.ok(!runs.includes(`kept-paused@${pausedTick}`), 'the paused job did not run its staged tick');
+    assert.ok(!runs.includes(`no-catchup@${noCatchupTick}`), 'the tick that came due while no instance ran did not run');
+  });
+});
