@@ -631,6 +631,15 @@ function holderOf(lease: { record?: { holderIdentity: string }; missing?: true; 
   return lease.record?.holderIdentity;
 }
 
+/** One job of `leasebeat status` as a line of text: a pause with its note, the next and last ticks, the counts. */
+export function formatJobLine(row: AdminJobStatus): string {
+  const paused = row.paused ? ` [paused${row.pauseNote ? `: ${row.pauseNote}` : ''}]` : '';
+  return (
+    `${row.name}${paused}  next ${row.next ?? '-'}  last ${row.lastTick ?? '-'} ${row.lastJobId ?? ''}  ` +
+    `enqueued ${row.enqueued} skipped ${JSON.stringify(row.skipped)} fenced ${row.fenced}`
+  );
+}
+
 /** `leasebeat runs` as text, one line per entry, newest first (or one line saying there is none). */
 export function formatRuns(job: string, runs: readonly RecentRun[]): string[] {
   if (runs.length === 0) return [`${job}: nothing recorded yet (no tick, skipped range or manual run)`];

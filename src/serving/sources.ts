@@ -60,6 +60,8 @@ export interface JobStatus {
   schedule: string;
   timezone: string;
   paused: boolean;
+  /** Why it was paused at run time (`leasebeat pause --note`); null without one. Optional for older sources. */
+  pauseNote?: string | null;
   nextRuns: string[];
   lastTick: string | null;
   lastJobId: string | null;

@@ -233,7 +233,8 @@ const SCRIPT = `
       h('td', { class: 'num', title: skipped.map(([reason, n]) => reason + ': ' + n).join(', ') }, total(job.skipped),
         skipped.length ? h('span', { class: 'sub' }, skipped.map(([reason, n]) => reason + ' ' + n).join(', ')) : null),
       h('td', { class: 'num' + (job.fenced ? ' warn' : '') }, job.fenced),
-      h('td', {}, job.paused ? h('span', { class: 'badge warn' }, 'paused') : h('span', { class: 'badge ok' }, 'active')));
+      h('td', {}, job.paused ? h('span', { class: 'badge warn' }, 'paused') : h('span', { class: 'badge ok' }, 'active'),
+        job.paused && job.pauseNote ? h('span', { class: 'sub pause-note' }, job.pauseNote) : null));
   }
 
   // ---- Recent ticks: a strip per job and its enqueue lag ----

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { formatJobLine } from '../../src/admin/admin.js';
 import { AdminError, createAdmin, createScheduler, KubernetesLeaseLock, type Admin, type Scheduler } from '../../src/index.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
@@ -86,6 +87,7 @@ describe('createAdmin on a running instance', () => {
     const paused = (await admin.status()).jobs.find((entry) => entry.name === 'fan-in');
     assert.equal(paused?.paused, true);
     assert.equal(paused?.pauseNote, 'maintenance');
+    assert.match(formatJobLine(paused), /^fan-in \[paused: maintenance\] {2}next /, 'leasebeat status says why, not only --json');
     assert.equal(await admin.resume('fan-in'), true);
     assert.equal(await admin.resume('fan-in'), false);
   });

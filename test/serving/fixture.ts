@@ -53,6 +53,7 @@ export function sampleSnapshot(): StatusSnapshot {
         schedule: '*/5 * * * *',
         timezone: 'UTC',
         paused: true,
+        pauseNote: 'db migration <b>until</b> 14:00',
         nextRuns: [],
         lastTick: null,
         lastJobId: null,

@@ -62,7 +62,7 @@ describe('status page and Bull Board in a real browser', () => {
 
     const hostile = page.locator('tr.job').nth(1);
     assert.match(await hostile.innerText(), /<img src=x onerror=alert\(1\)>/);
-    assert.match(await hostile.innerText(), /paused/);
+    assert.match(await hostile.locator('td').nth(9).innerText(), /^paused\s+db migration <b>until<\/b> 14:00$/, "the pause's note, as text");
     assert.equal(await page.locator('img').count(), 0);
     assert.match(await page.locator('main').innerText(), /jobs\/broken\.ts\s+schedule: invalid cron expression "61 \* \* \* \*"/);
     assert.match(await page.title(), /^leasebeat · pod-a_4f1c$/);
