@@ -23,6 +23,7 @@ import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { JITTER_FACTOR } from '../../src/election/config.js';
+import { args, dockerignorePatterns, execForm, ignored, parseDockerfile } from './dockerfile.js';
 import { parseDuration } from '../../src/scheduling/duration.js';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -694,57 +695,6 @@ describe('docker-compose.yml', () => {
 // ---------------------------------------------------------------------------------------------------------
 // Dockerfile
 
-interface Instruction {
-  keyword: string;
-  args: string;
-}
-interface Stage {
-  image: string;
-  name: string | undefined;
-  instructions: Instruction[];
-}
-
-/** Splits a Dockerfile into stages of instructions, joining `\` continuations and dropping comments. */
-function parseDockerfile(text: string): Stage[] {
-  const logical = text
-    .split('\n')
-    .filter((line) => !/^\s*#/.test(line))
-    .join('\n')
-    .replace(/\\\n/g, ' ')
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '');
-  const stages: Stage[] = [];
-  for (const line of logical) {
-    const [, keyword = '', args = ''] = /^(\S+)\s*(.*)$/.exec(line) ?? [];
-    const instruction = { keyword: keyword.toUpperCase(), args };
-    if (instruction.keyword === 'FROM') {
-      const [image = '', as, name] = args.split(/\s+/);
-      stages.push({ image, name: as?.toUpperCase() === 'AS' ? name : undefined, instructions: [] });
-    } else {
-      assert.ok(stages.length > 0, `${keyword} before FROM`);
-      stages[stages.length - 1]?.instructions.push(instruction);
-    }
-  }
-  return stages;
-}
-
-/** The JSON array of an exec-form instruction; Docker silently runs invalid JSON through a shell instead. */
-function execForm(args: string): string[] {
-  const parsed: unknown = JSON.parse(args);
-  assert.ok(Array.isArray(parsed) && parsed.every((a): a is string => typeof a === 'string'), `not exec form: ${args}`);
-  return parsed;
-}
-
-/** True when a `.dockerignore` pattern (without `**` or negation) excludes `path` or one of its parents. */
-function ignored(patterns: string[], path: string): boolean {
-  const segments = path.replace(/^\.\//, '').split('/');
-  return patterns.some((pattern) => {
-    const regex = new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*')}$`);
-    return segments.some((_, i) => regex.test(segments.slice(0, i + 1).join('/')));
-  });
-}
-
 /** The modules a job file imports at run time (type-only imports are erased by tsx, so they are skipped). */
 function runtimeImports(source: string): string[] {
   const statics = [...source.matchAll(/^\s*(?:import|export)\s+(type\s+)?(?:[^;'"]*?\sfrom\s+)?['"]([^'"]+)['"]/gm)]
@@ -761,14 +711,9 @@ function packageName(specifier: string): string {
 }
 
 const stages = parseDockerfile(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8'));
-const dockerignore = readFileSync(join(repoRoot, '.dockerignore'), 'utf8')
-  .split('\n')
-  .map((line) => line.trim())
-  .filter((line) => line !== '' && !line.startsWith('#'));
+const dockerignore = dockerignorePatterns(repoRoot);
 const finalStage = stages[stages.length - 1];
 assert.ok(finalStage, 'the Dockerfile has no stage');
-const args = (stage: Stage, keyword: string): string[] =>
-  stage.instructions.filter((i) => i.keyword === keyword).map((i) => i.args);
 
 describe('Dockerfile', () => {
   it('builds in several stages, all on node:20-slim', () => {
