@@ -5,8 +5,10 @@ import type { SkippedRange } from '../queueing/tick-ledger.js';
 
 /**
  * What became of one nominal tick (or of a recorded range of skipped ticks):
- * - `ran`: enqueued within `lateAfterMs` of its nominal time and completed;
- * - `late`: enqueued later than that (whatever the run did after, unless it failed);
+ * - `ran`: delivered within `lateAfterMs` of its nominal time and completed;
+ * - `late`: delivered later than that (whatever the run did after, unless it failed): added to BullMQ that
+ *   late, or, for a run added ahead of its tick (staged, which BullMQ promotes at the tick) or a manual
+ *   run, started that late;
  * - `failed`: the run failed for good (BullMQ's failed set);
  * - `skipped`: recorded as skipped, with the reason;
  * - `running`, `queued`: in BullMQ, not finished yet;
@@ -27,9 +29,9 @@ export interface TickRecord {
   jobId?: string;
   /** A run of `leasebeat trigger`; its `tick` is when it was added to BullMQ. */
   manual?: true;
-  /** Enqueue time minus the nominal tick: the `leasebeat_schedule_lag_seconds` of this tick. */
+  /** Enqueue lag: added to BullMQ minus the nominal tick, negative for a run staged ahead of its tick. */
   lagMs?: number;
-  /** Start of the (last) run minus the nominal tick. */
+  /** Start lag: the (last) start of the run (BullMQ's processedOn) minus the nominal tick; for a manual run, minus its add. */
   startLagMs?: number;
   durationMs?: number;
 }
@@ -100,7 +102,7 @@ export interface HistoryReaderOptions {
   noHistoryNote?: string;
   /** Cells per job strip. Default 40. */
   ticksPerJob?: number;
-  /** An enqueue lag above this makes a tick `late`. Default 1000 ms. */
+  /** A lag above this makes a tick `late` (see `TickFate`). Default 1000 ms. */
   lateAfterMs?: number;
   /** Terms kept for the timeline. Default 30. */
   terms?: number;
@@ -227,6 +229,14 @@ const toNumber = (value: string | null | undefined): number | undefined => {
   const number = Number(value);
   return Number.isFinite(number) ? number : undefined;
 };
+
+/**
+ * How late leasebeat delivered a run: its enqueue lag, or, for a run in BullMQ before its tick (staged
+ * ahead, which BullMQ promotes at the tick, or a manual run), its start lag, since its add cannot be late.
+ */
+function lateness(record: TickRecord): number {
+  return (record.lagMs !== undefined && record.lagMs > 0 ? record.lagMs : record.startLagMs) ?? 0;
+}
 
 /**
  * Reads the status page's history from what Redis already holds: the tick ledger (`…:ledger-index:<job>`
@@ -359,7 +369,7 @@ export class HistoryReader {
       if (failed !== null && failed !== undefined) {
         record.fate = 'failed';
         if (fields[3]) record.reason = fields[3].slice(0, MAX_REASON_LENGTH);
-      } else if ((record.lagMs ?? 0) > lateAfterMs) record.fate = 'late';
+      } else if (lateness(record) > lateAfterMs) record.fate = 'late';
       else if (completed !== null && completed !== undefined) record.fate = 'ran';
       else record.fate = processedOn !== undefined ? 'running' : 'queued';
     });

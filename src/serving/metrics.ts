@@ -22,7 +22,11 @@ export interface ProducerMetricsHooks {
  * `workerMetrics` can be handed to it as is.
  */
 export interface WorkerMetricsHooks {
-  started(job: string, kind: RunStartKind): void;
+  /**
+   * A handler started; `run` is the run's tick (a manual run's: its request) and when BullMQ moved it to
+   * active (`processedOn`), both epoch ms, for `leasebeat_run_start_lag_seconds`.
+   */
+  started(job: string, kind: RunStartKind, run?: { tick: number; startedAt: number }): void;
   notRunAgain(job: string, reason: NotRunAgainReason): void;
   finishUnrecorded(job: string): void;
 }
@@ -34,7 +38,7 @@ export const RUN_START_KINDS: RunStartKind[] = ['first', 'retry', 'operator-retr
 export type NotRunAgainReason = 'finish-lost' | 'completed-retry-refused';
 export const NOT_RUN_AGAIN_REASONS: NotRunAgainReason[] = ['finish-lost', 'completed-retry-refused'];
 
-/** Buckets of `leasebeat_schedule_lag_seconds`: 1 ms to 60 s. */
+/** Buckets of `leasebeat_schedule_lag_seconds` and `leasebeat_run_start_lag_seconds`: 1 ms to 60 s. */
 export const SCHEDULE_LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 /** The instruments leasebeat exports, besides Node's default process metrics. */
@@ -47,6 +51,7 @@ export interface LeasebeatInstruments {
   ticksSkipped: Counter<'job' | 'reason'>;
   enqueueFenced: Counter;
   scheduleLag: Histogram;
+  runStartLag: Histogram;
   queueMetricsErrors: Counter<'queue'>;
   members: Gauge<'condition'>;
   disruptionState: Gauge;
@@ -146,7 +151,13 @@ export function createMetrics(): LeasebeatMetrics {
     }),
     scheduleLag: new Histogram({
       name: 'leasebeat_schedule_lag_seconds',
-      help: 'Enqueue time minus the nominal tick time',
+      help: 'Enqueue time minus the nominal tick time; 0 for a run added ahead of its tick (staged): its lateness is leasebeat_run_start_lag_seconds',
+      buckets: SCHEDULE_LAG_BUCKETS,
+      registers,
+    }),
+    runStartLag: new Histogram({
+      name: 'leasebeat_run_start_lag_seconds',
+      help: "Run start (BullMQ's processedOn) minus its nominal tick (a manual run: minus its request), at each run's first start, observed by the instance that starts it",
       buckets: SCHEDULE_LAG_BUCKETS,
       registers,
     }),
@@ -220,7 +231,8 @@ export function createMetrics(): LeasebeatMetrics {
   const producerMetrics: ProducerMetricsHooks = {
     enqueued: (job, lagSeconds) => {
       instruments.ticksEnqueued.inc({ job });
-      // An early enqueue (clock skew between instances) is no lag at all.
+      // An early enqueue (a run staged ahead of its tick, or clock skew) is no lag at all: a staged run's
+      // lateness is its start's, which the workers observe.
       if (Number.isFinite(lagSeconds)) instruments.scheduleLag.observe(Math.max(0, lagSeconds));
     },
     skipped: (job, reason, count) => {
@@ -243,7 +255,12 @@ export function createMetrics(): LeasebeatMetrics {
   };
 
   const workerMetrics: WorkerMetricsHooks = {
-    started: (job, kind) => instruments.runStarts.inc({ job, kind }),
+    started: (job, kind, run) => {
+      instruments.runStarts.inc({ job, kind });
+      // The first start only: a retry starts when its backoff says, which is no lateness. An early start
+      // (a worker's clock ahead of the tick) stays negative, so that it shows in the sum.
+      if (kind === 'first' && run && Number.isFinite(run.startedAt - run.tick)) instruments.runStartLag.observe((run.startedAt - run.tick) / 1000);
+    },
     notRunAgain: (job, reason) => instruments.runsNotRunAgain.inc({ job, reason }),
     finishUnrecorded: (job) => instruments.finishUnrecorded.inc({ job }),
   };

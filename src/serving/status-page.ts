@@ -245,7 +245,7 @@ const SCRIPT = `
       return t.count + ' ticks skipped, ' + iso(t.tick) + ' to ' + iso(t.to) + (t.reason ? ' (' + t.reason + ')' : '');
     }
     const parts = [iso(t.tick) + (t.manual ? ' · manual run (leasebeat trigger)' : ''), FATE_TEXT[t.fate] + (t.fate === 'skipped' && t.reason ? ' (' + t.reason + ')' : '')];
-    if (typeof t.lagMs === 'number') parts.push('lag ' + signed(t.lagMs));
+    if (typeof t.lagMs === 'number') parts.push('enqueued ' + signed(t.lagMs) + (t.lagMs < 0 ? ' (staged ahead)' : ''));
     if (typeof t.startLagMs === 'number') parts.push('started ' + signed(t.startLagMs));
     if (typeof t.durationMs === 'number') parts.push('took ' + age(t.durationMs));
     if (t.fate === 'failed' && t.reason) parts.push(t.reason);
@@ -256,31 +256,37 @@ const SCRIPT = `
     const range = t.count !== undefined && t.count > 1;
     const attributes = { class: 'tick ' + t.fate + (range ? ' range' : '') + (t.manual ? ' manual' : ''), title: tickTitle(t), 'data-fate': t.fate, 'data-tick': String(t.tick) };
     if (typeof t.lagMs === 'number') attributes['data-lag'] = String(t.lagMs);
+    if (typeof t.startLagMs === 'number') attributes['data-start-lag'] = String(t.startLagMs);
     if (t.jobId && t.fate !== 'pending' && t.fate !== 'gone') return h('a', Object.assign(attributes, { href: jobLink(queue, t.jobId), 'aria-label': attributes.title }));
     return h('span', Object.assign(attributes, { role: 'img', 'aria-label': attributes.title }));
   }
+  // The lag users feel: when each run started minus its tick. Not the enqueue lag: a run staged ahead is
+  // added before its tick (a negative lag), so its add says nothing of when it ran.
   function lagChart(ticks, lateAfterMs) {
-    const points = ticks.filter((t) => typeof t.lagMs === 'number');
+    const points = ticks.filter((t) => typeof t.startLagMs === 'number');
     const width = 220, height = 44, top = 4, bottom = 4;
-    if (points.length === 0) return h('span', { class: 'empty' }, 'no runs yet');
-    const max = Math.max(1, ...points.map((t) => t.lagMs), Math.min(lateAfterMs, Math.max(...points.map((t) => t.lagMs)) * 2));
+    if (points.length === 0) return h('span', { class: 'empty' }, 'no run started yet');
+    const lags = points.map((t) => t.startLagMs);
+    const sorted = lags.slice().sort((a, b) => a - b);
+    const low = Math.min(0, sorted[0]);
+    const high = Math.max(1, sorted[sorted.length - 1], Math.min(lateAfterMs, sorted[sorted.length - 1] * 2));
     const first = ticks[0].tick, last = ticks[ticks.length - 1].tick;
     const x = (tick) => (last === first ? width / 2 : ((tick - first) / (last - first)) * width);
-    const y = (lag) => top + (1 - Math.max(0, lag) / max) * (height - top - bottom);
+    const y = (lag) => top + (1 - (lag - low) / (high - low)) * (height - top - bottom);
+    const text = (ms) => (ms < 0 ? signed(ms) : age(ms));
     const svg = s('svg', { class: 'lag', viewBox: '0 0 ' + width + ' ' + height, role: 'img' });
-    const sorted = points.map((t) => t.lagMs).sort((a, b) => a - b);
-    const median = sorted[Math.floor(sorted.length / 2)];
-    const label = 'enqueue lag of the last ' + points.length + ' runs: median ' + age(Math.max(0, median)) + ', max ' + age(Math.max(0, sorted[sorted.length - 1]));
+    const label = 'start lag (run start − tick) of the last ' + points.length + ' runs: median ' + text(sorted[Math.floor(sorted.length / 2)]) +
+      ', max ' + text(sorted[sorted.length - 1]);
     svg.setAttribute('aria-label', label);
     svg.append(s('title', {}, label));
     svg.append(s('line', { class: 'grid', x1: 0, x2: width, y1: y(0), y2: y(0) }));
-    if (lateAfterMs <= max) svg.append(s('line', { class: 'limit', x1: 0, x2: width, y1: y(lateAfterMs), y2: y(lateAfterMs) }));
-    svg.append(s('polyline', { class: 'line', points: points.map((t) => x(t.tick).toFixed(1) + ',' + y(t.lagMs).toFixed(1)).join(' ') }));
+    if (lateAfterMs <= high) svg.append(s('line', { class: 'limit', x1: 0, x2: width, y1: y(lateAfterMs), y2: y(lateAfterMs) }));
+    svg.append(s('polyline', { class: 'line', points: points.map((t) => x(t.tick).toFixed(1) + ',' + y(t.startLagMs).toFixed(1)).join(' ') }));
     for (const t of points) {
-      svg.append(s('circle', { class: 'dot ' + t.fate, cx: x(t.tick).toFixed(1), cy: y(t.lagMs).toFixed(1), r: 2 }, s('title', {}, tickTitle(t))));
+      svg.append(s('circle', { class: 'dot ' + t.fate, cx: x(t.tick).toFixed(1), cy: y(t.startLagMs).toFixed(1), r: 2 }, s('title', {}, tickTitle(t))));
     }
-    svg.append(s('text', { x: width + 4, y: top + 6 }, age(max)));
-    svg.append(s('text', { x: width + 4, y: height - bottom + 2 }, '0'));
+    svg.append(s('text', { x: width + 4, y: top + 6 }, text(high)));
+    svg.append(s('text', { x: width + 4, y: height - bottom + 2 }, low < 0 ? text(low) : '0'));
     return svg;
   }
   function fateCounts(ticks) {
@@ -299,10 +305,16 @@ const SCRIPT = `
         : h('span', { class: 'empty' }, 'no ticks recorded yet')),
       h('td', { class: 'mid' }, lagChart(job.ticks, history.lateAfterMs))));
     const legend = h('div', { class: 'legend' }, ['ran', 'late', 'failed', 'skipped', 'running', 'queued', 'pending', 'gone'].map((fate) =>
-      h('span', {}, h('span', { class: 'tick ' + fate }), fate === 'late' ? 'late (lag > ' + age(history.lateAfterMs) + ')' : fate)),
+      h('span', {}, h('span', { class: 'tick ' + fate }), fate === 'late' ? 'late (> ' + age(history.lateAfterMs) + ')' : fate)),
       h('span', {}, h('span', { class: 'tick ran manual' }), 'manual run (leasebeat trigger)'));
-    return h('section', { id: 'ticks' }, h('h2', {}, 'Recent ticks', h('span', { class: 'hint' }, 'oldest left · hover for the lag · click to open the run in Bull Board')),
-      table(['Job', 'Ticks', 'Enqueue lag'], rows, 'No jobs loaded.'), legend);
+    const limit = age(history.lateAfterMs);
+    const meaning = h('p', { class: 'note', id: 'lag-meaning' },
+      'Start lag (the chart; metric leasebeat_run_start_lag_seconds): when a run started (BullMQ: processedOn) minus its tick. ' +
+      'Enqueue lag (on hover; leasebeat_schedule_lag_seconds): when it was added to BullMQ minus its tick, negative for a run staged ahead of its tick, ' +
+      'which BullMQ promotes at the tick. Late: added more than ' + limit + ' after its tick, or, added ahead of it, started more than ' + limit + ' after it. ' +
+      'A manual run is placed at its add.');
+    return h('section', { id: 'ticks' }, h('h2', {}, 'Recent ticks', h('span', { class: 'hint' }, 'oldest left · hover for the lags · click to open the run in Bull Board')),
+      table(['Job', 'Ticks', 'Start lag'], rows, 'No jobs loaded.'), legend, meaning);
   }
 
   // ---- Leadership terms ----

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import { pino } from 'pino';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
@@ -12,6 +11,7 @@ import { HistoryReader } from '../../src/serving/history.js';
 import type { InstanceSource, JobStatus, ReadinessCheck, StatusSnapshot } from '../../src/serving/sources.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { scheduledJob, tickJobData } from '../support/scheduled-job.js';
+import { until } from '../support/until.js';
 
 export const IDENTITY = 'pod-a_4f1c';
 export const LEADER = 'pod-b_91e0';
@@ -151,6 +151,8 @@ export interface SeededHistory {
   holders: [string, string, string];
   /** The job id of the one manual run, of `invoice-sync`. */
   manualJobId: string;
+  /** The ticks of `staged-sync`: one staged and started late, one staged and started on time. */
+  staged: { late: number; onTime: number };
   close(): Promise<void>;
 }
 
@@ -163,6 +165,7 @@ const MINUTE = 60_000;
  *   that fails, one tick skipped for overlap, a range of 5 ticks missed while nobody led, and the newest
  *   tick claimed but not yet in BullMQ;
  * - `invoice-sync` (queue `billing`), every 5 minutes, all on time, and one manual run (`leasebeat trigger`) now;
+ * - `staged-sync` (queue `ops`): two runs staged ahead of their ticks, one started 10 s late, one on time;
  * - leadership: pod-a leads and releases, pod-b leads and dies (its lease expires), pod-c leads now.
  */
 export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
@@ -184,7 +187,8 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
     const jobId = tickJobId(job, tick);
     const outcome = await ledger.claim(token, job, tick, jobId, previous === undefined ? {} : { previousTick: previous });
     assert.equal(outcome.kind, 'claimed', `claim of ${jobId}`);
-    await queue.add(job, tickJobData(data, tick), { jobId, timestamp: tick + lagMs });
+    // A run added ahead of its tick (negative lag) waits in BullMQ's delayed set until the tick: staged.
+    await queue.add(job, tickJobData(data, tick), { jobId, timestamp: tick + lagMs, ...(lagMs < 0 ? { delay: -lagMs } : {}) });
     await ledger.confirm(token, job, tick, jobId, tick + lagMs);
     previous = tick;
   };
@@ -221,12 +225,11 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
     await run('invoice-sync', queues.billing, tick, 6 + i * 3);
     sync.ran = tick;
   }
-  // A run of `leasebeat trigger`, recorded as the leader's trigger desk records one.
-  const manualId = manualJobId('invoice-sync', 'request-1');
-  const request = { job: 'invoice-sync', id: 'request-1', deadline: now + 60_000 };
-  assert.equal((await ledger.claimTrigger(token, request, manualId, '')).kind, 'claimed');
-  await queues.billing.add('invoice-sync', { ...tickJobData({}, now), manual: true }, { jobId: manualId });
-  assert.equal(await ledger.confirmTrigger(token, 'invoice-sync', 'request-1', manualId, JSON.stringify({ jobId: manualId, queue: 'billing', flow: false })), 'enqueued');
+  // `staged-sync` (queue `ops`): a run staged 2 s ahead of its tick, which no worker started until 10 s
+  // after it (late by its start); a second one comes below, staged and started on time.
+  previous = undefined;
+  const staged = { late: now - 10_000, onTime: 0 };
+  await run('staged-sync', queues.ops, staged.late, -2_000);
 
   const workerConnection = redis.client();
   const pool = testWorkerPool({ connection: workerConnection, prefix: 'leasebeat-test', logger: pino({ level: 'silent' }) });
@@ -236,16 +239,23 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
       return 'ok';
     } })],
     ['invoice-sync', scheduledJob({ name: 'invoice-sync', queue: 'billing', handler: () => 'ok' })],
+    ['staged-sync', scheduledJob({ name: 'staged-sync', queue: 'ops', handler: () => 'ok' })],
   ]));
-  const finished = async (): Promise<boolean> => {
-    const [ops, billing] = await Promise.all([queues.ops.getJobCounts('completed', 'failed'), queues.billing.getJobCounts('completed')]);
-    return ops.completed! + ops.failed! === 23 && billing.completed === 7;
+  const settled = (ops: number, billing: number) => async (): Promise<boolean> => {
+    const [opsCounts, billingCounts] = await Promise.all([queues.ops.getJobCounts('completed', 'failed'), queues.billing.getJobCounts('completed')]);
+    return opsCounts.completed! + opsCounts.failed! === ops && billingCounts.completed === billing;
   };
-  const deadline = Date.now() + 20_000;
-  while (!(await finished())) {
-    assert.ok(Date.now() < deadline, 'the seeded runs did not finish within 20 s');
-    await sleep(25);
-  }
+  await until('the seeded runs to finish', settled(24, 6));
+  // With the workers idle, so that they start these at once: the trigger of a run, recorded as the
+  // leader's trigger desk records one, and a run staged ahead of its tick, which BullMQ promotes at the tick.
+  const manualId = manualJobId('invoice-sync', 'request-1');
+  const request = { job: 'invoice-sync', id: 'request-1', deadline: Date.now() + 60_000 };
+  assert.equal((await ledger.claimTrigger(token, request, manualId, '')).kind, 'claimed');
+  await queues.billing.add('invoice-sync', { ...tickJobData({}, Date.now()), manual: true }, { jobId: manualId });
+  assert.equal(await ledger.confirmTrigger(token, 'invoice-sync', 'request-1', manualId, JSON.stringify({ jobId: manualId, queue: 'billing', flow: false })), 'enqueued');
+  staged.onTime = Date.now() + 300;
+  await run('staged-sync', queues.ops, staged.onTime, -300);
+  await until('the manual run and the staged one to finish', settled(25, 7));
   await pool.close(1000);
   workerConnection.disconnect();
 
@@ -267,7 +277,7 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
   const reader = new HistoryReader({
     redis: connection,
     keys,
-    jobs: () => [{ name: 'heartbeat', queue: queues.ops }, { name: 'invoice-sync', queue: queues.billing }],
+    jobs: () => [{ name: 'heartbeat', queue: queues.ops }, { name: 'invoice-sync', queue: queues.billing }, { name: 'staged-sync', queue: queues.ops }],
     leaseHistoryKey: lock.historyKey,
   });
   const status = (name: string, queue: string, schedule: string, lastTick: number, enqueued: number, skipped: Record<string, number>): JobStatus => ({
@@ -280,10 +290,12 @@ export async function seedHistory(redis: TestRedis): Promise<SeededHistory> {
     jobs: [
       status('heartbeat', 'ops', '* * * * *', heartbeat.pending, 23, { overlap: 1, 'missed-window': 5 }),
       status('invoice-sync', 'billing', '*/5 * * * *', sync.ran, 6, {}),
+      status('staged-sync', 'ops', 'every 10s', staged.onTime, 2, {}),
     ],
     ticks: { heartbeat, 'invoice-sync': sync },
     holders: ['pod-a', 'pod-b', 'pod-c'],
     manualJobId: manualId,
+    staged,
     close: async () => {
       await Promise.all([queues.ops.close(), queues.billing.close()]);
       connection.disconnect();

@@ -44,6 +44,17 @@ describe('HistoryReader over real ledger, BullMQ and lease records', () => {
     assert.deepEqual(sync.map((t) => [t.fate, t.manual ?? false]), [...Array.from({ length: 6 }, () => ['ran', false]), ['ran', true]]);
   });
 
+  it('judges a run staged ahead of its tick by its start: its add is early by design', () => {
+    const ticks = history.jobs.find((job) => job.name === 'staged-sync')!.ticks;
+    const at = (tick: number) => ticks.find((t) => t.tick === tick)!;
+    const onTime = at(seeded.staged.onTime);
+    assert.deepEqual([onTime.fate, onTime.lagMs], ['ran', -300], 'added 300 ms ahead, promoted and started at its tick');
+    assert.ok(onTime.startLagMs! >= 0, JSON.stringify(onTime));
+    const late = at(seeded.staged.late);
+    assert.deepEqual([late.fate, late.lagMs], ['late', -2_000], 'added on time, started 10 s after its tick');
+    assert.ok(late.startLagMs! >= 10_000, JSON.stringify(late));
+  });
+
   it('shows a manual run (leasebeat trigger) among the ticks, placed at its add, with its start lag and no enqueue lag', () => {
     const ticks = history.jobs.find((job) => job.name === 'invoice-sync')!.ticks;
     const manual = ticks.find((t) => t.manual)!;

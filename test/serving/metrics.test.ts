@@ -64,6 +64,25 @@ describe('createMetrics', () => {
     assert.deepEqual(samples(text, 'leasebeat_schedule_lag_seconds_count'), ['leasebeat_schedule_lag_seconds_count 3']);
   });
 
+  it("exports each run's start lag (start minus tick) at its first start, as the worker that starts it reports it", async () => {
+    const { registry, workerMetrics } = createMetrics();
+    const tick = Date.UTC(2026, 0, 1);
+    // A staged run promoted at its tick and started 12 ms later; one that waited 3 s for a worker; a retry.
+    workerMetrics.started('heartbeat', 'first', { tick, startedAt: tick + 12 });
+    workerMetrics.started('heartbeat', 'first', { tick, startedAt: tick + 3_000 });
+    workerMetrics.started('heartbeat', 'retry', { tick, startedAt: tick + 60_000 });
+    const text = await registry.metrics();
+    assert.deepEqual(samples(text, 'leasebeat_run_start_lag_seconds_count'), ['leasebeat_run_start_lag_seconds_count 2'], 'a retry starts when its backoff says: no lateness');
+    assert.deepEqual(samples(text, 'leasebeat_run_start_lag_seconds_sum'), ['leasebeat_run_start_lag_seconds_sum 3.012']);
+    const buckets = samples(text, 'leasebeat_run_start_lag_seconds_bucket');
+    assert.ok(buckets.includes('leasebeat_run_start_lag_seconds_bucket{le="0.01"} 0') && buckets.includes('leasebeat_run_start_lag_seconds_bucket{le="0.025"} 1'));
+    assert.ok(buckets.includes('leasebeat_run_start_lag_seconds_bucket{le="2.5"} 1') && buckets.includes('leasebeat_run_start_lag_seconds_bucket{le="5"} 2'));
+    assert.deepEqual(samples(text, 'leasebeat_run_starts_total').sort(), [
+      'leasebeat_run_starts_total{job="heartbeat",kind="first"} 2',
+      'leasebeat_run_starts_total{job="heartbeat",kind="retry"} 1',
+    ]);
+  });
+
   it('declares every labelled counter at 0 once its labels are known, and keeps counts on a later declare', async () => {
     const { registry, declare, producerMetrics } = createMetrics();
     declare({ election: 'leasebeat', jobs: ['hourly'], queues: ['reports'] });

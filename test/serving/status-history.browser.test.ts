@@ -91,8 +91,8 @@ describe('the status page history views and the hardened board, in a real browse
     const { ticks } = seeded;
     const cell = (tick: number) => page.locator(`tr.ticks[data-job="heartbeat"] .tick[data-tick="${tick}"]`);
     assert.equal(await cell(ticks.heartbeat.late).getAttribute('data-fate'), 'late');
-    assert.match((await cell(ticks.heartbeat.late).getAttribute('title'))!, / · late · lag \+2\.5 s · started \+\d/);
-    assert.match((await cell(ticks.heartbeat.failed).getAttribute('title'))!, / · failed · lag \+\d+ ms .*upstream answered 503/);
+    assert.match((await cell(ticks.heartbeat.late).getAttribute('title'))!, / · late · enqueued \+2\.5 s · started \+\d/);
+    assert.match((await cell(ticks.heartbeat.failed).getAttribute('title'))!, / · failed · enqueued \+\d+ ms .*upstream answered 503/);
     assert.match((await cell(ticks.heartbeat.skipped).getAttribute('title'))!, /skipped \(overlap\)$/);
     assert.equal(await cell(ticks.heartbeat.pending).getAttribute('data-fate'), 'pending');
     assert.match((await page.locator('tr.ticks[data-job="heartbeat"] .tick.range').getAttribute('title'))!, /^5 ticks skipped, .* \(missed-window\)$/);
@@ -104,7 +104,17 @@ describe('the status page history views and the hardened board, in a real browse
 
     const chart = page.locator('tr.ticks[data-job="heartbeat"] svg.lag');
     assert.equal(await chart.locator('circle').count(), 23, 'one point per run');
-    assert.match((await chart.getAttribute('aria-label'))!, /^enqueue lag of the last 23 runs: median \d+ ms, max 2\.5 s$/);
+    assert.match((await chart.getAttribute('aria-label'))!, /^start lag \(run start − tick\) of the last 23 runs: median /);
+
+    // A staged run is added ahead of its tick: its enqueue lag is negative, its start lag is what counts.
+    const staged = (tick: number) => page.locator(`tr.ticks[data-job="staged-sync"] .tick[data-tick="${tick}"]`);
+    assert.equal(await staged(seeded.staged.late).getAttribute('data-fate'), 'late');
+    assert.match((await staged(seeded.staged.late).getAttribute('title'))!, / · late · enqueued −2\.0 s \(staged ahead\) · started \+1\d\.\d s/);
+    assert.match((await staged(seeded.staged.onTime).getAttribute('title'))!, / · ran · enqueued −300 ms \(staged ahead\) · started \+\d+ ms/);
+    const stagedChart = page.locator('tr.ticks[data-job="staged-sync"] svg.lag');
+    assert.equal(await stagedChart.locator('circle').count(), 2);
+    assert.match((await stagedChart.getAttribute('aria-label'))!, /^start lag \(run start − tick\) of the last 2 runs: median 1\d\.\d s, max 1\d\.\d s$/);
+    assert.match(await page.locator('#lag-meaning').innerText(), /^Start lag \(the chart; metric leasebeat_run_start_lag_seconds\): when a run started .* minus its tick\. Enqueue lag .*negative for a run staged ahead/);
     assert.equal(await page.locator('tr.ticks[data-job="invoice-sync"] .tick.ran').count(), 7);
     const manual = page.locator('tr.ticks[data-job="invoice-sync"] .tick.manual');
     assert.equal(await manual.count(), 1, 'the manual run among the ticks, marked');
