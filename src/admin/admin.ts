@@ -12,7 +12,7 @@ import { KeySpace } from '../queueing/keys.js';
 import { submitTrigger, triggerOutcome, type TriggerOutcome } from '../queueing/manual-triggers.js';
 import { QueueSet } from '../queueing/queue-set.js';
 import { bullPrefixFor, isCluster, RedisConnections, RedisTopologyError, redact, type RedisClient } from '../queueing/redis-topology.js';
-import { TickLedger, type FenceState } from '../queueing/tick-ledger.js';
+import { TickLedger, type FenceState, type JobState, type SkippedRange } from '../queueing/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
 import { JOB_DEFAULTS } from '../scheduling/schema.js';
@@ -85,8 +85,12 @@ export interface AdminJobStatus {
   next: string | null;
   paused: boolean;
   pauseNote: string | null;
+  /** The newest recorded tick due by now (Redis time): run, skipped or pending. */
   lastTick: string | null;
+  /** The newest run: with ticks staged, the run of `lastTick` (null when that tick has none). */
   lastJobId: string | null;
+  /** Ticks recorded ahead of their due time, oldest first: their runs wait in BullMQ as delayed jobs. */
+  staged: string[];
   enqueued: number;
   skipped: Record<string, number>;
   fenced: number;
@@ -266,12 +270,13 @@ class ClusterAdmin implements Admin {
         this.knownJobs(),
         this.definitions(false),
       ]);
-      const members = await this.membersNow(holderOf(lease));
+      const [members, redisNow] = await Promise.all([this.membersNow(holderOf(lease)), this.redisTime()]);
       const names = new Set([...known, ...paused.keys(), ...(definitions?.jobs.keys() ?? [])]);
       const now = Date.now();
       const jobs = await Promise.all(
         [...names].sort().map(async (name): Promise<AdminJobStatus> => {
           const state = await this.ledger.jobState(name);
+          const recorded = await this.lastAndStaged(name, state, redisNow);
           const job = definitions?.jobs.get(name);
           const next = job ? nextTicks(job, now, 1)[0] : undefined;
           return {
@@ -282,8 +287,7 @@ class ClusterAdmin implements Admin {
             next: next === undefined ? null : new Date(next).toISOString(),
             paused: (job?.paused ?? false) || paused.has(name),
             pauseNote: paused.get(name)?.note ?? null,
-            lastTick: state.lastScheduledTick === undefined ? null : new Date(state.lastScheduledTick).toISOString(),
-            lastJobId: state.lastJobId ?? null,
+            ...recorded,
             enqueued: state.enqueued,
             skipped: state.skipped,
             fenced: state.fenced,
@@ -400,10 +404,11 @@ class ClusterAdmin implements Admin {
       // Each entry with its time (epoch ms) for the newest-first order; a range is as new as its last tick.
       const entries: Array<{ at: number; run: RecentRun; queueHint?: string }> = [];
       ticks.forEach((tick, i) => {
-        const [fate = 'unknown', ...rest] = (fates[i] ?? 'pruned').split('|');
+        const record = fates[i] ?? 'pruned';
+        const [fate = 'unknown', ...rest] = record.split('|');
         // `unstaging|<reason>|<jobId>|<queue>`: a staged run being taken back (the queue may hold a '|').
         const takingBack = fate === 'unstaging';
-        const jobId = fate === 'enqueued' ? (rest[0] ?? null) : fate === 'claimed' || fate === 'buffered' ? (rest[2] ?? null) : takingBack ? (rest[1] ?? null) : null;
+        const jobId = runOfRecord(record);
         const reason = fate === 'skipped' || takingBack ? (rest[0] ?? null) : null;
         const run: RecentRun = { kind: 'tick', tick: new Date(Number(tick)).toISOString(), to: null, count: 1, fate, jobId, reason, queue: null, state: null };
         entries.push({ at: Number(tick), run, ...(takingBack ? { queueHint: rest.slice(2).join('|') } : {}) });
@@ -441,6 +446,34 @@ class ClusterAdmin implements Admin {
       );
       return newest;
     });
+  }
+
+  /**
+   * A job's last tick due by `now` and the ticks staged ahead of it. The ledger's watermark
+   * (`lastScheduledTick`) includes staged ticks, so alone it shows a "last" tick in the future, equal to
+   * the next one; only for a job with staged ticks are the index and the skipped ranges read.
+   */
+  private async lastAndStaged(name: string, state: JobState, now: number): Promise<Pick<AdminJobStatus, 'lastTick' | 'lastJobId' | 'staged'>> {
+    const iso = (ms: number | undefined): string | null => (ms === undefined ? null : new Date(ms).toISOString());
+    if (state.lastScheduledTick === undefined || state.lastScheduledTick <= now) {
+      return { lastTick: iso(state.lastScheduledTick), lastJobId: state.lastJobId ?? null, staged: [] };
+    }
+    const [due, ahead, ranges] = await Promise.all([
+      this.redis.zrevrangebyscore(this.keys.ledgerIndex(name), now, '-inf', 'LIMIT', 0, 1),
+      this.redis.zrangebyscore(this.keys.ledgerIndex(name), `(${now}`, '+inf'),
+      this.redis.zrevrangebyscore(this.keys.skips(name), now, '-inf', 'LIMIT', 0, 1),
+    ]);
+    const tick = due[0] === undefined ? undefined : Number(due[0]);
+    // A range of skipped ticks may end after the newest single tick due (a catch-up just before the staging).
+    const rangeEnd = ranges[0] === undefined ? undefined : (JSON.parse(ranges[0]) as SkippedRange).to;
+    const last = rangeEnd !== undefined && rangeEnd <= now && (tick === undefined || rangeEnd > tick) ? rangeEnd : tick;
+    const record = last === tick && tick !== undefined ? await this.ledger.tickState(name, tick) : undefined;
+    return { lastTick: iso(last), lastJobId: record ? runOfRecord(record) : null, staged: ahead.map((t) => new Date(Number(t)).toISOString()) };
+  }
+
+  private async redisTime(): Promise<number> {
+    const [seconds, micros] = await this.redis.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
 
   /**
@@ -573,7 +606,21 @@ class ClusterAdmin implements Admin {
           : `the jobs folder ${dir} does not exist: trigger runs the job from its definition; point LEASEBEAT_JOBS_DIR (or --jobs-dir) at the folder the instances load`,
       );
     }
-    return loadJobs(dir);
+    // A bound of their own, half the operation's (as the lease's read): a job file whose import never
+    // settles costs the definitions, not the answer Redis gives, and is not reported as Redis not answering.
+    const boundMs = Math.max(1, Math.floor(this.timeoutMs / 2));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<{ jobs: ReadonlyMap<string, ScheduledJob>; errors: LoadError[] }>((resolve) => {
+      timer = setTimeout(() => {
+        const message = `${dir}: the job files did not finish loading within ${formatDuration(boundMs)} (a job file whose import never settles?), so their definitions are left out: \`leasebeat validate ${dir}\` names the file`;
+        resolve({ jobs: new Map(), errors: [{ file: dir, message }] });
+      }, boundMs);
+    });
+    try {
+      return await Promise.race([loadJobs(dir), late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private async requireKnownJob(name: string): Promise<void> {
@@ -631,11 +678,24 @@ function holderOf(lease: { record?: { holderIdentity: string }; missing?: true; 
   return lease.record?.holderIdentity;
 }
 
+/**
+ * The run (BullMQ job id) a ledger record names: `enqueued|<jobId>`, `claimed|<gen>|<transitions>|<jobId>`,
+ * `buffered|…` alike, `unstaging|<reason>|<jobId>|<queue>`; null for `skipped|<reason>`.
+ */
+function runOfRecord(record: string): string | null {
+  const [fate, ...rest] = record.split('|');
+  if (fate === 'enqueued') return rest[0] ?? null;
+  if (fate === 'claimed' || fate === 'buffered') return rest[2] ?? null;
+  return fate === 'unstaging' ? (rest[1] ?? null) : null;
+}
+
 /** One job of `leasebeat status` as a line of text: a pause with its note, the next and last ticks, the counts. */
 export function formatJobLine(row: AdminJobStatus): string {
   const paused = row.paused ? ` [paused${row.pauseNote ? `: ${row.pauseNote}` : ''}]` : '';
+  // A staged tick is not "last": it is due later, its run added ahead as a delayed job.
+  const staged = row.staged.length ? `  staged ${row.staged[0]}${row.staged.length > 1 ? ` (+${row.staged.length - 1})` : ''}` : '';
   return (
-    `${row.name}${paused}  next ${row.next ?? '-'}  last ${row.lastTick ?? '-'} ${row.lastJobId ?? ''}  ` +
+    `${row.name}${paused}  next ${row.next ?? '-'}  last ${row.lastTick ?? '-'} ${row.lastJobId ?? ''}${staged}  ` +
     `enqueued ${row.enqueued} skipped ${JSON.stringify(row.skipped)} fenced ${row.fenced}`
   );
 }

@@ -369,8 +369,15 @@ const SCRIPT = `
       l.note ? h('p', { class: 'note' }, l.note) : null);
   }
 
+  // The term in force, as Redis has it: the lease's write history (or the fence). A follower's own status
+  // has no term, since it holds none.
+  function currentTerm(history) {
+    const current = history ? history.leadership.terms.filter((t) => t.end === 'current').pop() : undefined;
+    return current ? { generation: current.generation, leaderTransitions: current.leaderTransitions, acquireTime: new Date(current.acquiredAt).toISOString() } : null;
+  }
+
   function render(snap, history) {
-    const term = snap.cluster.term;
+    const term = snap.cluster.term || currentTerm(history);
     document.title = 'leasebeat · ' + snap.instance.identity;
     // Sections this source does not have are left out (replaceChildren would print a null as text).
     app.replaceChildren(...[
@@ -384,7 +391,7 @@ const SCRIPT = `
         h('section', { class: 'card' }, h('h2', {}, 'Cluster'), fields([
           ['Lock', snap.cluster.lock],
           ['Leader', snap.cluster.leader ? h('span', { id: 'leader' }, snap.cluster.leader) : h('span', { id: 'leader', class: 'bad' }, 'none')],
-          ['Term', term ? h('span', {}, h('code', {}, term.generation), ' · ', term.leaderTransitions, ' transitions') : '—'],
+          ['Term', term ? h('span', { id: 'term' }, h('code', {}, term.generation), ' · ', term.leaderTransitions, ' transitions') : h('span', { id: 'term', class: 'empty' }, '—')],
           ['Acquired', term ? time(term.acquireTime) : '—'],
           ['Disruption', snap.cluster.disruption
             ? h('span', { id: 'disruption', class: 'badge ' + DISRUPTION_CLASS[snap.cluster.disruption] }, snap.cluster.disruption)

@@ -158,6 +158,21 @@ describe('the status page history views and the hardened board, in a real browse
     await page.locator('#leadership').screenshot({ path: (await screenshot(page, 'status-page-full')).replace('full', 'leadership') });
   });
 
+  it("shows the term in force on a follower's page too, read from the lease's write history", async () => {
+    const leaderView = source.snapshot;
+    source.snapshot = { ...leaderView, instance: { ...leaderView.instance, identity: 'pod-a', role: 'follower' }, cluster: { ...leaderView.cluster, term: null } };
+    try {
+      await page.goto(server.url + '/');
+      const current = (await seeded.reader.read()).leadership.terms.at(-1)!;
+      assert.equal(current.holder, 'pod-c');
+      await page.locator('#term').filter({ hasText: current.generation }).waitFor();
+      assert.equal(await page.locator('#term').innerText(), `${current.generation} · 2 transitions`);
+    } finally {
+      source.snapshot = leaderView;
+      await page.goto(server.url + '/');
+    }
+  });
+
   it('shows one leader in the members table, not the dead one whose record still says leader', async () => {
     const role = (identity: string) => page.locator(`tr.member[data-member="${identity}"] td`).nth(2).innerText();
     assert.equal(await role('pod-c'), 'leader');
