@@ -13,7 +13,7 @@ import { scrapeMetrics } from './exposition.js';
 import type { HistorySnapshot } from './history.js';
 import type { LeasebeatMetrics } from './metrics.js';
 import { requireLoopbackHost, requireSameOrigin } from './request-guards.js';
-import type { InstanceSource, ReadinessCheck, StatusSnapshot } from './sources.js';
+import type { InstanceSource, ReadinessCheck } from './sources.js';
 import { renderStatusPage, statusPagePolicy } from './status-page.js';
 
 /** Options of `startHttpServer`. */
@@ -30,8 +30,9 @@ export interface HttpServerOptions {
   queueMetricsTimeoutMs?: number;
   /**
    * Bound of every read behind a request (readiness checks, status, history). Past it `/readyz` reports
-   * the timeout as a failing check and `/`, `/api/status`, `/api/history` answer 503 saying what did not
-   * answer, instead of hanging with Redis. Default 5 s.
+   * the timeout as a failing check, `/api/status` and `/api/history` answer 503 saying what did not answer,
+   * and `/` (503 too) shows that with this instance's readiness checks, instead of hanging with Redis.
+   * Default 5 s.
    */
   requestTimeoutMs?: number;
   /**
@@ -116,14 +117,22 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const bounded = <T>(what: string, read: () => Promise<T>): Promise<T> => withTimeout(systemClock, requestTimeoutMs, undefined, what, read);
 
-  app.get('/readyz', noStore, async (_req, res) => {
-    let checks: ReadinessCheck[];
+  const readiness = async (): Promise<ReadinessCheck[]> => {
     try {
-      checks = await bounded('the readiness checks', () => source.readiness());
+      return await bounded('the readiness checks', () => source.readiness());
     } catch (error) {
-      checks = [{ name: 'readiness', ok: false, detail: error instanceof Error ? error.message : String(error) }];
+      return [{ name: 'readiness', ok: false, detail: errorText(error) }];
     }
-    const ready = checks.every((check) => check.ok);
+  };
+
+  // Readiness is about this instance: it answers, its jobs are loaded, its elector and workers run, it is
+  // not shutting down. A check that is not `required` (Redis, which every instance shares) is reported,
+  // never gating: with Redis down, every instance would be unready at once, a Service would have no
+  // endpoint left, and the status page, the one place that explains the outage, could not be reached.
+  // Nothing is gained by failing: no instance can work without Redis, so none is a better endpoint.
+  app.get('/readyz', noStore, async (_req, res) => {
+    const checks = await readiness();
+    const ready = checks.every((check) => check.ok || check.required === false);
     res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'not ready', checks });
   });
 
@@ -164,15 +173,18 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
 
   app.get('/', guard, noStore, async (_req, res) => {
     const nonce = randomBytes(16).toString('base64');
-    let snapshot: StatusSnapshot;
-    let history: HistorySnapshot | null;
+    const page = { identity: source.identity, hasHistory: source.history !== undefined, nonce, boardPath: BOARD_PATH };
+    let html: string;
     try {
-      [snapshot, history] = await Promise.all([bounded('the status (Redis and the lease)', () => source.status()), readHistory()]);
+      const [snapshot, history] = await Promise.all([bounded('the status (Redis and the lease)', () => source.status()), readHistory()]);
+      html = renderStatusPage({ ...page, snapshot, history });
+      res.status(200);
     } catch (error) {
-      res.status(503).type('text/plain').send(`status unavailable: ${errorText(error)}\n`);
-      return;
+      // The page is where an outage is explained: it still renders, saying what did not answer, with this
+      // instance's readiness checks (Redis among them), and recovers by itself once the status answers.
+      html = renderStatusPage({ ...page, snapshot: null, outage: { problem: errorText(error), checks: await readiness() } });
+      res.status(503);
     }
-    const html = renderStatusPage({ snapshot, history, hasHistory: source.history !== undefined, nonce, boardPath: BOARD_PATH });
     res.setHeader('Content-Security-Policy', statusPagePolicy(nonce));
     res.type('html').send(html);
   });

@@ -10,6 +10,11 @@ export interface ReadinessCheck {
   name: string;
   ok: boolean;
   detail?: string;
+  /**
+   * False for a check of something outside this instance that every instance shares (Redis): reported on
+   * `/readyz` and the status page, but it never makes the instance unready. Default true.
+   */
+  required?: boolean;
 }
 
 /**
@@ -21,8 +26,9 @@ export interface InstanceSource {
   /** Liveness: the elector's `check(toleranceMs)` — an Error only for a leader that stopped renewing. */
   liveness(): Error | undefined;
   /**
-   * Readiness checks: Redis reachable, jobs loaded, elector running. Never "is leader": PodDisruptionBudgets
-   * count Ready pods, so followers must be Ready too. Implementations should bound their own latency.
+   * Readiness checks: jobs loaded, elector and workers running, not shutting down; Redis reachable as a
+   * check that is not `required`. Never "is leader": PodDisruptionBudgets count Ready pods, so followers
+   * must be Ready too. Implementations should bound their own latency.
    */
   readiness(): Promise<ReadinessCheck[]>;
   status(): Promise<StatusSnapshot>;

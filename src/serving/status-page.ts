@@ -1,5 +1,5 @@
 import type { HistorySnapshot } from './history.js';
-import type { StatusSnapshot } from './sources.js';
+import type { ReadinessCheck, StatusSnapshot } from './sources.js';
 
 const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
@@ -105,6 +105,8 @@ svg.lag text { fill: var(--muted); font: 10px ui-monospace, monospace; }
 .tl-term { background-color: var(--c); } .swatch { background: var(--c); }
 .swatch { display: inline-block; width: .7em; height: .7em; border-radius: 2px; margin-right: .4em; vertical-align: 0; }
 .note { color: var(--muted); font-size: .85em; margin: .4rem 0 0; }
+.outage { border-color: var(--bad); }
+.outage table { margin: .5rem 0; }
 `;
 
 /*
@@ -376,11 +378,30 @@ const SCRIPT = `
     return current ? { generation: current.generation, leaderTransitions: current.leaderTransitions, acquireTime: new Date(current.acquiredAt).toISOString() } : null;
   }
 
+  // ---- When the status cannot be read (Redis down or hung): what did not answer, and this instance's checks ----
+  function outageSection(outage) {
+    const checks = outage.checks || [];
+    return h('section', { id: 'outage', class: 'card outage', role: 'alert' },
+      h('h2', { class: 'bad' }, 'The state of the cluster cannot be read'),
+      h('p', { id: 'outage-problem' }, outage.problem),
+      checks.length ? table(['Check of this instance', 'State', 'Detail'], checks.map((c) => h('tr', { class: 'check', 'data-check': c.name },
+        h('td', {}, c.name),
+        h('td', {}, badge(c.ok ? 'ok' : 'failing', c.ok ? 'ok' : 'bad'), c.required === false ? h('span', { class: 'sub' }, 'shown, not required for readiness') : null),
+        h('td', {}, c.detail || ''))), '') : null,
+      h('p', { class: 'note' }, 'Redis holds the lease (with the Redis lock), the tick ledger and the queues: while it does not answer, nothing is enqueued or run. ' +
+        'This instance stays ready and keeps this page up; once Redis answers, the ticks missed meanwhile are caught up or recorded as skipped, per the catch-up window of each job.'));
+  }
+
   function render(snap, history) {
+    // Sections this source does not have are left out (replaceChildren would print a null as text).
+    if (!snap) {
+      app.replaceChildren(outageSection(outage));
+      return;
+    }
     const term = snap.cluster.term || currentTerm(history);
     document.title = 'leasebeat · ' + snap.instance.identity;
-    // Sections this source does not have are left out (replaceChildren would print a null as text).
     app.replaceChildren(...[
+      outage ? outageSection(outage) : null,
       h('div', { class: 'cards' },
         h('section', { class: 'card' }, h('h2', {}, 'This instance'), fields([
           ['Identity', h('span', { id: 'identity' }, snap.instance.identity)],
@@ -417,11 +438,23 @@ const SCRIPT = `
   async function getJson(path, optional) {
     const response = await fetch(path, { cache: 'no-store', headers: { accept: 'application/json' } });
     if (optional && !response.ok) return null;
-    if (!response.ok) throw new Error('HTTP ' + response.status);
+    if (!response.ok) {
+      // The API says what did not answer ({ error }): that is the message worth showing.
+      const body = await response.json().catch(() => null);
+      throw new Error(body && body.error ? body.error : 'HTTP ' + response.status);
+    }
     return response.json();
+  }
+  // /readyz answers without Redis, with a JSON body whatever its status.
+  async function checksNow() {
+    const response = await fetch('/readyz', { cache: 'no-store' }).catch(() => null);
+    const body = response ? await response.json().catch(() => null) : null;
+    return body ? body.checks : null;
   }
   const embedded = JSON.parse(document.getElementById('snapshot').textContent);
   let history = embedded.history;
+  let outage = embedded.outage;
+  let shown = embedded.status;
   let busy = false;
   async function refresh() {
     if (busy || document.hidden) return;
@@ -430,15 +463,20 @@ const SCRIPT = `
       const [status, latest] = await Promise.all([getJson('/api/status'), embedded.hasHistory ? getJson('/api/history', true) : null]);
       // A history read that failed keeps the previous one on screen rather than blanking the strips.
       if (latest) history = latest;
-      render(status, history);
+      outage = null;
+      shown = status;
+      render(shown, history);
       stamp('Updated ' + new Date().toLocaleTimeString() + ' · refreshes every 5 s');
     } catch (error) {
+      // The last state read stays on screen, under what does not answer now.
+      outage = { problem: error.message, checks: await checksNow() };
+      render(shown, history);
       stamp('Refresh failed (' + error.message + '); showing older data', true);
     } finally {
       busy = false;
     }
   }
-  render(embedded.status, history);
+  render(shown, history);
   stamp('Loaded ' + new Date().toLocaleTimeString() + ' · refreshes every 5 s');
   setInterval(refresh, 5000);
   document.addEventListener('visibilitychange', refresh);
@@ -451,7 +489,12 @@ const SCRIPT = `
  * Job lists live in Bull Board at `boardPath`; this page only links to them.
  */
 export function renderStatusPage(options: {
-  snapshot: StatusSnapshot;
+  /** Null when it could not be read: the page then shows `outage` and asks again every 5 s. */
+  snapshot: StatusSnapshot | null;
+  /** Shown while the status cannot be read: what did not answer, and this instance's readiness checks. */
+  outage?: { problem: string; checks: ReadinessCheck[] };
+  /** This instance's identity (the snapshot has it too, when there is one). */
+  identity: string;
   /** Embedded for the first render; null when it could not be read in time (the page asks again). */
   history?: HistorySnapshot | null;
   /** Whether `/api/history` exists; default: whether `history` was given. */
@@ -460,21 +503,22 @@ export function renderStatusPage(options: {
   boardPath: string;
 }): string {
   const { snapshot, nonce, boardPath } = options;
+  const identity = escapeHtml(options.identity);
   const nonceAttr = escapeHtml(nonce);
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>leasebeat · ${escapeHtml(snapshot.instance.identity)}</title>
+<title>leasebeat · ${identity}</title>
 <style nonce="${nonceAttr}">${STYLE}</style>
 </head>
 <body data-board="${escapeHtml(boardPath)}">
-<header><h1>leasebeat</h1><span>${escapeHtml(snapshot.instance.identity)}</span>
+<header><h1>leasebeat</h1><span>${identity}</span>
 <nav><a href="${escapeHtml(boardPath)}">Bull Board</a><a href="/api/status">JSON</a><a href="/metrics">Metrics</a></nav></header>
 <main id="app"><noscript>This page renders with JavaScript; the same data is at <a href="/api/status">/api/status</a>.</noscript></main>
 <footer id="updated"></footer>
-<script type="application/json" id="snapshot">${jsonForScript({ status: snapshot, history: options.history ?? null, hasHistory: options.hasHistory ?? options.history != null })}</script>
+<script type="application/json" id="snapshot">${jsonForScript({ status: snapshot, outage: options.outage ?? null, history: options.history ?? null, hasHistory: options.hasHistory ?? options.history != null })}</script>
 <script nonce="${nonceAttr}">${SCRIPT}</script>
 </body>
 </html>

@@ -43,7 +43,14 @@ describe('the status endpoints with Redis hung', () => {
     assert.equal(status!.status, 503);
     assert.deepEqual(await status!.json(), { error: 'the status (Redis and the lease) timed out after 300 ms' });
     assert.equal(page!.status, 503);
-    assert.equal(await page!.text(), 'status unavailable: the status (Redis and the lease) timed out after 300 ms\n');
+    // The page itself, saying what did not answer, with this instance's checks (which could not answer either).
+    const html = await page!.text();
+    const embedded = JSON.parse(/<script type="application\/json" id="snapshot">(.*?)<\/script>/s.exec(html)![1]!) as { status: unknown; outage: unknown };
+    assert.equal(embedded.status, null);
+    assert.deepEqual(embedded.outage, {
+      problem: 'the status (Redis and the lease) timed out after 300 ms',
+      checks: [{ name: 'readiness', ok: false, detail: 'the readiness checks timed out after 300 ms' }],
+    });
     assert.equal(ready!.status, 503);
     assert.deepEqual(await ready!.json(), { status: 'not ready', checks: [{ name: 'readiness', ok: false, detail: 'the readiness checks timed out after 300 ms' }] });
     assert.equal(history!.status, 503);

@@ -71,6 +71,8 @@ export interface FixedSource extends InstanceSource {
   livenessError: Error | undefined;
   /** When set, `readiness()` rejects with it instead of answering. */
   readinessFailure: Error | undefined;
+  /** When set, `status()` rejects with it instead of answering (Redis down, say). */
+  statusFailure: Error | undefined;
   checks: ReadinessCheck[];
   snapshot: StatusSnapshot;
   queueList: Queue[];
@@ -81,6 +83,7 @@ export function fixedSource(queueList: Queue[]): FixedSource {
     identity: IDENTITY,
     livenessError: undefined,
     readinessFailure: undefined,
+    statusFailure: undefined,
     checks: [
       { name: 'redis', ok: true },
       { name: 'jobs', ok: true, detail: '1 job loaded' },
@@ -90,7 +93,7 @@ export function fixedSource(queueList: Queue[]): FixedSource {
     queueList,
     liveness: () => source.livenessError,
     readiness: () => (source.readinessFailure ? Promise.reject(source.readinessFailure) : Promise.resolve(source.checks)),
-    status: () => Promise.resolve(source.snapshot),
+    status: () => (source.statusFailure ? Promise.reject(source.statusFailure) : Promise.resolve(source.snapshot)),
     queues: () => source.queueList,
   };
   // `history` is left unset (a source without one) unless a test assigns it.

@@ -56,11 +56,23 @@ describe('startHttpServer', () => {
       assert.deepEqual(await ready.json(), { status: 'ready', checks: source.checks });
 
       const saved = source.checks;
-      source.checks = [{ name: 'redis', ok: false, detail: 'connect ECONNREFUSED 127.0.0.1:6379' }, { name: 'elector', ok: true }];
+      source.checks = [{ name: 'jobs', ok: true }, { name: 'workers', ok: false, detail: 'stopped' }, { name: 'elector', ok: true }];
       try {
         const notReady = await get('/readyz');
         assert.equal(notReady.status, 503);
         assert.deepEqual(await notReady.json(), { status: 'not ready', checks: source.checks });
+      } finally {
+        source.checks = saved;
+      }
+    });
+
+    it('/readyz stays 200 with Redis down: a check that is not required is shown, never gating', async () => {
+      const saved = source.checks;
+      source.checks = [{ name: 'redis', ok: false, required: false, detail: 'connect ECONNREFUSED 127.0.0.1:6379' }, { name: 'jobs', ok: true }, { name: 'elector', ok: true }];
+      try {
+        const response = await get('/readyz');
+        assert.equal(response.status, 200, 'every instance would be unready at once, and the Service left without an endpoint');
+        assert.deepEqual(await response.json(), { status: 'ready', checks: source.checks });
       } finally {
         source.checks = saved;
       }

@@ -80,6 +80,39 @@ describe('status page and Bull Board in a real browser', () => {
     assert.deepEqual(problems, []);
   });
 
+  it('with Redis down, still explains the outage: what does not answer and the checks of the instance, then recovers by itself', async () => {
+    const down = 'connect ECONNREFUSED 127.0.0.1:6379';
+    const saved = source.checks;
+    source.snapshot = sampleSnapshot();
+    source.statusFailure = new Error(down);
+    source.checks = [{ name: 'redis', ok: false, required: false, detail: down }, { name: 'jobs', ok: true, detail: '2 loaded, 0 failed' }, { name: 'elector', ok: true }];
+    try {
+      const response = await page.goto(server.url + '/');
+      assert.equal(response?.status(), 503);
+      await page.locator('#outage').waitFor();
+      assert.equal(await page.locator('#outage-problem').innerText(), down);
+      assert.match(await page.locator('#outage tr[data-check="redis"]').innerText(), /^redis\s+failing\s+shown, not required for readiness\s+connect ECONNREFUSED/);
+      assert.match(await page.locator('#outage').innerText(), /nothing is enqueued or run/);
+      assert.equal((await page.request.get(server.url + '/readyz')).status(), 200, 'the instance stays ready, so this page stays reachable');
+      await screenshot(page, 'status-page-outage');
+
+      source.statusFailure = undefined;
+      await page.locator('#leader').filter({ hasText: LEADER }).waitFor({ timeout: 15_000 });
+      assert.equal(await page.locator('#outage').count(), 0, 'gone once the status answers');
+
+      // Mid-view, the last state read stays on screen, under what does not answer now.
+      source.statusFailure = new Error(down);
+      await page.locator('#outage-problem').filter({ hasText: down }).waitFor({ timeout: 15_000 });
+      assert.equal(await page.locator('#leader').innerText(), LEADER);
+      // The browser logs each 503 it was answered (the page, /api/status): the outage itself, nothing else.
+      assert.deepEqual(problems.filter((problem) => !problem.includes('the server responded with a status of 503')), []);
+      problems.length = 0;
+    } finally {
+      source.statusFailure = undefined;
+      source.checks = saved;
+    }
+  });
+
   it('opens the last job in Bull Board from its link', async () => {
     source.snapshot = sampleSnapshot();
     await page.goto(server.url + '/');
