@@ -41,8 +41,10 @@ export async function startRedisCluster(): Promise<TestRedisCluster> {
             '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--cluster-enabled', 'yes',
             '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', String(TEST_CLUSTER_NODE_TIMEOUT_MS),
             // Replicas sync at once (the default waits 5 s for more replicas): a replica that never synced
-            // will not fail over.
-            '--dbfilename', `dump-${port}.rdb`, '--save', '', '--repl-diskless-sync-delay', '0', '--appendonly', 'no', '--loglevel', 'warning',
+            // will not fail over. With AOF, as production must run them: a node restarted comes back with
+            // its data, not empty (an empty primary rejoining would serve its slots without them).
+            '--dbfilename', `dump-${port}.rdb`, '--save', '', '--repl-diskless-sync-delay', '0',
+            '--appendonly', 'yes', '--appendfsync', 'everysec', '--appenddirname', `appendonly-${port}`, '--loglevel', 'warning',
           ]),
         ),
       )),

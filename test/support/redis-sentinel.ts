@@ -39,9 +39,13 @@ export async function startSentinelGroup(options: { masterName?: string; timing?
   const masterName = options.masterName ?? 'leasebeat-test';
   const timing = options.timing ?? DEFAULT_SENTINEL_TIMING;
   const dir = await mkdtemp(join(tmpdir(), 'leasebeat-sentinel-'));
+  // With AOF, as production must run them: a data node killed and restarted comes back with its data. An
+  // empty one (no persistence) can be promoted by the sentinels from a stale view of its offset, losing
+  // every write it had acknowledged (Redis' "replication safety when persistence is off").
   const dataArgs = (port: number, extra: string[] = []): string[] => [
     '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--dbfilename', `dump-${port}.rdb`, '--save', '',
-    '--appendonly', 'no', '--maxmemory-policy', 'noeviction', '--loglevel', 'warning', '--repl-diskless-sync-delay', '0', ...extra,
+    '--appendonly', 'yes', '--appendfsync', 'everysec', '--appenddirname', `appendonly-${port}`,
+    '--maxmemory-policy', 'noeviction', '--loglevel', 'warning', '--repl-diskless-sync-delay', '0', ...extra,
   ];
   const started: RedisProcess[] = [];
   try {
