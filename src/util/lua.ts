@@ -4,9 +4,14 @@ import type { Redis } from 'ioredis';
 
 type RedisValue = string | number | null | RedisValue[];
 
+/** A line `--- @include "<path>"`: the Lua file at that path (relative to the script, `.lua` added) goes in its place. */
+const INCLUDE = /^--- @include "([^"]+)"$/gm;
+
 /**
  * A Lua script kept in its own file beside the module that uses it, run with EVALSHA so the hot path
  * does not resend the source; a server that has not cached it yet (NOSCRIPT) gets it once through EVAL.
+ * A rule several scripts share lives in one file they include (`--- @include "includes/fence"`), as
+ * BullMQ's scripts do.
  */
 export class LuaScript {
   readonly source: string;
@@ -14,7 +19,7 @@ export class LuaScript {
   private stampedVariant: LuaScript | undefined;
 
   constructor(url: URL | { source: string }) {
-    this.source = url instanceof URL ? readFileSync(url, 'utf8') : url.source;
+    this.source = url instanceof URL ? readFileSync(url, 'utf8').replace(INCLUDE, (_line, path: string) => readFileSync(new URL(`${path}.lua`, url), 'utf8')) : url.source;
     this.sha = createHash('sha1').update(this.source).digest('hex');
   }
 

@@ -29,10 +29,8 @@
 local generation, transitions = ARGV[1], tonumber(ARGV[2])
 local count = (#ARGV - 2) / 6
 
-local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
-if fence[1] ~= generation or tonumber(fence[2]) ~= transitions
-    or redis.call('SISMEMBER', KEYS[2], generation) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'fenced', count)
+--- @include "includes/fence"
+if fenced(KEYS[1], KEYS[2], generation, transitions, count) then
   for i = 0, count - 1 do
     redis.call('HINCRBY', KEYS[7 + 4 * i], 'fenced', 1)
   end

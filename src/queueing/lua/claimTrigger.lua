@@ -20,10 +20,8 @@
 local generation, transitions = ARGV[1], tonumber(ARGV[2])
 local job, id, jobId, deadline, refusal = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7]
 
-local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
-if fence[1] ~= generation or tonumber(fence[2]) ~= transitions
-    or redis.call('SISMEMBER', KEYS[2], generation) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'fenced', 1)
+--- @include "includes/fence"
+if fenced(KEYS[1], KEYS[2], generation, transitions, 1) then
   return { -1 }
 end
 

@@ -14,10 +14,8 @@
      0  already enqueued with this job id (a confirm retried after its reply was lost): nothing to do
     -2  not claimed for this job id (no record, or another state): nothing written; claim it again
 ]]
-local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
-if fence[1] ~= ARGV[1] or tonumber(fence[2]) ~= tonumber(ARGV[2])
-    or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'fenced', 1)
+--- @include "includes/fence"
+if fenced(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 1) then
   return { -1 }
 end
 local now = ARGV[3]

@@ -8,10 +8,8 @@
   Returns -1 when fenced (nothing written), 1 when recorded now, 0 when already recorded enqueued for
   this job id, -2 when the request is not claimed for it (nothing written; claim it again).
 ]]
-local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
-if fence[1] ~= ARGV[1] or tonumber(fence[2]) ~= tonumber(ARGV[2])
-    or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'fenced', 1)
+--- @include "includes/fence"
+if fenced(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 1) then
   return -1
 end
 local id, jobId = ARGV[3], ARGV[4]

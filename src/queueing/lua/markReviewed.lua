@@ -6,10 +6,8 @@
   ARGV[1] generation  ARGV[2] transitions
   Returns -1 when fenced (nothing written), else 1.
 ]]
-local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
-if fence[1] ~= ARGV[1] or tonumber(fence[2]) ~= tonumber(ARGV[2])
-    or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'fenced', 1)
+--- @include "includes/fence"
+if fenced(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 0) then
   return -1
 end
 for i = 3, #KEYS do

@@ -10,10 +10,8 @@
   Returns -1 when fenced (nothing is written), 1 when the tick is now (or already was) being taken back,
   0 when its record is no longer this run's `enqueued` (settled otherwise; nothing to take back).
 ]]
-local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
-if fence[1] ~= ARGV[1] or tonumber(fence[2]) ~= tonumber(ARGV[2])
-    or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'fenced', 1)
+--- @include "includes/fence"
+if fenced(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 1) then
   return -1
 end
 local tick, jobId = ARGV[3], ARGV[4]

@@ -7,10 +7,8 @@
   Returns 1, -1 when fenced, or -2 when the range is inverted or empty (a caller bug: nothing is written,
   since such a range would move the watermark without recording any tick).
 ]]
-local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions')
-if fence[1] ~= ARGV[1] or tonumber(fence[2]) ~= tonumber(ARGV[2])
-    or redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], 'fenced', 1)
+--- @include "includes/fence"
+if fenced(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 1) then
   redis.call('HINCRBY', KEYS[4], 'fenced', 1)
   return -1
 end
