@@ -1,0 +1,31 @@
+import type { Logger } from 'pino';
+import type { RedisClient } from './redis-topology.js';
+
+/** How long after an unexpected end a connection is opened again, doubling up to the maximum. */
+const REVIVE_MS = 250;
+const MAX_REVIVE_MS = 5_000;
+
+/**
+ * Keeps a long-lived client connected for as long as `closing()` is false. ioredis ends a connection for
+ * good ("Connection is closed." from then on) when its connect attempt is cut short, which its Sentinel
+ * failover detector does when a `+switch-master` arrives while a reconnect is under way (ioredis #1683,
+ * seen in the Sentinel chaos runs: an instance cut off from Redis while its process ran on, its runs
+ * re-run elsewhere once their locks expired). An end that we did not ask for is answered by connecting
+ * again, with backoff, until it holds.
+ */
+export function stayConnected(client: RedisClient, closing: () => boolean, logger: Logger): void {
+  let attempt = 0;
+  const revive = (): void => {
+    if (closing() || client.status !== 'end') return;
+    const delay = Math.min(REVIVE_MS * 2 ** attempt++, MAX_REVIVE_MS);
+    setTimeout(() => {
+      if (closing() || client.status !== 'end') return;
+      logger.warn({ attempt }, 'the Redis connection ended without being closed; connecting again');
+      client.connect().then(
+        () => (attempt = 0),
+        () => revive(),
+      );
+    }, delay).unref();
+  };
+  client.on('end', revive);
+}
