@@ -152,6 +152,8 @@ class LeasebeatScheduler implements Scheduler {
   private othersReported = '';
   /** The topology from a URL, checked at start (a given client is the application's to check). */
   private readonly connections: RedisConnections | undefined;
+  /** The Redis lock's change channel, whose use start checks; none under another lock. */
+  private readonly leaseChannel: string | undefined;
   private readonly startedAt = new Date();
   /** The elector's current run; none while cordoned or stopped. */
   private campaign: { controller: AbortController; run: Promise<void> } | undefined;
@@ -188,15 +190,18 @@ class LeasebeatScheduler implements Scheduler {
     const durability = this.durableWrites(connections, options.durability);
     let lock = options.lock;
     let leaseHistoryKey = lock instanceof RedisLeaseLock ? lock.historyKey : undefined;
+    let leaseChannel = lock instanceof RedisLeaseLock ? lock.channel : undefined;
     if (!lock) {
       // Durable writes mean replicated Redis: there the record's replication epoch is held too.
       const own = new RedisLeaseLock({
         connection: this.redis, name: leaseName, identity: options.identity ?? defaultIdentity(), prefix: options.prefix, replicationEpochs: durability !== undefined,
       });
       leaseHistoryKey = own.historyKey;
+      leaseChannel = own.channel;
       lock = durability ? new DurableLock(own, own.key, durability) : own;
     }
     this.identity = lock.identity();
+    this.leaseChannel = leaseChannel;
     const keys = new KeySpace(options.prefix, leaseName);
     // Fence and claims must outlive a failover as much as the lease does, whichever lock is used.
     const writes = durability ?? directWrites(this.redis);
@@ -289,8 +294,14 @@ class LeasebeatScheduler implements Scheduler {
 
   async start(): Promise<void> {
     // Before anything is written or taken: a URL the server cannot honour, or a BullMQ prefix another
-    // deployment uses, would put this instance among someone else's keys and jobs.
-    await this.connections?.checkServer(this.redis);
+    // deployment uses, would put this instance among someone else's keys and jobs; a user without the
+    // commands, keys or channel it needs would start and fail at its first tick.
+    await this.connections?.checkServer(this.redis, {
+      keyBase: this.ledger.keys.base,
+      bullPrefix: this.bullPrefix ?? 'bull',
+      ...(this.leaseChannel ? { leaseChannel: this.leaseChannel } : {}),
+      replicated: (this.options.durability?.minReplicas ?? this.connections.defaultMinReplicas()) > 0,
+    });
     await this.connections?.checkServer(this.workerRedis);
     await this.deployments.claim();
     // Register first: a cordon stored for this identity is obeyed before any worker starts or vote is cast.

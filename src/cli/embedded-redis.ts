@@ -3,30 +3,14 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { RedisConnections } from '../index.js';
 
-/** Whether a Redis server answers PING at `url` within `timeoutMs`. */
+/** Whether a usable Redis answers at `url` within `timeoutMs` (see `RedisConnections.reach`). */
 export async function redisAnswers(url: string, timeoutMs = 1500): Promise<boolean> {
-  // Through the topology, so a Sentinel or Cluster URL is probed as such. Both bounds: a hung server
-  // (SIGSTOP) accepts the connection and then never answers the PING.
-  const probe = RedisConnections.fromUrl(url).open('control', {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: timeoutMs,
-    commandTimeout: timeoutMs,
-  });
-  probe.on('error', () => undefined);
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const answer = (async () => {
-      if (probe.status === 'wait') await probe.connect();
-      return (await probe.ping()) === 'PONG';
-    })();
-    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 2 * timeoutMs)));
-    return await Promise.race([answer.catch(() => false), late]);
-  } finally {
-    clearTimeout(timer);
-    probe.disconnect();
-  }
+  return RedisConnections.fromUrl(url)
+    .reach(timeoutMs)
+    .then(
+      () => true,
+      () => false,
+    );
 }
 
 function hasRedisServer(): boolean {

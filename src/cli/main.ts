@@ -18,6 +18,7 @@ import {
   nextTicks,
   parseDuration,
   redactUrl,
+  RedisConnections,
   RedisTopologyError,
   SETTING_NAMES,
   SETTINGS,
@@ -29,7 +30,7 @@ import {
   type SettingName,
   type SettingSpec,
 } from '../index.js';
-import { redisAnswers, startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
 
 /**
  * The `leasebeat` command: a thin layer over the library's public API (an eslint rule keeps it there).
@@ -99,9 +100,12 @@ async function checkListen(host: string, port: number): Promise<void> {
 
 /** Finds the Redis to use: the configured one, or for a default local run a private embedded server. */
 async function connectRedis(config: ServiceConfig, log: ReturnType<typeof createLogger>): Promise<{ url: string; embedded?: EmbeddedRedis }> {
-  if (await redisAnswers(config.redisUrl, config.commandTimeoutMs)) return { url: config.redisUrl };
-  if (config.redisUrlExplicit) {
-    throw new ConfigError(`LEASEBEAT_REDIS_URL: no Redis answers at ${redactUrl(config.redisUrl)} within ${formatDuration(config.commandTimeoutMs)}: start it, or fix the URL`);
+  try {
+    await RedisConnections.fromUrl(config.redisUrl).reach(config.commandTimeoutMs);
+    return { url: config.redisUrl };
+  } catch (error) {
+    // Only a default URL where nothing listens may be replaced; a server that is there but wrong is reported.
+    if (config.redisUrlExplicit || !(error instanceof RedisTopologyError) || error.problem !== 'unreachable') throw error;
   }
   const port = Number(new URL(config.redisUrl).port || 6379);
   const embedded = await startEmbeddedRedis(port);
@@ -222,6 +226,14 @@ async function withAdmin(command: Command, run: (admin: Admin, config: ServiceCo
   // Every setting is checked, as at start: the environment is the deployment's, shared by all commands.
   const config = loadServiceConfig(settingsFrom(command), process.env);
   const lock = config.lock === 'kubernetes' ? await kubernetesLock(config, 'leasebeat-cli') : undefined;
+  // First what stands in the way of every command (credentials, the kind of server, the user's commands),
+  // before the admin's connection exists: its ready check alone would print a warning for a user without INFO.
+  await RedisConnections.fromUrl(config.redisUrl)
+    .reach(config.commandTimeoutMs)
+    .catch((error: unknown) => {
+      if (!(error instanceof RedisTopologyError) || error.problem !== 'unanswered') throw error;
+      throw new AdminError('timeout', `${command.name()} did not finish within ${formatDuration(config.commandTimeoutMs)}: Redis at ${redactUrl(config.redisUrl)} does not answer`);
+    });
   const admin = createAdmin({
     connection: config.redisUrl,
     prefix: config.prefix,
@@ -403,6 +415,12 @@ function exitCodeOf(error: unknown): number | undefined {
   return undefined;
 }
 
+/** The line for a failure: a server or user the URL cannot use is the URL's setting to fix. */
+function describeFailure(error: Error): string {
+  const aboutUrl = error instanceof RedisTopologyError || (error instanceof AdminError && error.code === 'config');
+  return aboutUrl ? `LEASEBEAT_REDIS_URL: ${error.message}` : error.message;
+}
+
 try {
   await program.parseAsync(process.argv);
   // Admin commands hold no handle past their work; exit now so a socket to a hung Redis cannot keep us.
@@ -410,6 +428,6 @@ try {
 } catch (error) {
   const code = exitCodeOf(error);
   if (code === undefined) throw error;
-  console.error(`leasebeat: ${(error as Error).message}`);
+  console.error(`leasebeat: ${describeFailure(error as Error)}`);
   process.exit(code);
 }

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { formatDuration } from '../scheduling/duration.js';
 
 /**
  * Where leasebeat's Redis is and how to reach it, from one URL. The schemes are those ioredis/BullMQ users
@@ -22,9 +24,24 @@ export type RedisTopology = { minReplicas?: number; waitTimeoutMs?: number } & (
 /** A client of either kind; leasebeat's modules type it as ioredis `Redis`, whose commands Cluster shares. */
 export type RedisClient = Redis | Cluster;
 
-/** A configuration leasebeat refuses, with the reason and the fix in the message. */
+/**
+ * What stands between a URL and a usable server: `config`, something to fix in the URL or on the server
+ * (credentials, the kind of server, a database, the user's permissions); `unreachable`, nothing answers
+ * there (connection refused, no such host); `unanswered`, a server accepts connections but does not answer
+ * within the bound.
+ */
+export type RedisProblem = 'config' | 'unreachable' | 'unanswered';
+
+/** A configuration leasebeat refuses, or a server it cannot use, with the reason and the fix in the message. */
 export class RedisTopologyError extends Error {
   override readonly name = 'RedisTopologyError';
+
+  constructor(
+    message: string,
+    readonly problem: RedisProblem = 'config',
+  ) {
+    super(message);
+  }
 }
 
 /** The prefix of leasebeat's own keys when none is configured. */
@@ -164,26 +181,225 @@ export class RedisConnections {
       case 'cluster':
         return new Cluster(t.nodes, {
           ...t.options,
+          // A lazy connection is the cluster's, not only its nodes': else it connects (and retries) at once.
+          ...(extra.lazyConnect !== undefined ? { lazyConnect: extra.lazyConnect } : {}),
           redisOptions: { ...t.options.redisOptions, ...perRole },
         });
     }
   }
 
   /**
-   * Checks what a URL asks of the server it reached that ioredis does not: the database number. ioredis
-   * sends `SELECT` when it connects, and when the server refuses it (an index past its `databases`) it only
-   * emits an error and goes on in database 0, among another deployment's keys. Throws `RedisTopologyError`.
+   * Checks what a URL asks of the server it reached that ioredis does not, and what leasebeat needs of the
+   * URL's user, before anything is written:
+   * - the database number: ioredis sends `SELECT` when it connects, and when the server refuses it (an index
+   *   past its `databases`) it only emits an error and goes on in database 0, among another deployment's keys;
+   * - the commands, keys and channel leasebeat and BullMQ use (an ACL user without them starts, then fails
+   *   at its first tick), each probed in a way that changes nothing. Without `use`, only the commands that
+   *   need no key of the deployment.
+   * Throws `RedisTopologyError`.
    */
-  async checkServer(client: RedisClient): Promise<void> {
+  async checkServer(client: RedisClient, use?: DeploymentUse): Promise<void> {
     const t = this.topology;
     const db = t.kind === 'cluster' ? undefined : t.options.db;
-    if (db === undefined || db === 0) return;
-    try {
-      await (client as Redis).select(db);
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      throw new RedisTopologyError(`Redis URL ${this.describe()}: database ${db} cannot be used on this server (${reason}): use one below its \`databases\` setting (16 by default)`);
+    if (db !== undefined && db !== 0) {
+      try {
+        await (client as Redis).select(db);
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        throw new RedisTopologyError(`Redis URL ${this.describe()}: database ${db} cannot be used on this server (${reason}): use one below its \`databases\` setting (16 by default)`);
+      }
     }
+    await this.checkPermissions(client, use);
+  }
+
+  /**
+   * Reaches the URL's servers within `timeoutMs` and checks that they are what the URL names and let its
+   * user in: each seed address (the server, the sentinels, the cluster's seed nodes) is asked what it is
+   * (`INFO server`'s redis_mode; a sentinel, whether it knows the master), then one connection through the
+   * topology must answer PING and may run the commands every leasebeat process needs. Throws a
+   * `RedisTopologyError` saying what stands in the way; a server in use is never written to.
+   */
+  async reach(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    const left = (): number => Math.max(1, Math.ceil(deadline - performance.now()));
+    const late = (): RedisTopologyError => this.unanswered(timeoutMs);
+    // Each step's own timeouts end its commands (and so close its connection); the race is the bound.
+    const problems = await Promise.all(this.seeds().map((seed) => withinDeadline(this.probeSeed(seed, timeoutMs, left()), left(), late)));
+    // One usable seed is enough (a sentinel or a seed node may be down); otherwise the most telling problem.
+    if (problems.some((problem) => problem === undefined)) {
+      await withinDeadline(this.answersThrough(timeoutMs, left()), left(), late);
+      return;
+    }
+    const order: RedisProblem[] = ['config', 'unanswered', 'unreachable'];
+    throw problems.filter((p) => p !== undefined).sort((a, b) => order.indexOf(a.problem) - order.indexOf(b.problem))[0]!;
+  }
+
+  /** The addresses a client dials first, with the credentials and TLS it uses there. */
+  private seeds(): Seed[] {
+    const t = this.topology;
+    const login = (options: { username?: string; password?: string; tls?: RedisOptions['tls'] }): Pick<Seed, 'username' | 'password' | 'tls'> => ({
+      ...(options.username ? { username: options.username } : {}),
+      ...(options.password ? { password: options.password } : {}),
+      ...(options.tls ? { tls: options.tls } : {}),
+    });
+    switch (t.kind) {
+      case 'standalone':
+        return [{ host: t.options.host!, port: t.options.port!, ...login(t.options) }];
+      case 'sentinel': {
+        const auth = login({
+          username: t.options.sentinelUsername,
+          password: t.options.sentinelPassword,
+          tls: t.options.enableTLSForSentinelMode ? (t.options.sentinelTLS ?? {}) : undefined,
+        });
+        return t.options.sentinels.map((s) => ({ host: String(s.host), port: Number(s.port), ...auth }));
+      }
+      case 'cluster':
+        return t.nodes.map((n) => ({ host: n.host, port: n.port, ...login(t.options.redisOptions) }));
+    }
+  }
+
+  /** What is wrong with one seed address, or undefined when it is what the URL names. */
+  private async probeSeed(seed: Seed, boundMs: number, timeoutMs: number): Promise<RedisTopologyError | undefined> {
+    const address = `${seed.host}:${seed.port}`;
+    const sentinel = this.topology.kind === 'sentinel';
+    // A plain connection, whatever the topology: it must tell what answers there, not follow it.
+    const client = new Redis({
+      host: seed.host, port: seed.port, ...(seed.tls ? { tls: seed.tls } : {}),
+      lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: timeoutMs, commandTimeout: timeoutMs,
+    });
+    const errors: Error[] = [];
+    client.on('error', (error: Error) => errors.push(error));
+    try {
+      try {
+        await client.connect();
+      } catch (error) {
+        const cause = errors[0] ?? (error as Error);
+        const code = (cause as NodeJS.ErrnoException).code;
+        const why = code === 'ECONNREFUSED' ? 'refused the connection' : code === 'ENOTFOUND' ? 'does not resolve (ENOTFOUND)' : `cannot be reached (${code ?? cause.message})`;
+        return new RedisTopologyError(`no Redis answers at ${this.describe()}: ${address} ${why}: start it, or fix the URL`, 'unreachable');
+      }
+      if (seed.password !== undefined) {
+        try {
+          await client.call('AUTH', ...(seed.username ? [seed.username] : []), seed.password);
+        } catch (error) {
+          return this.failure(error, address, sentinel, boundMs);
+        }
+      }
+      let mode: string | undefined;
+      try {
+        mode = /^redis_mode:(\w+)/m.exec(await client.info('server'))?.[1];
+      } catch (error) {
+        // Any other refusal (a user without INFO, a renamed command) leaves the kind of server unknown here;
+        // the permission check names INFO.
+        const reply = replyError(error);
+        if (reply === undefined || /^(NOAUTH|WRONGPASS)/.test(reply)) return this.failure(error, address, sentinel, boundMs);
+      }
+      if (mode !== undefined && mode !== EXPECTED_MODE[this.topology.kind]) return await this.mismatch(address, mode, client);
+      return sentinel ? await this.sentinelProblem(client, address) : undefined;
+    } catch (error) {
+      return this.failure(error, address, sentinel, boundMs);
+    } finally {
+      client.disconnect();
+    }
+  }
+
+  /** A server that accepts connections and does not answer within `boundMs`. */
+  private unanswered(boundMs: number): RedisTopologyError {
+    return new RedisTopologyError(
+      `no Redis answers at ${this.describe()} within ${formatDuration(boundMs)}: it accepts connections but does not answer (stopped, overloaded, or not Redis?)`,
+      'unanswered',
+    );
+  }
+
+  /** Why a command at `address` failed: refused credentials (WRONGPASS, NOAUTH) named with the fix, no answer, or as it came. */
+  private failure(error: unknown, address: string | undefined, sentinel: boolean, boundMs: number): RedisTopologyError {
+    const reason = error instanceof Error ? error.message : String(error);
+    if (/^(WRONGPASS|NOAUTH|ERR invalid password|ERR AUTH)/.test(reason)) {
+      const fix = sentinel
+        ? 'set the sentinels\' credentials as ?sentinelUsername=…&sentinelPassword=… in the URL'
+        : /^NOAUTH/.test(reason)
+          ? 'put the password in the URL (redis://:password@host:port, or redis://user:password@host:port for an ACL user)'
+          : 'fix the user and password in the URL (redis://user:password@host:port)';
+      // The address only where the URL names several.
+      const at = address === undefined || this.topology.kind === 'standalone' ? '' : ` at ${address}${sentinel ? ' (a sentinel)' : ''}`;
+      return new RedisTopologyError(`Redis at ${this.describe()}: authentication failed${at} (${reason}): ${fix}`);
+    }
+    if (reason.includes('timed out')) return this.unanswered(boundMs);
+    return new RedisTopologyError(`no Redis answers at ${this.describe()}${address === undefined ? '' : ` (${address})`}: ${reason}: start it, or fix the URL`, 'unreachable');
+  }
+
+  /** A server of another kind than the URL names, and the URL that reaches it. */
+  private async mismatch(address: string, mode: string, client: Redis): Promise<RedisTopologyError> {
+    const scheme = this.topology.kind === 'standalone' ? 'redis://' : `redis+${this.topology.kind}://`;
+    const fix =
+      mode === 'cluster'
+        ? `use redis+cluster://${address}`
+        : mode === 'sentinel'
+          ? `use redis+sentinel://${address}/<master name>${await monitoredNames(client)}`
+          : `use redis://${address}${this.topology.kind === 'sentinel' ? ", or the sentinels' addresses (port 26379 by default)" : ''}`;
+    return new RedisTopologyError(`Redis at ${this.describe()}: ${address} is ${MODE_NAMES[mode] ?? `a ${mode} server`}, not ${MODE_NAMES[EXPECTED_MODE[this.topology.kind]]} as ${scheme} expects: ${fix}`);
+  }
+
+  /** Whether the sentinel at `address` knows the URL's master. */
+  private async sentinelProblem(client: Redis, address: string): Promise<RedisTopologyError | undefined> {
+    const name = (this.topology as Extract<RedisTopology, { kind: 'sentinel' }>).options.name;
+    const master = (await client.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)) as string[] | null;
+    if (master) return undefined;
+    return new RedisTopologyError(`Redis at ${this.describe()}: the sentinel at ${address} monitors no master named "${name}"${await monitoredNames(client)}: fix the name in the URL's path`);
+  }
+
+  /** PING through the topology (the sentinels' master, the cluster), then the commands every process needs. */
+  private async answersThrough(boundMs: number, timeoutMs: number): Promise<void> {
+    const client = this.open('control', {
+      lazyConnect: true, enableReadyCheck: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: timeoutMs, commandTimeout: timeoutMs,
+    });
+    const errors: Error[] = [];
+    client.on('error', (error: Error) => errors.push(error));
+    try {
+      try {
+        if (client.status === 'wait') await client.connect();
+        await client.ping();
+      } catch (error) {
+        const cause = errors.find((e) => /^(WRONGPASS|NOAUTH)/.test(e.message)) ?? errors[0] ?? error;
+        // Through the sentinels the data node's credentials are the URL's own.
+        throw this.failure(cause, undefined, false, boundMs);
+      }
+      await this.checkPermissions(client).catch((error: unknown) => {
+        throw error instanceof RedisTopologyError ? error : this.failure(error, undefined, false, boundMs);
+      });
+    } finally {
+      client.disconnect();
+    }
+  }
+
+  /** Probes what leasebeat needs of its user (see `checkServer`); throws one error naming all that is missing and the grant. */
+  private async checkPermissions(client: RedisClient, use?: DeploymentUse): Promise<void> {
+    const missing = new Map<string, string>();
+    for (const probe of permissionProbes(use, use?.replicated ?? this.defaultMinReplicas() > 0)) {
+      try {
+        await probe.run(client);
+      } catch (error) {
+        const reply = replyError(error);
+        if (reply === undefined) throw error;
+        // Only a refusal by the ACL counts: an older server's syntax error or NOSCRIPT is no missing permission.
+        const refused = /^NOPERM .*(command|keys|channels)/.exec(reply)?.[1];
+        if (refused === 'command') missing.set(`+${probe.command}`, `${probe.command.toUpperCase()} (${probe.why})`);
+        else if (refused === 'keys') missing.set(`~${probe.keys}`, `the keys ${probe.keys} (${probe.keysWhy})`);
+        else if (refused === 'channels') missing.set(`&${probe.channel}`, `the channel ${probe.channel} (${probe.why})`);
+      }
+    }
+    if (missing.size === 0) return;
+    const user = this.username();
+    throw new RedisTopologyError(
+      `Redis at ${this.describe()}: the user "${user}" may not use ${[...missing.values()].join(', ')}: ` +
+        `grant them (ACL SETUSER ${user} ${[...missing.keys()].join(' ')}), or give the user +@all -@dangerous +info on the deployment's keys and channel`,
+    );
+  }
+
+  /** The ACL user the URL logs in as. */
+  private username(): string {
+    const t = this.topology;
+    return (t.kind === 'cluster' ? t.options.redisOptions.username : t.options.username) ?? 'default';
   }
 
   /** The number of replicas a durable write waits for when none is configured: see durability.ts. */
@@ -238,6 +454,123 @@ export class RedisConnections {
       case 'cluster':
         return `cluster ${t.nodes.map((n) => `${n.host}:${n.port}`).join(',')}`;
     }
+  }
+}
+
+/**
+ * What a deployment uses on its Redis, for `RedisConnections.checkServer` to probe: its keys, BullMQ's,
+ * the Redis lock's channel, and whether its deciding writes wait for replicas.
+ */
+export interface DeploymentUse {
+  /** The base of leasebeat's own keys, `<prefix>:{<lease name>}`. */
+  keyBase: string;
+  /** BullMQ's prefix. */
+  bullPrefix: string;
+  /** The Redis lock's change channel (PUBLISH in its scripts, SUBSCRIBE in its feed); none under another lock. */
+  leaseChannel?: string;
+  /** Whether deciding writes wait for replicas (WAIT). Default: the topology's default. */
+  replicated?: boolean;
+}
+
+/** A seed address of a topology, with the credentials and TLS used there. */
+interface Seed {
+  host: string;
+  port: number;
+  username?: string;
+  password?: string;
+  tls?: RedisOptions['tls'];
+}
+
+/** `INFO server`'s redis_mode each kind of URL expects of its seed addresses. */
+const EXPECTED_MODE: Record<RedisTopology['kind'], string> = { standalone: 'standalone', sentinel: 'sentinel', cluster: 'cluster' };
+const MODE_NAMES: Record<string, string> = { standalone: 'a standalone Redis', sentinel: 'a Sentinel', cluster: 'a Redis Cluster node' };
+
+/** The message of a server's error reply; undefined for any other failure (a closed connection, a timeout). */
+function replyError(error: unknown): string | undefined {
+  return error instanceof Error && error.name === 'ReplyError' ? error.message : undefined;
+}
+
+/** `(it monitors: a, b)` when `client` is a sentinel that monitors masters; empty otherwise. */
+async function monitoredNames(client: Redis): Promise<string> {
+  try {
+    const masters = (await client.call('SENTINEL', 'MASTERS')) as string[][];
+    const names = masters.map((fields) => fields[fields.indexOf('name') + 1]).filter(Boolean);
+    return names.length > 0 ? ` (it monitors: ${names.join(', ')})` : ' (it monitors no master)';
+  } catch {
+    return '';
+  }
+}
+
+/** `work`, or `late()` thrown once `ms` have passed (its connections are the work's to close). */
+async function withinDeadline<T>(work: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(late()), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** One thing leasebeat needs of its Redis user, probed in a way that changes nothing. */
+interface PermissionProbe {
+  /** The command, lower-case as ACL rules write it. */
+  command: string;
+  why: string;
+  /** The key pattern the probe's key stands for, and what lives there. */
+  keys?: string;
+  keysWhy?: string;
+  channel?: string;
+  run(client: RedisClient): Promise<unknown>;
+}
+
+const PROBE_SCRIPT = 'return 1';
+const PROBE_SCRIPT_SHA = createHash('sha1').update(PROBE_SCRIPT).digest('hex');
+
+/**
+ * The probes: the commands every process runs (scripts, and INFO and TIME, which leasebeat's scripts and
+ * BullMQ also call; WAIT on replicated topologies), and with `use` the deployment's keys, BullMQ's keys and
+ * the Redis lock's channel. The probe keys are names nobody uses; XADD with NOMKSTREAM creates nothing,
+ * and subscribers of the lock's channel ignore an empty message.
+ */
+function permissionProbes(use: DeploymentUse | undefined, replicated: boolean): PermissionProbe[] {
+  const own = use && `${use.keyBase}:permission-probe`;
+  const ownKeys = use && { keys: `${use.keyBase}:*`, keysWhy: "leasebeat's keys" };
+  const scriptKeys = own ? [own] : [];
+  const probes: PermissionProbe[] = [
+    { command: 'eval', why: "leasebeat's and BullMQ's scripts", ...ownKeys, run: (c) => c.eval(PROBE_SCRIPT, scriptKeys.length, ...scriptKeys) },
+    { command: 'evalsha', why: "leasebeat's and BullMQ's scripts", ...ownKeys, run: (c) => c.evalsha(PROBE_SCRIPT_SHA, scriptKeys.length, ...scriptKeys) },
+    { command: 'info', why: "called inside leasebeat's scripts, and by BullMQ", run: (c) => c.info('server') },
+    { command: 'time', why: "called inside leasebeat's scripts, and for Redis time", run: (c) => c.time() },
+  ];
+  if (replicated) probes.push({ command: 'wait', why: 'replicas acknowledge each deciding write', run: (c) => c.call('WAIT', 0, 1) });
+  if (!use || !own) return probes;
+  const bull = `${use.bullPrefix}:permission-probe`;
+  const bullKeys = { keys: `${use.bullPrefix}:*`, keysWhy: "BullMQ's queues" };
+  probes.push(
+    { command: 'xadd', why: "the leader's request stream", ...ownKeys, run: (c) => c.xadd(own, 'NOMKSTREAM', 'MAXLEN', 0, '*', 'probe', '1') },
+    { command: 'xread', why: "the leader's request stream", ...ownKeys, run: (c) => c.xread('COUNT', 1, 'STREAMS', own, '0-0') },
+    { command: 'eval', why: "BullMQ's scripts", ...bullKeys, run: (c) => c.eval(PROBE_SCRIPT, 1, bull) },
+    { command: 'bzpopmin', why: "BullMQ's workers wait on it", ...bullKeys, run: (c) => c.bzpopmin(bull, 0.01) },
+  );
+  const channel = use.leaseChannel;
+  if (channel) {
+    const why = "the Redis lock's change feed";
+    probes.push(
+      { command: 'publish', why, channel, run: (c) => c.publish(channel, '') },
+      { command: 'subscribe', why, channel, run: (c) => subscribeOnce(c, channel) },
+    );
+  }
+  return probes;
+}
+
+/** Subscribes to `channel` on a connection of its own, and leaves. */
+async function subscribeOnce(client: RedisClient, channel: string): Promise<void> {
+  const subscriber = isCluster(client) ? client.duplicate([], { lazyConnect: true }) : client.duplicate({ lazyConnect: true, enableReadyCheck: false });
+  subscriber.on('error', () => undefined);
+  try {
+    await subscriber.subscribe(channel);
+  } finally {
+    subscriber.disconnect();
   }
 }
 

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -10,27 +9,10 @@ import { KubernetesLeaseLock } from '../../src/election/kubernetes-lock.js';
 import { runCli, oneLine, type CliResult } from '../support/cli.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { silentServer } from '../support/silent-server.js';
 import { leadInProcess } from '../support/trigger-leader.js';
 
 const goodJobs = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
-
-/** A TCP server that accepts connections and never answers: Redis as a SIGSTOPped server looks to a client. */
-async function silentServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    close: () => {
-      for (const socket of sockets) socket.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 describe('admin commands of the CLI, on a real Redis', () => {
   let server: TestRedis;

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { CLUSTER_BULL_PREFIX, defaultBullPrefix, hashTag, keySlot, parseRedisUrl, redact, RedisConnections, RedisTopologyError } from '../../src/queueing/redis-topology.js';
 import { KeySpace } from '../../src/queueing/keys.js';
+import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
+import { startSentinelGroup, type TestSentinelGroup } from '../support/redis-sentinel.js';
 
 describe('Redis URLs', () => {
   it('reads a single server, with credentials, TLS and a database', () => {
@@ -93,5 +95,38 @@ describe('Redis Cluster key rules', () => {
     assert.equal(cluster.bullPrefix(undefined, 'leasebeat'), CLUSTER_BULL_PREFIX);
     assert.equal(cluster.bullPrefix(undefined, 'iso'), '{iso-bull}');
     assert.equal(defaultBullPrefix(undefined, false), undefined);
+  });
+});
+
+describe('RedisConnections.reach: what answers at the URL is what the URL names (issue 19; real servers)', () => {
+  let group: TestSentinelGroup;
+  let cluster: TestRedisCluster;
+  before(async () => {
+    [group, cluster] = await Promise.all([startSentinelGroup(), startRedisCluster()]);
+  });
+  after(async () => {
+    await Promise.all([group.close(), cluster.close()]);
+  });
+
+  const problem = async (url: string): Promise<string | undefined> => {
+    try {
+      await RedisConnections.fromUrl(url).reach(5_000);
+      return undefined;
+    } catch (error) {
+      assert.ok(error instanceof RedisTopologyError, String(error));
+      assert.equal(error.problem, 'config');
+      return error.message;
+    }
+  };
+
+  it('reaches a Sentinel group and a Cluster by their URLs, and names the server and the URL for a crossed one', { timeout: 60_000 }, async () => {
+    assert.equal(await problem(group.url), undefined);
+    assert.equal(await problem(cluster.url), undefined);
+    const sentinel = `127.0.0.1:${group.sentinels[0]!.port}`;
+    const node = /^redis\+cluster:\/\/([^,/?]+)/.exec(cluster.url)![1]!;
+    assert.match((await problem(group.url.replace(`/${group.masterName}`, '/nope')))!, new RegExp(`monitors no master named "nope" \\(it monitors: ${group.masterName}\\): fix the name`));
+    assert.match((await problem(`redis://${sentinel}`))!, new RegExp(`${sentinel} is a Sentinel, not a standalone Redis as redis:// expects: use redis\\+sentinel://${sentinel}/<master name> \\(it monitors: ${group.masterName}\\)`));
+    assert.match((await problem(`redis://${node}`))!, new RegExp(`${node} is a Redis Cluster node, not a standalone Redis as redis:// expects: use redis\\+cluster://${node}`));
+    assert.match((await problem(`redis+sentinel://${node}/x`))!, new RegExp(`${node} is a Redis Cluster node, not a Sentinel as redis\\+sentinel:// expects`));
   });
 });
