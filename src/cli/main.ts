@@ -1,6 +1,6 @@
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { delimiter, join, resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import {
   AdminError,
@@ -12,6 +12,7 @@ import {
   DeploymentConflictError,
   formatDuration,
   formatMembersTable,
+  inCluster,
   KubernetesLeaseLock,
   loadJobs,
   loadServiceConfig,
@@ -121,13 +122,37 @@ async function connectRedis(config: ServiceConfig, log: ReturnType<typeof create
 
 /**
  * The Kubernetes lock. client-node is imported here, not by the library's entry point, so that a process
- * on the Redis lock never loads it (about 70 MiB and a second). The default kubeconfig is loaded here
- * rather than on the lock's first call, so that a broken one still stops the command before it starts.
+ * on the Redis lock never loads it (about 70 MiB and a second). The kubeconfig is found and loaded here,
+ * as client-node's `loadFromDefault` would (KUBECONFIG, ~/.kube/config, the pod's service account), rather
+ * than on the lock's first call, so that a missing or broken one stops the command before it starts:
+ * `loadFromDefault` throws a raw ENOENT for a KUBECONFIG that is not there, and with none at all it
+ * falls back to http://localhost:8080, where an instance would retry for ever and never lead.
  */
 async function kubernetesLock(config: ServiceConfig, identity: string, log?: ReturnType<typeof createLogger>): Promise<ResourceLock> {
+  const fix = 'set KUBECONFIG, run in a pod with a service account, or use LEASEBEAT_LOCK=redis';
+  const files = (process.env.KUBECONFIG ?? '').split(delimiter).filter(Boolean);
+  // client-node looks in $HOME only.
+  const home = process.env.HOME ? join(process.env.HOME, '.kube', 'config') : undefined;
+  const missing = files.filter((file) => !existsSync(file));
+  if (missing.length > 0) throw new ConfigError(`LEASEBEAT_LOCK=kubernetes: no kubeconfig: KUBECONFIG=${missing.join(delimiter)} does not exist; ${fix}`);
+  const source =
+    files.length > 0 ? `KUBECONFIG=${process.env.KUBECONFIG}` : home !== undefined && existsSync(home) ? home : inCluster() ? 'the service account' : undefined;
+  if (source === undefined) {
+    throw new ConfigError(`LEASEBEAT_LOCK=kubernetes: no kubeconfig: KUBECONFIG is unset, ${home ?? '~/.kube/config ($HOME unset)'} does not exist and this is not a pod with a service account; ${fix}`);
+  }
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromDefault();
+  try {
+    kubeConfig.loadFromDefault();
+  } catch (error) {
+    throw new ConfigError(`LEASEBEAT_LOCK=kubernetes: the kubeconfig ${source} cannot be read (${(error as Error).message.split('\n')[0]}): fix it; ${fix}`);
+  }
+  if (!kubeConfig.getCurrentCluster()) {
+    const context = kubeConfig.getCurrentContext();
+    throw new ConfigError(
+      `LEASEBEAT_LOCK=kubernetes: the kubeconfig ${source} ${context ? `names no cluster for its current context "${context}"` : 'has no current-context'}: select one (kubectl config use-context), or ${fix}`,
+    );
+  }
   return new KubernetesLeaseLock({ namespace: config.leaseNamespace, name: config.leaseName, identity, kubeConfig, logger: log });
 }
 
@@ -141,9 +166,9 @@ async function start(_options: unknown, command: Command): Promise<void> {
   requireDirectory(resolve(config.jobsDir), 'LEASEBEAT_JOBS_DIR (--jobs-dir)', 'create it, or point LEASEBEAT_JOBS_DIR at the folder of job files');
   await checkListen(config.httpHost, config.httpPort);
   const logger = createLogger({ level: config.logLevel });
+  const lock = config.lock === 'kubernetes' ? await kubernetesLock(config, config.identity, logger) : undefined;
   const { url, embedded } = await connectRedis(config, logger);
   const metrics = createMetrics();
-  const lock = config.lock === 'kubernetes' ? await kubernetesLock(config, config.identity, logger) : undefined;
   const scheduler = createScheduler({
     connection: url,
     jobsDir: resolve(config.jobsDir),
