@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
-import { Command, Option } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import {
   AdminError,
   ConfigError,
@@ -376,10 +376,14 @@ async function drain(member: string, options: { note?: string; wait?: boolean; t
   });
 }
 
+// A bad command line is one line naming the problem and exit code 2 (see `usageError`), not commander's
+// message and help; the commands below inherit these settings, so they come first.
 const program = new Command('leasebeat')
   .description('Leader-gated cron scheduler for BullMQ: one leader enqueues every tick exactly once, every instance works')
   .version(VERSION, '-V, --version', 'print the version')
-  .showHelpAfterError();
+  .exitOverride()
+  .configureOutput({ outputError: () => undefined })
+  .showHelpAfterError(false);
 
 withSettings(program.command('start').description('run one instance: elector, producer (while leading), workers and HTTP'), 'start').action(start);
 
@@ -446,11 +450,29 @@ function describeFailure(error: Error): string {
   return aboutUrl ? `LEASEBEAT_REDIS_URL: ${error.message}` : error.message;
 }
 
+/**
+ * Commander's complaint about the command line in one line, with where to read more: `error: unknown
+ * option '--jsn'\n(Did you mean --json?)` becomes `status: unknown option '--jsn' (did you mean --json?);
+ * see leasebeat status --help`.
+ */
+function usageError(error: CommanderError): string {
+  const named = process.argv.slice(2).find((arg) => !arg.startsWith('-'));
+  const command = program.commands.find((c) => c.name() === named);
+  const problem = error.message.replace(/^error: /, '').replace(/\.$/, '').replace(/\n\(Did you mean/g, ' (did you mean').replace(/\s*\n\s*/g, ' ');
+  return `${command ? `${command.name()}: ` : ''}${problem}; see leasebeat${command ? ` ${command.name()}` : ''} --help`;
+}
+
 try {
   await program.parseAsync(process.argv);
   // Admin commands hold no handle past their work; exit now so a socket to a hung Redis cannot keep us.
   if (!serving) process.exit();
 } catch (error) {
+  if (error instanceof CommanderError) {
+    // --help, --version, and bare `leasebeat` (help on stderr) exit as commander means them to.
+    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') process.exit(error.exitCode);
+    console.error(`leasebeat: ${usageError(error)}`);
+    process.exit(2);
+  }
   const code = exitCodeOf(error);
   if (code === undefined) throw error;
   console.error(`leasebeat: ${describeFailure(error as Error)}`);
