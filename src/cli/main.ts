@@ -1,5 +1,6 @@
+import { lookup } from 'node:dns/promises';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, isIP } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import {
@@ -83,6 +84,12 @@ function requireDirectory(dir: string, setting: string, fix: string): void {
 
 /** Fails with a configuration error when the HTTP address cannot be bound, before anything connects. */
 async function checkListen(host: string, port: number): Promise<void> {
+  if (isIP(host) === 0) {
+    // The schema took the name's form; whether it names an address here is only known by asking.
+    await lookup(host).catch((error: NodeJS.ErrnoException) => {
+      throw new ConfigError(`LEASEBEAT_HTTP_HOST="${host}" (--http-host) does not resolve to an address here (${error.code ?? error.message}): use an IP address, or a name this host resolves`);
+    });
+  }
   if (port === 0) return;
   await new Promise<void>((done, fail) => {
     const probe = createServer();

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
@@ -98,6 +99,25 @@ function redisUrlSchema(): z.ZodType<string> {
   });
 }
 
+/**
+ * A listen address: an IP literal, or a host name by its form (labels of letters, digits and '-'; the last
+ * not all digits, so `999.1.1.1` is no name). Whether a name resolves is asked before listening.
+ */
+function hostSchema(): z.ZodType<string> {
+  return z.string().transform((raw, ctx) => {
+    if (isIP(raw) !== 0) return raw;
+    const labels = raw.split('.');
+    if (raw.length <= 253 && labels.every((label) => /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i.test(label)) && !/^\d+$/.test(labels.at(-1)!)) return raw;
+    ctx.addIssue({
+      code: 'custom',
+      message: /^[\d.]+$/.test(raw)
+        ? 'is not an IPv4 address (four numbers from 0 to 255): use e.g. 0.0.0.0 (every interface) or 127.0.0.1 (loopback)'
+        : 'is not an IP address (IPv6 without brackets) or a host name: use e.g. 0.0.0.0 (every interface), 127.0.0.1 or ::1 (loopback)',
+    });
+    return z.NEVER;
+  });
+}
+
 function portSchema(): z.ZodType<number> {
   return z.string().transform((raw, ctx) => {
     const port = Number(raw);
@@ -165,7 +185,7 @@ export const SETTINGS = {
   HTTP_HOST: {
     env: 'LEASEBEAT_HTTP_HOST', flag: '--http-host', valueName: '<host>', default: '127.0.0.1', scope: 'start',
     description: 'Listen address of the HTTP port (`0.0.0.0` in the image); a non-loopback address needs board credentials or --insecure-board',
-    schema: nonEmpty,
+    schema: hostSchema(),
   },
   HTTP_PORT: {
     env: 'LEASEBEAT_HTTP_PORT', flag: '--http-port', valueName: '<port>', default: '8080', scope: 'start',

@@ -55,6 +55,13 @@ describe('CLI configuration: one schema, every bad value a one-line exit 2 befor
     { title: 'an HTTP port out of range', settings: () => ({ LEASEBEAT_HTTP_PORT: '99999' }), message: /^leasebeat: LEASEBEAT_HTTP_PORT="99999" \(--http-port\) must be a port number/ },
     { title: 'an HTTP port in use', settings: () => ({ LEASEBEAT_HTTP_PORT: String(busyPort) }), message: /LEASEBEAT_HTTP_PORT="\d+" \(--http-port\): port \d+ on 127\.0\.0\.1 is already in use/ },
     { title: 'a public HTTP host without board credentials', settings: () => ({ LEASEBEAT_HTTP_HOST: '0.0.0.0' }), message: /LEASEBEAT_HTTP_HOST="0\.0\.0\.0" .*LEASEBEAT_BOARD_USER.*--insecure-board/ },
+    // Issue 19, finding 7: an address that is none is not reported as "reachable from other hosts".
+    { title: 'an HTTP host that is no IP address', settings: () => ({ LEASEBEAT_HTTP_HOST: '999.1.1.1' }), message: /^leasebeat: LEASEBEAT_HTTP_HOST="999\.1\.1\.1" \(--http-host\) is not an IPv4 address/ },
+    {
+      title: 'an HTTP host name that does not resolve',
+      settings: () => ({ LEASEBEAT_HTTP_HOST: 'no-such-host.invalid', LEASEBEAT_INSECURE_BOARD: 'true' }),
+      message: /^leasebeat: LEASEBEAT_HTTP_HOST="no-such-host\.invalid" \(--http-host\) does not resolve to an address here \(ENOTFOUND\)/,
+    },
     { title: 'an unknown log level', settings: () => ({ LEASEBEAT_LOG_LEVEL: 'verbose' }), message: /^leasebeat: LEASEBEAT_LOG_LEVEL="verbose" \(--log-level\) must be one of fatal, error, warn, info, debug, trace, silent$/ },
     { title: 'a missing jobs folder', settings: () => ({ LEASEBEAT_JOBS_DIR: '/nonexistent/jobs' }), message: /LEASEBEAT_JOBS_DIR .*\/nonexistent\/jobs does not exist/ },
     { title: 'a duration that is not one', settings: () => ({ LEASEBEAT_SHUTDOWN_TIMEOUT: 'soon' }), message: /LEASEBEAT_SHUTDOWN_TIMEOUT="soon" .*is not a positive duration: write it like 15s/ },

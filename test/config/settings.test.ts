@@ -74,6 +74,21 @@ describe('the settings schema', () => {
     });
   });
 
+  it('takes an IP address or a host name as the HTTP host, and refuses what is neither (issue 19)', () => {
+    for (const host of ['0.0.0.0', '127.0.0.1', '::', '::1', 'localhost', 'scheduler-0.internal']) {
+      assert.equal(loadServiceConfig({ HTTP_HOST: host, INSECURE_BOARD: 'true' }, {}).httpHost, host);
+    }
+    const refused: Array<[string, RegExp]> = [
+      ['999.1.1.1', /^LEASEBEAT_HTTP_HOST="999\.1\.1\.1" \(--http-host\) is not an IPv4 address \(four numbers from 0 to 255\)/],
+      ['10.0.0', /is not an IPv4 address/],
+      ['[::1]', /is not an IP address \(IPv6 without brackets\) or a host name/],
+      ['web_1', /is not an IP address .* or a host name/],
+    ];
+    for (const [host, message] of refused) {
+      assert.throws(() => loadServiceConfig({ HTTP_HOST: host, INSECURE_BOARD: 'true' }, {}), (error: unknown) => error instanceof ConfigError && message.test(error.message), host);
+    }
+  });
+
   it('takes every Redis topology URL: one server, Sentinel, Cluster', () => {
     for (const url of ['rediss://u:p@h:6380/2', 'redis+sentinel://a:26379,b:26379/mymaster', 'redis+cluster://a:7000,b:7001']) {
       assert.equal(loadServiceConfig({ REDIS_URL: url }, {}).redisUrl, url);
