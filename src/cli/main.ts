@@ -163,6 +163,9 @@ async function kubernetesLock(config: ServiceConfig, identity: string, log?: Ret
   return new KubernetesLeaseLock({ namespace: config.leaseNamespace, name: config.leaseName, identity, kubeConfig, logger: log });
 }
 
+/** A second SIGTERM/SIGINT exits at once only if it comes this long after the first (see `start`). */
+const REPEATED_SIGNAL_MS = 1_000;
+
 /** Set by `start`, which keeps running; every other command exits once its work is done. */
 let serving = false;
 
@@ -206,13 +209,20 @@ async function start(_options: unknown, command: Command): Promise<void> {
   await scheduler.start();
   logger.info({ url: http.url, board: `${http.url}/admin/queues` }, 'serving status, probes, metrics and Bull Board');
 
-  let stopping = false;
+  let stoppingSince: number | undefined;
   const shutdown = (signal: string): void => {
-    if (stopping) {
+    if (stoppingSince !== undefined) {
+      // One Ctrl-C reaches node twice: from the terminal (its process group) and again as npm forwards it,
+      // milliseconds apart. Only a signal sent after that, by a person or a supervisor, abandons the drain.
+      const sinceMs = performance.now() - stoppingSince;
+      if (sinceMs < REPEATED_SIGNAL_MS) {
+        logger.info({ signal, sinceMs: Math.round(sinceMs) }, `another signal within ${formatDuration(REPEATED_SIGNAL_MS)} of the first: taken as the same request, still draining`);
+        return;
+      }
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
-    stopping = true;
+    stoppingSince = performance.now();
     logger.info({ signal }, 'stopping');
     // Past its budget (drain + release + margin) a shutdown that cannot finish, e.g. with Redis gone, exits
     // anyway: BullMQ's stalled-job check recovers the runs, and the lease expires.
