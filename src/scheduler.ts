@@ -25,6 +25,7 @@ import { bullPrefixFor, DEFAULT_KEY_PREFIX, RedisConnections } from './queueing/
 import { TickLedger } from './queueing/tick-ledger.js';
 import { DEFAULT_STAGE_AHEAD_MS } from './queueing/staging.js';
 import { RunRecords } from './queueing/run-records.js';
+import { stayConnected } from './queueing/stay-connected.js';
 import { WorkerPool, type WorkerMetrics, type WorkerTuning } from './queueing/worker-pool.js';
 import type { ScheduledJob } from './scheduling/define-job.js';
 import { formatDuration } from './scheduling/duration.js';
@@ -164,6 +165,8 @@ class LeasebeatScheduler implements Scheduler {
   private cordoned = false;
   private cordonChange: Promise<unknown> = Promise.resolve();
   private stopping: Promise<void> | undefined;
+  /** Set when the shutdown closes the connections: an end after that is ours, not one to revive. */
+  private closingRedis = false;
 
   constructor(private readonly options: SchedulerOptions) {
     this.log = options.logger ?? silentLogger;
@@ -185,6 +188,7 @@ class LeasebeatScheduler implements Scheduler {
     if (this.ownsRedis) {
       for (const client of [this.redis, this.workerRedis]) {
         client.on('error', (error: Error) => this.log.warn({ err: error }, 'Redis connection error; reconnecting'));
+        stayConnected(client, () => this.closingRedis, this.log);
       }
     }
     const durability = this.durableWrites(connections, options.durability);
@@ -554,6 +558,7 @@ class LeasebeatScheduler implements Scheduler {
     await this.admin.close();
     this.closeDurability();
     if (this.ownsRedis) {
+      this.closingRedis = true;
       await Promise.all([this.redis, this.workerRedis].map((client) => client.quit().catch(() => client.disconnect())));
     }
     this.log.info('shut down');
