@@ -14,6 +14,8 @@ export {
   type RecentRun,
   type TriggerResult,
   type DrainOptions,
+  formatJobLine,
+  formatRuns,
 } from './admin/admin.js';
 export {
   SETTINGS,

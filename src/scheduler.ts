@@ -344,7 +344,8 @@ class LeasebeatScheduler implements Scheduler {
       new Promise<{ ok: boolean; detail: string }>((resolve) => setTimeout(() => resolve({ ok: false, detail: 'PING timed out after 1 s' }), 1000).unref()),
     ]);
     return [
-      { name: 'redis', ...redis },
+      // Shown, not gating: Redis is every instance's, and with it down all would be unready at once (see /readyz).
+      { name: 'redis', required: false, ...redis },
       { name: 'jobs', ...this.jobsCheck() },
       // A cordoned instance is still Ready, as a cordoned Kubernetes node is: it is out of rotation by choice.
       this.cordoned && !this.shuttingDown
@@ -381,6 +382,7 @@ class LeasebeatScheduler implements Scheduler {
         schedule: describeTrigger(job),
         timezone: job.timezone,
         paused: job.paused || paused.has(job.name),
+        pauseNote: paused.get(job.name)?.note ?? null,
         nextRuns: nextTicks(job, now, 3).map((tick) => new Date(tick).toISOString()),
         lastTick: state.lastScheduledTick === undefined ? null : new Date(state.lastScheduledTick).toISOString(),
         lastJobId: state.lastJobId ?? null,
@@ -424,7 +426,7 @@ class LeasebeatScheduler implements Scheduler {
 
   private lead(signal: AbortSignal, term: Term): void {
     this.producerRun = this.producer.run(term, signal);
-    // A fresh monitor per term: a new leader rebuilds member health from scratch.
+    // A fresh monitor per term: a new leader rebuilds member health from Redis.
     const monitor = new MemberMonitor({
       store: this.members,
       self: this.identity,

@@ -12,7 +12,9 @@ import {
   createScheduler,
   DeploymentConflictError,
   formatDuration,
+  formatJobLine,
   formatMembersTable,
+  formatRuns,
   inCluster,
   KubernetesLeaseLock,
   loadJobs,
@@ -306,12 +308,7 @@ async function status(options: { json?: boolean }, command: Command): Promise<vo
     );
     if (report.leaseError) console.log(`lease: ${report.leaseError}`);
     for (const line of formatMembersTable({ members: report.members, disruption: report.disruption, judgedBy: report.judgedBy })) console.log(line);
-    for (const row of report.jobs) {
-      console.log(
-        `${row.name}${row.paused ? ' [paused]' : ''}  next ${row.next ?? '-'}  last ${row.lastTick ?? '-'} ${row.lastJobId ?? ''}  ` +
-          `enqueued ${row.enqueued} skipped ${JSON.stringify(row.skipped)} fenced ${row.fenced}`,
-      );
-    }
+    for (const row of report.jobs) console.log(formatJobLine(row));
     if (report.jobsDir === null) console.log('(no jobs folder here: next run times need LEASEBEAT_JOBS_DIR)');
     for (const error of report.jobsDir?.errors ?? []) console.log(`error: ${error}`);
   });
@@ -346,12 +343,11 @@ async function runs(name: string, options: { limit: string; json?: boolean }, co
       console.log(JSON.stringify(list, null, 2));
       return;
     }
-    if (list.length === 0) console.log(`${name}: no ticks recorded yet`);
-    for (const run of list) console.log(`${run.tick}  ${run.fate}${run.reason ? ` (${run.reason})` : ''}  ${run.jobId ?? ''}  ${run.state ?? ''}`.trimEnd());
+    for (const line of formatRuns(name, list)) console.log(line);
   });
 }
 
-async function cordon(member: string, options: { note?: string }, command: Command): Promise<void> {
+async function cordon(member: string, options: { note?: string; force?: boolean }, command: Command): Promise<void> {
   await withAdmin(command, async (admin) => {
     const identity = await admin.cordon(member, options);
     console.log(`cordoned ${identity}: within one heartbeat it leaves the election (releasing the lease if it leads) and takes no new jobs`);
@@ -365,13 +361,14 @@ async function uncordon(member: string, _options: unknown, command: Command): Pr
   });
 }
 
-async function drain(member: string, options: { note?: string; wait?: boolean; timeout: string }, command: Command): Promise<void> {
+async function drain(member: string, options: { note?: string; force?: boolean; wait?: boolean; timeout: string }, command: Command): Promise<void> {
   const timeoutMs = parseDuration(/^\d+$/.test(options.timeout) ? Number(options.timeout) : options.timeout);
   if (timeoutMs === undefined) throw new ConfigError(`--timeout "${options.timeout}" is not a duration: write it like 90s or 10m (a bare number is ms)`);
   await withAdmin(command, async (admin) => {
     let shown = '';
     const { identity, outcome } = await admin.drain(member, {
       note: options.note,
+      force: options.force,
       wait: options.wait,
       timeoutMs,
       onCordoned: (cordoned) => {
@@ -430,7 +427,7 @@ withSettings(program.command('resume').description('resume a paused job'), 'conn
   .option('--force', 'accept a name the cluster does not know')
   .action(resume);
 
-withSettings(program.command('runs').description("a job's recent ticks from the fenced ledger: enqueued (with the run's BullMQ state), skipped (why)"), 'connection')
+withSettings(program.command('runs').description("a job's recent ticks, skipped ranges and manual runs from the fenced ledger: each run with its BullMQ state, each skip with why"), 'connection')
   .argument('<job>', 'job name')
   .option('-n, --limit <n>', 'how many, newest first', '20')
   .option('--json', 'print JSON')
@@ -439,6 +436,7 @@ withSettings(program.command('runs').description("a job's recent ticks from the 
 withSettings(program.command('cordon').description('take a member out of rotation: it leaves the election and takes no new jobs'), 'connection')
   .argument('<member>', 'member identity, or a prefix of it that matches one member')
   .option('--note <text>', 'why it is cordoned')
+  .option('--force', 'cordon it even when no other member could lead then (the cluster is left without a leader)')
   .action(cordon);
 
 withSettings(program.command('uncordon').description('put a cordoned member back: it takes jobs and campaigns again'), 'connection')
@@ -450,6 +448,7 @@ withSettings(program.command('drain').description('cordon a member; with --wait,
   .option('--wait', 'wait until the member reports no active jobs')
   .option('--timeout <duration>', 'give up waiting after this long (exit code 1)', '5m')
   .option('--note <text>', 'why it is drained')
+  .option('--force', 'drain it even when no other member could lead then (the cluster is left without a leader)')
   .action(drain);
 
 /** Exit codes by failure: see the top of this file. */

@@ -69,8 +69,11 @@ const MOVED_ERRORS = new Set(['DelayedError', 'WaitingError', 'WaitingChildrenEr
 
 /** Hooks for the workers' Prometheus metrics. */
 export interface WorkerMetrics {
-  /** A handler started; `kind` says why (see `StartKind`): `runner-lost` is BullMQ's at-least-once re-run. */
-  started(job: string, kind: StartKind): void;
+  /**
+   * A handler started; `kind` says why (see `StartKind`): `runner-lost` is BullMQ's at-least-once re-run.
+   * `run`: its tick (a manual run's: its request) and BullMQ's processedOn, for the start lag.
+   */
+  started(job: string, kind: StartKind, run: { tick: number; startedAt: number }): void;
   /**
    * A run came back that had finished, and its finish was recorded again without running the handler:
    * `finish-lost` (a failover lost BullMQ's record of it) or `completed-retry-refused` (an operator put a
@@ -314,7 +317,7 @@ export class WorkerPool {
           'running a run again whose last start never finished (its process died or lost the lock): BullMQ runs a run at least once',
         );
       }
-      this.options.metrics?.started(job.name, start.start);
+      this.options.metrics?.started(job.name, start.start, { tick: (job.data as Partial<TickJobData>).tick ?? job.timestamp, startedAt: job.processedOn ?? Date.now() });
       const abort = new AbortController();
       // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
       signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });

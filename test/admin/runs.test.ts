@@ -100,6 +100,9 @@ describe('runs: the ticks, skipped ranges and manual runs of a job, each run wit
       [`sweep@${t0 + 4 * SECOND}`, 'ops', 'waiting'],
       [`sweep@${t0}`, 'ops', 'waiting'],
     ]);
+    const text = await runCli(['runs', 'sweep'], { env: { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: '' }, cwd: elsewhere });
+    assert.equal(text.code, 0, text.stderr);
+    assert.deepEqual(text.stdout.trimEnd().split('\n'), formatRuns('sweep', runs));
   });
 
   it('still refuses a name nothing is recorded for', async () => {

@@ -259,15 +259,16 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     assert.deepEqual([...(await store.cordons()).keys()], [spare!.identity], 'nothing was stored for the leader');
     assert.equal(await leaseHolder('last'), leader.identity, 'it still leads');
 
-    // Forced, through the admin API: done as asked, and the lease is released.
     const admin = createAdmin({ connection: server.url, leaseName: 'last', bullPrefix: 'last-bull' });
     try {
       await assert.rejects(admin.cordon(leader.identity), (error: unknown) => error instanceof AdminError && error.code === 'no-eligible-leader');
-      const { outcome } = await admin.drain(leader.identity, { force: true, wait: true, timeoutMs: 30_000 });
-      assert.equal(outcome?.kind, 'drained');
     } finally {
       await admin.close();
     }
+    // Forced: done as asked, and the lease is released.
+    const forced = await leasebeatCli(['drain', leader.identity, '--force', '--wait', '--timeout', '30s'], env);
+    assert.equal(forced.code, 0, forced.stderr);
+    assert.match(forced.stdout, /^drained last-leader: cordoned, no active jobs$/m);
     await until('the lease to be released', async () => (await leaseHolder('last')) === '');
   });
 

@@ -24,7 +24,7 @@ describe('the status API, history and metrics of a running scheduler', () => {
       identity: 'pod-live',
       election: { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 },
       members: { heartbeatIntervalMs: 200, graceMs: 1_000 },
-      metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics },
+      metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics, workers: metrics.workerMetrics },
     });
     server = await startHttpServer({ host: '127.0.0.1', port: 0, source: scheduler, metrics });
   });
@@ -63,5 +63,13 @@ describe('the status API, history and metrics of a running scheduler', () => {
       assert.ok(text.split('\n').includes(line), `missing: ${line}`);
     }
     assert.ok(/^leasebeat_lease_renew_failures_total\{name="[^"]+"\} 0$/m.test(text), 'renew failures declared at 0');
+    // Staged 2 s ahead, every run is added early; its start lag is what the workers observe.
+    const starts = Number(/^leasebeat_run_start_lag_seconds_count (\d+)$/m.exec(text)?.[1]);
+    const startLag = Number(/^leasebeat_run_start_lag_seconds_sum (\S+)$/m.exec(text)?.[1]) / starts;
+    assert.ok(starts >= 3 && startLag >= 0 && startLag < 5, `run start lag: ${starts} starts, ${startLag} s on average`);
+
+    await scheduler.admin.pause('every-second', { note: 'db migration' });
+    const paused = (await (await fetch(server.url + '/api/status')).json()) as { jobs: Array<{ name: string; paused: boolean; pauseNote?: string | null }> };
+    assert.deepEqual(paused.jobs.map((job) => [job.name, job.paused, job.pauseNote]), [['every-second', true, 'db migration']], 'what the page shows beside the badge');
   });
 });
