@@ -80,7 +80,12 @@ export class FencedEnqueue {
    * ahead is added as a delayed job that BullMQ makes available at `dueAt` (staged). False when the
    * self-fence said this instance no longer leads right before the add was sent: nothing was added.
    */
-  async add(job: ScheduledJob, tick: number, jobId: string, { manual = false, dueAt = 0 }: { manual?: boolean; dueAt?: number } = {}): Promise<boolean> {
+  async add(
+    job: ScheduledJob,
+    tick: number,
+    jobId: string,
+    { manual = false, dueAt = 0, stagedBy }: { manual?: boolean; dueAt?: number; stagedBy?: FencingToken } = {},
+  ): Promise<boolean> {
     const data: TickJobData = { tick, token: this.options.token, data: job.data, manual };
     const opts: JobsOptions = { ...job.jobOptions, jobId, deduplication: { id: jobId, ttl: retentionMs(job) } };
     const now = this.options.now();
@@ -91,6 +96,8 @@ export class FencedEnqueue {
       Object.assign(opts, { timestamp: now, delay: dueAt - now });
       data.dueAt = dueAt;
     }
+    // Another term's staged run, due or not: held by workers like one (see TickRunData.stagedBy).
+    if (stagedBy) Object.assign(data, { dueAt, stagedBy });
     const added = await this.adds.call({ job, data, opts });
     if (added instanceof Error) throw added;
     return added;

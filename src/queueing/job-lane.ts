@@ -7,7 +7,7 @@ import { MIN_RETENTION_MS, retentionMs, type FencedEnqueue } from './fenced-enqu
 import { tickJobId } from './job-data.js';
 import type { ProducerMetrics } from './producer.js';
 import { takeBackInProgress, type RunTakeBack, type StagedRun } from './staging.js';
-import type { ClaimRequest, FencingToken, TakeOverState, TickLedger, TickRecord, UnstageReason } from './tick-ledger.js';
+import { claimingTerm, type ClaimRequest, type FencingToken, type TakeOverState, type TickLedger, type TickRecord, type UnstageReason } from './tick-ledger.js';
 
 /** What a lane needs from the leadership term it runs in. */
 export interface LaneTerm {
@@ -313,7 +313,15 @@ export class JobLane implements Sleeper {
       }
       if (!state.startsWith('claimed|') && !state.startsWith('buffered|')) continue;
       this.log.info({ tick: new Date(tick) }, 'finishing a tick claimed by an earlier term');
-      if (!(await this.claimAndAdd(job, tick, {}))) return false;
+      const dueAt = tick + jitterMs(job, tick);
+      // A job that may be staged is claimed a staging lead before its tick: a claim of it whose due time
+      // passed with no leader to add it is a staged run that came due while no leader ran. Added held
+      // (workers wait for this term's review), it is then decided with the other late ones below.
+      const stagedBy = this.stagingLead(job) > 0 && dueAt <= now0 ? claimingTerm(state) : undefined;
+      if (!(await this.claimAndAdd(job, tick, {}, stagedBy))) return false;
+      if (stagedBy === undefined) continue;
+      if (this.unadded === tick) return false;
+      late.push({ tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt });
     }
     // A pause set at run time (`leasebeat pause`, perhaps while no instance ran) counts like the
     // definition's: the missed ticks are `paused`, not lost to the catch-up limit or window.
@@ -383,7 +391,7 @@ export class JobLane implements Sleeper {
   }
 
   /** Claims (or records) one tick and, if it is to run now, adds it. True once the tick is recorded. */
-  private async claimAndAdd(job: ScheduledJob, tick: number, request: ClaimRequest): Promise<boolean> {
+  private async claimAndAdd(job: ScheduledJob, tick: number, request: ClaimRequest, stagedBy?: FencingToken): Promise<boolean> {
     // The self-fence right before the claim: a paused leader must not write, even if it decided earlier.
     if (!this.term.leading()) return false;
     const jobId = tickJobId(job.name, tick);
@@ -420,12 +428,15 @@ export class JobLane implements Sleeper {
         break;
     }
     this.recorded(tick);
-    if (this.unadded === tick) await this.finishAdd(job);
+    if (this.unadded === tick) await this.finishAdd(job, stagedBy);
     return true;
   }
 
-  /** Adds the claimed tick to BullMQ and confirms it; a failure leaves it to the retry of this step. */
-  private async finishAdd(job: ScheduledJob): Promise<void> {
+  /**
+   * Adds the claimed tick to BullMQ and confirms it; a failure leaves it to the retry of this step.
+   * `stagedBy`: the earlier term whose staged run it is (see TickRunData.stagedBy).
+   */
+  private async finishAdd(job: ScheduledJob, stagedBy?: FencingToken): Promise<void> {
     const tick = this.unadded!;
     const lateBy = this.term.now() - tick;
     if (this.behind && lateBy > job.catchup.windowMs) {
@@ -440,7 +451,7 @@ export class JobLane implements Sleeper {
     if (!this.term.leading()) return;
     const jobId = tickJobId(job.name, tick);
     const dueAt = tick + jitterMs(job, tick);
-    if (!(await this.term.enqueue.add(job, tick, jobId, { dueAt }))) return;
+    if (!(await this.term.enqueue.add(job, tick, jobId, { dueAt, stagedBy }))) return;
     const addedAt = this.term.now();
     if (!(await this.confirmAdded(job, tick, jobId))) return;
     this.unadded = undefined;

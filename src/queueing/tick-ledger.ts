@@ -165,6 +165,13 @@ export interface FenceState {
 
 const toNumber = (value: string | undefined): number | undefined => (value === undefined ? undefined : Number(value));
 
+/** The term that made a `claimed|<generation>|<transitions>|<jobId>` record, or undefined for any other state. */
+export function claimingTerm(state: string): FencingToken | undefined {
+  const [kind, generation, transitions] = state.split('|', 3);
+  if (kind !== 'claimed' || generation === undefined || transitions === undefined) return undefined;
+  return { generation, leaderTransitions: Number(transitions) };
+}
+
 function claimOutcome(code: unknown, detail: string): ClaimOutcome {
   switch (scriptCode('claimTicks', ClaimCode, code)) {
     case ClaimCode.Claimed:

@@ -24,6 +24,12 @@ export interface TickRunData<TData = unknown> {
    * job. Absent for a run added when due.
    */
   dueAt?: number;
+  /**
+   * The term that staged it, when that is not the term that added it: a tick an earlier term claimed
+   * ahead of its due time and never confirmed, added by the next leader after its due time. Workers hold
+   * it as that term's staged run until the next leader has applied its rules to it.
+   */
+  stagedBy?: FenceToken;
 }
 
 /** What a handler gets besides the BullMQ job. */

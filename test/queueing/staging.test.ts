@@ -265,6 +265,57 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     assert.equal(await queue.getJobState(staged.id!), 'unknown');
   });
 
+  describe('a tick an earlier term claimed ahead of its due time and never confirmed, due while no leader ran, is decided by the next leader as a late staged run', () => {
+    /**
+     * Term 1 stages a run of `name`, claims the tick after it ahead of time (as its lane does a staging
+     * lead before the tick) and dies before confirming it: with `added`, after its add reached BullMQ.
+     * Returns that tick once it is past due, with no leader alive across it.
+     */
+    const claimedThenDied = async (name: string, added: boolean): Promise<number> => {
+      const staged = await stagedByEndedTerm(name);
+      const tick = staged.data.tick + 3_000;
+      const jobId = `${name}@${tick}`;
+      const [outcome] = await ledger.claimTicks(TERM_1, [{ job: name, tick, jobId, request: { previousTick: staged.data.tick } }]);
+      assert.equal(outcome?.kind, 'claimed');
+      if (added) {
+        const data: TickJobData = { tick, token: TERM_1, data: undefined, manual: false, dueAt: tick };
+        await queue.add(name, data, { jobId, delay: Math.max(1, tick - Date.now()) });
+      }
+      await waitFor('the claimed tick to be past due', () => Date.now() > tick + 200, 10_000);
+      return tick;
+    };
+
+    for (const added of [false, true]) {
+      it(`paused meanwhile: taken back as paused (${added ? 'its run added' : 'its run never added'})`, { timeout: 30_000 }, async () => {
+        jobs.set('claimed-ahead', job({ name: 'claimed-ahead' }));
+        const tick = await claimedThenDied('claimed-ahead', added);
+        await ledger.pause('claimed-ahead');
+        lead(2);
+        await waitFor('the claimed tick to be decided', async () => (await state('claimed-ahead', tick))?.startsWith('skipped|'), 10_000);
+        assert.equal(await state('claimed-ahead', tick), 'skipped|paused');
+        assert.equal(await queue.getJobState(`claimed-ahead@${tick}`), 'unknown', 'no run of the tick is left in BullMQ');
+      });
+    }
+
+    it('with a catch-up policy that keeps it: it runs once', { timeout: 30_000 }, async () => {
+      jobs.set('kept', job({ name: 'kept', catchup: { mode: 'all', window: '1m' } }));
+      const tick = await claimedThenDied('kept', false);
+      const runs = work();
+      lead(2);
+      await waitFor('the claimed tick to run', () => runs.find((run) => run.tick === tick), 10_000);
+      assert.equal(await state('kept', tick), `enqueued|kept@${tick}`);
+      assert.equal(runs.filter((run) => run.tick === tick).length, 1);
+    });
+
+    it('with no catch-up: taken back as a tick that came due while no leader ran', { timeout: 30_000 }, async () => {
+      jobs.set('none', job({ name: 'none', catchup: { mode: 'none' } }));
+      const tick = await claimedThenDied('none', true);
+      lead(2);
+      await waitFor('the claimed tick to be decided', async () => (await state('none', tick))?.startsWith('skipped|'), 10_000);
+      assert.match((await state('none', tick)) ?? '', /^skipped\|(catchup-limit|missed-window)$/);
+    });
+  });
+
   describe('a job removed while no instance leads (a deploy) has its staged runs taken back by the next leader', () => {
     /** Stages a run of `gone` under term 1 (beside a job that stays), then stops term 1. */
     const stagedThenStopped = async (): Promise<Job<TickJobData>> => {
