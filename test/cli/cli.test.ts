@@ -32,12 +32,15 @@ describe('the leasebeat CLI, run as a real process', () => {
     const help = await leasebeat(['--help']);
     assert.equal(help.code, 0);
     for (const command of ['start', 'validate', 'status', 'trigger', 'pause', 'resume']) assert.match(help.stdout, new RegExp(`\\b${command}\\b`));
-    // The README's CLI table lists every command the CLI has.
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    const cliSection = readme.slice(readme.indexOf('### CLI'), readme.indexOf('## Deployment'));
+    // The CLI table of docs/operations.md lists every command the CLI has.
+    const operations = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
+    const cliStart = operations.indexOf('\n## CLI\n');
+    assert.ok(cliStart >= 0, 'docs/operations.md has no "## CLI" section');
+    const cliEnd = operations.indexOf('\n## ', cliStart + 1);
+    const cliSection = operations.slice(cliStart, cliEnd < 0 ? undefined : cliEnd);
     const commands = [...help.stdout.slice(help.stdout.indexOf('Commands:')).matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]!).filter((c) => c !== 'help');
     assert.ok(commands.length >= 10, help.stdout);
-    for (const command of commands) assert.match(cliSection, new RegExp(`\`leasebeat ${command}\\b`), `${command} missing from README's CLI table`);
+    for (const command of commands) assert.match(cliSection, new RegExp(`\`leasebeat ${command}\\b`), `${command} missing from the CLI table of docs/operations.md`);
     const startHelp = await leasebeat(['start', '--help']);
     assert.match(startHelp.stdout, /--insecure-board/);
     assert.match(startHelp.stdout, /LEASEBEAT_REDIS_URL/);

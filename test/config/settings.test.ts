@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { ConfigError, loadServiceConfig, SETTINGS, type SettingName } from '../../src/config/settings.js';
 import { DEFAULT_MEMBER_SETTINGS } from '../../src/members/settings.js';
 import { DEFAULT_WORKER_TUNING } from '../../src/queueing/worker-pool.js';
-import { README, withSettingsTable } from '../../scripts/readme-config.js';
+import { CONFIG_DOC, withSettingsTable } from '../../scripts/readme-config.js';
 
 /** The environment of a run with only `values` set (no LEASEBEAT_* from the test runner's own). */
 const only = (values: Partial<Record<SettingName, string>>): NodeJS.ProcessEnv =>
@@ -118,11 +118,11 @@ describe('the settings schema', () => {
     assert.equal(loadServiceConfig({ COMMAND_TIMEOUT: '250ms' }, only({})).commandTimeoutMs, 250);
   });
 
-  it("README's configuration table is the one generated from the schema", () => {
-    const readme = readFileSync(README, 'utf8').split('\n');
-    const generated = withSettingsTable(readme.join('\n')).split('\n');
+  it("docs/configuration.md's table is the one generated from the schema", () => {
+    const page = readFileSync(CONFIG_DOC, 'utf8').split('\n');
+    const generated = withSettingsTable(page.join('\n')).split('\n');
     // Line by line: a whole-file assert.equal diffs 50 kB strings, which takes minutes.
-    const at = generated.findIndex((line, i) => line !== readme[i]);
-    assert.equal(at === -1 && generated.length === readme.length, true, `README.md is out of date at line ${at + 1} (${JSON.stringify(generated[at])}): run npm run readme:config`);
+    const at = generated.findIndex((line, i) => line !== page[i]);
+    assert.equal(at === -1 && generated.length === page.length, true, `docs/configuration.md is out of date at line ${at + 1} (${JSON.stringify(generated[at])}): run npm run readme:config`);
   });
 });

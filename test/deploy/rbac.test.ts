@@ -7,7 +7,8 @@
  *    `metadata.name=` field selector naming a list or watch), and matched against the Role's rules as the RBAC
  *    authorizer matches them. Every request must be allowed, and every granted verb must be used: the Role is
  *    exactly what the code needs. The fake API does not authorize anything itself; this test does it.
- * 2. README.md and docs/deployment.md name the same rules and verbs as role.yaml.
+ * 2. docs/elector.md (the Kubernetes lock) and docs/deployment.md (the RBAC table) name the same rules and
+ *    verbs as role.yaml.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -259,8 +260,8 @@ function describeRules(list: PolicyRule[]): string[] {
 const backticked = (text: string): string[] => [...text.matchAll(/`([^`]+)`/g)].map((m) => m[1] ?? '');
 
 /**
- * A sentence of the form "<verbs> on the one Lease …, <verbs> on leases … and <verbs> on events", as the
- * README writes it: the verbs are the backticked words before each "on".
+ * A sentence of the form "<verbs> on the one Lease …, <verbs> on leases … and <verbs> on events", as
+ * docs/elector.md writes it: the verbs are the backticked words before each "on".
  */
 function rulesInProse(text: string, where: string): string[] {
   const flat = text.replace(/\s+/g, ' ');
@@ -286,21 +287,15 @@ function section(markdown: string, heading: string): string {
 
 describe('the docs state the Role that role.yaml grants', () => {
   const granted = describeRules(rules);
-  const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+  const electorDoc = readFileSync(join(repoRoot, 'docs/elector.md'), 'utf8');
   const deploymentDoc = readFileSync(join(repoRoot, 'docs/deployment.md'), 'utf8');
 
-  it('README, Deployment section', () => {
-    const kubernetesParagraph = section(readme, '## Deployment').split('\n\n').find((p) => p.startsWith('**Kubernetes**'));
-    assert.ok(kubernetesParagraph, 'no **Kubernetes** paragraph in the Deployment section');
-    assert.deepEqual(rulesInProse(kubernetesParagraph, 'README Deployment'), granted);
-  });
-
-  it('README, the Kubernetes lock in "The two locks"', () => {
-    const item = section(readme, '### The two locks').split('\n- ').find((p) => p.includes('KubernetesLeaseLock'));
+  it('docs/elector.md, the Kubernetes lock in "The two locks"', () => {
+    const item = section(electorDoc, '## The two locks').split('\n- ').find((p) => p.includes('KubernetesLeaseLock'));
     assert.ok(item, 'no KubernetesLeaseLock item');
     const rbac = item.slice(item.indexOf('RBAC:'));
     assert.ok(rbac.startsWith('RBAC:'), 'the KubernetesLeaseLock item names no RBAC');
-    assert.deepEqual(rulesInProse(rbac, 'README, The two locks'), granted);
+    assert.deepEqual(rulesInProse(rbac, 'docs/elector.md, The two locks'), granted);
   });
 
   it('docs/deployment.md, the RBAC table and what it says is not granted', () => {

@@ -1,5 +1,5 @@
 /**
- * The README's "Who may use the status page, the API and Bull Board" against the HTTP server: without
+ * docs/operations.md's "Who may use the status page, the API and Bull Board" against the HTTP server: without
  * credentials on loopback everything is open, a POST trigger included; with credentials every request needs
  * them, reads included; probes and metrics are open either way. The admin behind the API is a stub that
  * records the calls, so what is checked is the server's access rules, not the trigger path.
@@ -14,9 +14,9 @@ import { createMetrics } from '../../src/serving/metrics.js';
 import { rawRequest } from '../support/http-request.js';
 import { basicAuth, fixedSource } from '../serving/fixture.js';
 
-const readme = readFileSync(join(resolve(import.meta.dirname, '../..'), 'README.md'), 'utf8').replace(/\s+/g, ' ');
+const doc = readFileSync(join(resolve(import.meta.dirname, '../..'), 'docs/operations.md'), 'utf8').replace(/\s+/g, ' ');
 
-describe('README: who may use the status page, the API and Bull Board', () => {
+describe('docs/operations.md: who may use the status page, the API and Bull Board', () => {
   const triggered: string[] = [];
   const admin = {
     trigger: (job: string) => {
@@ -39,12 +39,12 @@ describe('README: who may use the status page, the API and Bull Board', () => {
   });
 
   it('says what the server does', () => {
-    assert.match(readme, /all three are behind one check/);
-    assert.match(readme, /every request to them needs the credentials, reads included/);
-    assert.match(readme, /With none set, they are open to anyone who reaches the port, writes included/);
-    assert.match(readme, /allowed only on a loopback address .*? or with `--insecure-board`/);
-    assert.match(readme, /`curl -X POST http:\/\/127\.0\.0\.1:8080\/api\/jobs\/<job>\/trigger` works/);
-    assert.match(readme, /`\/livez`, `\/readyz` and `\/metrics` are open in every case/);
+    assert.match(doc, /all three are behind one check/);
+    assert.match(doc, /every request to them needs the credentials, reads included/);
+    assert.match(doc, /With none set, they are open to anyone who reaches the port, writes included/);
+    assert.match(doc, /allowed only on a loopback address .*? or with `--insecure-board`/);
+    assert.match(doc, /`curl -X POST http:\/\/127\.0\.0\.1:8080\/api\/jobs\/<job>\/trigger` works/);
+    assert.match(doc, /`\/livez`, `\/readyz` and `\/metrics` are open in every case/);
   });
 
   it('on loopback without credentials, a POST trigger from curl runs, and reads are open', async () => {
