@@ -9,15 +9,15 @@
  */
 import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { directWrites, replicaWaitFor } from '../src/queueing/durability.js';
-import { FencedEnqueue } from '../src/queueing/fenced-enqueue.js';
-import { tickJobId } from '../src/queueing/job-data.js';
-import { KeySpace } from '../src/queueing/keys.js';
-import { QueueSet } from '../src/queueing/queue-set.js';
-import { RedisConnections } from '../src/queueing/redis-topology.js';
-import { RunRecords } from '../src/queueing/run-records.js';
-import { TickLedger, type FencingToken } from '../src/queueing/tick-ledger.js';
-import { WorkerPool } from '../src/queueing/worker-pool.js';
+import { directWrites, replicaWaitFor } from '../src/redis/durability.js';
+import { FencedEnqueue } from '../src/producing/fenced-enqueue.js';
+import { tickJobId } from '../src/ledger/job-data.js';
+import { KeySpace } from '../src/redis/keys.js';
+import { QueueSet } from '../src/redis/queue-set.js';
+import { RedisConnections } from '../src/redis/redis-topology.js';
+import { RunRecords } from '../src/workers/run-records.js';
+import { TickLedger, type FencingToken } from '../src/ledger/tick-ledger.js';
+import { WorkerPool } from '../src/workers/worker-pool.js';
 import { silentLogger } from '../src/util/logger.js';
 import { startSentinelGroup } from '../test/support/redis-sentinel.js';
 import { cron, generateSchedules } from './schedules.js';

@@ -3,7 +3,7 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
-import type { TickJobData } from '../src/queueing/job-data.js';
+import type { TickJobData } from '../src/ledger/job-data.js';
 import { ChaosCluster, type Incarnation } from '../scripts/chaos/cluster.js';
 import { EventTail } from '../scripts/chaos/events.js';
 import type { ElectionTimings, LockKind } from '../scripts/chaos/plan.js';

@@ -1,10 +1,11 @@
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { KeySpace } from '../src/queueing/keys.js';
-import { Producer, type ProducerMetrics } from '../src/queueing/producer.js';
-import { QueueSet } from '../src/queueing/queue-set.js';
-import { DEFAULT_STAGE_AHEAD_MS } from '../src/queueing/staging.js';
-import { TickLedger } from '../src/queueing/tick-ledger.js';
+import { KeySpace } from '../src/redis/keys.js';
+import type { ProducerMetrics } from '../src/producing/lane-term.js';
+import { Producer } from '../src/producing/producer.js';
+import { QueueSet } from '../src/redis/queue-set.js';
+import { DEFAULT_STAGE_AHEAD_MS } from '../src/producing/staging.js';
+import { TickLedger } from '../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../src/scheduling/define-job.js';
 
 /** A leasebeat Producer leading alone, in this process, over the given schedules. */

@@ -1,11 +1,11 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { FencedEnqueue } from '../src/queueing/fenced-enqueue.js';
-import { KeySpace } from '../src/queueing/keys.js';
-import type { TickJobData } from '../src/queueing/job-data.js';
-import { tickJobId } from '../src/queueing/job-data.js';
-import { QueueSet } from '../src/queueing/queue-set.js';
-import { TickLedger, type FencingToken } from '../src/queueing/tick-ledger.js';
+import { FencedEnqueue } from '../src/producing/fenced-enqueue.js';
+import { KeySpace } from '../src/redis/keys.js';
+import type { TickJobData } from '../src/ledger/job-data.js';
+import { tickJobId } from '../src/ledger/job-data.js';
+import { QueueSet } from '../src/redis/queue-set.js';
+import { TickLedger, type FencingToken } from '../src/ledger/tick-ledger.js';
 import { cron, generateSchedules } from './schedules.js';
 
 /** Jobs per second of each way to enqueue, measured in the same process on the same Redis. */

@@ -31,7 +31,7 @@ export {
   type ServiceConfig,
 } from './config/settings.js';
 export { loadJobs, type LoadError, type LoadResult } from './scheduling/loader.js';
-export { parseRedisUrl, RedisConnections, RedisTopologyError, type RedisTopology, type ConnectionRole } from './queueing/redis-topology.js';
+export { parseRedisUrl, RedisConnections, RedisTopologyError, type RedisTopology, type ConnectionRole } from './redis/redis-topology.js';
 export { nextTicks } from './scheduling/plan.js';
 export { parseDuration, formatDuration, type Duration } from './scheduling/duration.js';
 export { createLogger } from './util/logger.js';
@@ -57,8 +57,8 @@ export type { LeaderElectionRecord, Term } from './election/record.js';
 export { KubernetesLeaseLock, type KubernetesLeaseLockOptions } from './election/kubernetes-lock.js';
 export { RedisLeaseLock, type RedisLeaseLockOptions } from './election/redis-lock.js';
 export { defaultIdentity } from './election/identity.js';
-export { TickLedger, type FencingToken, type JobState, type FenceState } from './queueing/tick-ledger.js';
-export type { TickJobData } from './queueing/job-data.js';
+export { TickLedger, type FencingToken, type JobState, type FenceState } from './ledger/tick-ledger.js';
+export type { TickJobData } from './ledger/job-data.js';
 export { startHttpServer, type HttpServerOptions } from './serving/http-server.js';
 export { createMetrics } from './serving/metrics.js';
 export { MemberStore, type CordonRequest } from './members/store.js';

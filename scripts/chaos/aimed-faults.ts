@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { KeySpace } from '../../src/queueing/keys.js';
+import { KeySpace } from '../../src/redis/keys.js';
 import type { RedisProcess } from '../../test/support/redis-process.js';
 import type { ChaosCluster } from './cluster.js';
 import { AIM_KEY, RETURNED_CHANNEL, RETURNING_CHANNEL, type ReturnedNotice, type ReturningNotice } from './jobs/_record.js';

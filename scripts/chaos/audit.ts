@@ -1,8 +1,8 @@
 import type { Job, JobType, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { LogLine } from '../../test/support/instance.js';
-import { tickJobId, type TickJobData } from '../../src/queueing/job-data.js';
-import type { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { tickJobId, type TickJobData } from '../../src/ledger/job-data.js';
+import type { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { ticksInRange } from '../../src/scheduling/plan.js';
 import type { JobWrites } from './events.js';

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { LeaseWrite } from '../../test/support/fake-lease-server.js';
 import type { TestRedis } from '../../test/support/redis-server.js';
 import type { TcpProxy } from '../../test/support/tcp-proxy.js';

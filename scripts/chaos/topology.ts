@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { CLUSTER_BULL_PREFIX, keySlot, RedisConnections } from '../../src/queueing/redis-topology.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { CLUSTER_BULL_PREFIX, keySlot, RedisConnections } from '../../src/redis/redis-topology.js';
 import { startRedisCluster, type TestRedisCluster } from '../../test/support/redis-cluster.js';
 import type { RedisProcess } from '../../test/support/redis-process.js';
 import { startSentinelGroup, type TestSentinelGroup } from '../../test/support/redis-sentinel.js';

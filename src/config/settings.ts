@@ -5,9 +5,9 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { checkElectionTimings } from '../election/config.js';
 import { resolveMemberSettings, type MemberSettings } from '../members/settings.js';
-import type { WorkerTuning } from '../queueing/worker-pool.js';
+import type { WorkerTuning } from '../workers/worker-pool.js';
 import { formatDuration, parseDuration } from '../scheduling/duration.js';
-import { hashTag, parseRedisUrl, redact } from '../queueing/redis-topology.js';
+import { hashTag, parseRedisUrl, redact } from '../redis/redis-topology.js';
 import { isLoopbackHost } from '../serving/auth.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { KeySpace } from '../queueing/keys.js';
+import type { KeySpace } from '../redis/keys.js';
 import { LuaScript } from '../util/lua.js';
 import type { HealthView, ObservedRecord } from './health.js';
 import { parseMemberRecord, type MemberRecord } from './record.js';

@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { KeySpace } from '../queueing/keys.js';
-import type { SkippedRange } from '../queueing/tick-ledger.js';
+import type { KeySpace } from '../redis/keys.js';
+import type { SkippedRange } from '../ledger/tick-ledger.js';
 
 /**
  * What became of one nominal tick (or of a recorded range of skipped ticks):

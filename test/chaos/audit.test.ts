@@ -6,9 +6,9 @@ import type { ExecutedFault } from '../../scripts/chaos/faults.js';
 import type { RunEndRecord, RunRecord } from '../../scripts/chaos/jobs/_record.js';
 import type { LeaseRecordWrite } from '../../scripts/chaos/lease-history.js';
 import { CHAOS_TIMINGS } from '../../scripts/chaos/suite.js';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { tickJobId } from '../../src/queueing/job-data.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { tickJobId } from '../../src/ledger/job-data.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { ESLint } from 'eslint';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -16,5 +18,55 @@ describe('src/cli uses only the public API', () => {
     assert.match(internal[0]!, /uses only the public API: import from \.\.\/index\.js/);
     assert.deepEqual(await lint("import { createAdmin } from '../index.js';\nexport const admin = createAdmin;\n"), []);
     assert.deepEqual(await lint("import { redisAnswers } from './embedded-redis.js';\nexport const probe = redisAnswers;\n"), []);
+  });
+});
+
+/**
+ * The layers of src/, lowest first: a module may import from its own layer and the ones below it, never
+ * from one above. The top-level files sit above every folder; the CLI sits on the public API alone.
+ */
+const LAYERS = ['util', 'scheduling', 'election', 'redis', 'ledger', 'workers', 'producing', 'members', 'admin', 'serving', 'config', 'job.ts', 'scheduler.ts', 'index.ts', 'cli'];
+
+/** Every relative import of every module under src/ (type-only ones too: a type cycle is a cycle). */
+function importGraph(): Map<string, string[]> {
+  const src = join(root, 'src');
+  const graph = new Map<string, string[]>();
+  for (const file of readdirSync(src, { recursive: true, encoding: 'utf8' }).filter((path) => path.endsWith('.ts'))) {
+    const text = readFileSync(join(src, file), 'utf8');
+    const targets = [...text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)].map(([, spec]) =>
+      relative(src, resolve(dirname(join(src, file)), spec!)).replace(/\.js$/, '.ts'),
+    );
+    graph.set(file, targets);
+  }
+  return graph;
+}
+
+const layerOf = (file: string): number => LAYERS.indexOf(file.split('/')[0]!);
+
+describe('src/ layers and modules', () => {
+  const graph = importGraph();
+
+  it('every module sits in a known layer and imports only from its own or a lower one', () => {
+    const upward: string[] = [];
+    for (const [file, targets] of graph) {
+      assert.notEqual(layerOf(file), -1, `${file} is in no layer: add its folder to LAYERS`);
+      for (const target of targets) if (layerOf(target) > layerOf(file)) upward.push(`${file} → ${target}`);
+    }
+    assert.deepEqual(upward, []);
+  });
+
+  it('no module imports itself back through others', () => {
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const visit = (file: string, path: string[]): void => {
+      state.set(file, 'open');
+      for (const target of graph.get(file) ?? []) {
+        if (state.get(target) === 'open') cycles.push([...path.slice(path.indexOf(target)), target].join(' → '));
+        else if (!state.has(target)) visit(target, [...path, target]);
+      }
+      state.set(file, 'done');
+    };
+    for (const file of graph.keys()) if (!state.has(file)) visit(file, [file]);
+    assert.deepEqual(cycles, []);
   });
 });

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { ConfigError, loadServiceConfig, SETTINGS, type SettingName } from '../../src/config/settings.js';
 import { DEFAULT_MEMBER_SETTINGS } from '../../src/members/settings.js';
-import { DEFAULT_WORKER_TUNING } from '../../src/queueing/worker-pool.js';
+import { DEFAULT_WORKER_TUNING } from '../../src/workers/worker-pool.js';
 import { CONFIG_DOC, withSettingsTable } from '../../scripts/readme-config.js';
 
 /** The environment of a run with only `values` set (no LEASEBEAT_* from the test runner's own). */

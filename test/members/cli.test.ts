@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import type { MemberRecord } from '../../src/members/record.js';
 import type { MembersReport } from '../../src/members/status.js';
 import { MemberStore } from '../../src/members/store.js';
-import { KeySpace } from '../../src/queueing/keys.js';
+import { KeySpace } from '../../src/redis/keys.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { leasebeatCli } from './support.js';
 

@@ -6,7 +6,7 @@ import type { MemberRecord } from '../../src/members/record.js';
 import { resolveMemberSettings } from '../../src/members/settings.js';
 import { formatMembersTable, membersReport } from '../../src/members/status.js';
 import { MemberStore } from '../../src/members/store.js';
-import { KeySpace } from '../../src/queueing/keys.js';
+import { KeySpace } from '../../src/redis/keys.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { ManualClock } from '../support/manual-clock.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';

@@ -6,7 +6,7 @@ import type { MemberCondition, MemberEvent } from '../../src/members/health.js';
 import { MemberMonitor } from '../../src/members/monitor.js';
 import { resolveMemberSettings, type MemberSettings } from '../../src/members/settings.js';
 import { MemberStore } from '../../src/members/store.js';
-import { KeySpace } from '../../src/queueing/keys.js';
+import { KeySpace } from '../../src/redis/keys.js';
 import { createMetrics } from '../../src/serving/metrics.js';
 import type { Clock } from '../../src/util/clock.js';
 import { silentLogger } from '../../src/util/logger.js';

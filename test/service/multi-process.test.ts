@@ -3,8 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 

@@ -4,7 +4,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createAdmin, type Admin } from '../../src/admin/admin.js';
 import { MemberStore } from '../../src/members/store.js';
-import { KeySpace } from '../../src/queueing/keys.js';
+import { KeySpace } from '../../src/redis/keys.js';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
 import { rawRequest } from '../support/http-request.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { HistoryReader, kubernetesHistoryNote, TermFolder, type HistorySnapshot, type LeaseWrite } from '../../src/serving/history.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { seedHistory, type SeededHistory } from './fixture.js';

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { TickLedger } from '../../src/queueing/tick-ledger.js';
+import type { TickLedger } from '../../src/ledger/tick-ledger.js';
 
 type Truthy<T> = Exclude<T, false | 0 | '' | null | undefined>;
 

@@ -1,6 +1,6 @@
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
-import type { TickJobData } from '../../src/queueing/job-data.js';
+import type { TickJobData } from '../../src/ledger/job-data.js';
 
 /** A job definition validated as the loader would (default trigger: every minute), for WorkerPool tests. */
 export function scheduledJob(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {

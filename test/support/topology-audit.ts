@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { KeySpace } from '../../src/queueing/keys.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import type { KeySpace } from '../../src/redis/keys.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { silentGaps, ticksBetween } from './ledger-audit.js';
 
 /** What a topology test found for jobs that tick every second. */

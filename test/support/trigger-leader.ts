@@ -1,9 +1,9 @@
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { Producer } from '../../src/queueing/producer.js';
-import { QueueSet } from '../../src/queueing/queue-set.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { Producer } from '../../src/producing/producer.js';
+import { QueueSet } from '../../src/redis/queue-set.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { loadJobs } from '../../src/scheduling/loader.js';
 

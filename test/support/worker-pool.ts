@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
-import { directWrites } from '../../src/queueing/durability.js';
-import { RunRecords } from '../../src/queueing/run-records.js';
-import { WorkerPool } from '../../src/queueing/worker-pool.js';
+import { directWrites } from '../../src/redis/durability.js';
+import { RunRecords } from '../../src/workers/run-records.js';
+import { WorkerPool } from '../../src/workers/worker-pool.js';
 
 /** A worker pool on one server (no replicas to wait for), as a test makes it: its runs' records on `connection`. */
 export function testWorkerPool(options: Omit<ConstructorParameters<typeof WorkerPool>[0], 'records'> & { connection: Redis; identity?: string }): WorkerPool {

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Cluster, Redis } from 'ioredis';
-import { DurabilityError, ReplicaWait } from '../../src/queueing/durability.js';
-import { FencedEnqueue } from '../../src/queueing/fenced-enqueue.js';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { QueueSet } from '../../src/queueing/queue-set.js';
-import { CLUSTER_BULL_PREFIX, keySlot, RedisConnections } from '../../src/queueing/redis-topology.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { DurabilityError, ReplicaWait } from '../../src/redis/durability.js';
+import { FencedEnqueue } from '../../src/producing/fenced-enqueue.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { QueueSet } from '../../src/redis/queue-set.js';
+import { CLUSTER_BULL_PREFIX, keySlot, RedisConnections } from '../../src/redis/redis-topology.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import type { RedisProcess } from '../support/redis-process.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';

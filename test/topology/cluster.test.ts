@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Cluster, Redis } from 'ioredis';
-import { RedisConnections, keySlot } from '../../src/queueing/redis-topology.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { RedisConnections, keySlot } from '../../src/redis/redis-topology.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { createAdmin } from '../../src/admin/admin.js';
 import { createScheduler } from '../../src/scheduler.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { CLUSTER_BULL_PREFIX, defaultBullPrefix, hashTag, keySlot, parseRedisUrl, redact, RedisConnections, RedisTopologyError } from '../../src/queueing/redis-topology.js';
-import { KeySpace } from '../../src/queueing/keys.js';
+import { CLUSTER_BULL_PREFIX, defaultBullPrefix, hashTag, keySlot, parseRedisUrl, redact, RedisConnections, RedisTopologyError } from '../../src/redis/redis-topology.js';
+import { KeySpace } from '../../src/redis/keys.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
 import { startSentinelGroup, type TestSentinelGroup } from '../support/redis-sentinel.js';
 

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { TickLedger } from '../../src/queueing/tick-ledger.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { startRedis, type TestRedis } from '../support/redis-server.js';
 import { auditTicks } from '../support/topology-audit.js';
 

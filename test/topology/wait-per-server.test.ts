@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { DurabilityError, ReplicaWait } from '../../src/queueing/durability.js';
-import { KeySpace } from '../../src/queueing/keys.js';
-import { TickLedger, type ClaimOutcome } from '../../src/queueing/tick-ledger.js';
+import { DurabilityError, ReplicaWait } from '../../src/redis/durability.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { TickLedger, type ClaimOutcome } from '../../src/ledger/tick-ledger.js';
 import { startReplicatedPrimary, type ReplicatedPrimary } from '../support/replicated-redis.js';
 import { TcpProxy, type SwitchMode } from '../support/tcp-proxy.js';
 import { until } from '../support/until.js';

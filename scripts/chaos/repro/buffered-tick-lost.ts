@@ -9,10 +9,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import type { Term } from '../../../src/election/record.js';
-import { KeySpace } from '../../../src/queueing/keys.js';
-import { Producer } from '../../../src/queueing/producer.js';
-import { QueueSet } from '../../../src/queueing/queue-set.js';
-import { TickLedger } from '../../../src/queueing/tick-ledger.js';
+import { KeySpace } from '../../../src/redis/keys.js';
+import { Producer } from '../../../src/producing/producer.js';
+import { QueueSet } from '../../../src/redis/queue-set.js';
+import { TickLedger } from '../../../src/ledger/tick-ledger.js';
 import { nextTicks } from '../../../src/scheduling/plan.js';
 import { validateJobDefinition } from '../../../src/scheduling/schema.js';
 import { startRedis } from '../../../test/support/redis-server.js';

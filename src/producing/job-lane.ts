@@ -1,0 +1,561 @@
+import type { Logger } from 'pino';
+import { tickJobId } from '../ledger/job-data.js';
+import { claimingTerm, type ClaimRequest, type FencingToken, type TickRecord, type UnstageReason } from '../ledger/tick-ledger.js';
+import type { ScheduledJob } from '../scheduling/define-job.js';
+import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
+import type { Alarm, Sleeper } from './due-timer.js';
+import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
+import type { LaneTerm } from './lane-term.js';
+import { takeBackInProgress, type StagedRun } from './staging.js';
+
+/** What a step asks for: to go on at once, or to sleep (`wakeable`: a redefinition or a notice may cut it short). */
+type Next = { sleepMs: number; wakeable: boolean } | undefined;
+const GO_ON: Next = undefined;
+
+/** A failed step is retried after this, doubling up to {@link MAX_RETRY_MS}. */
+const RETRY_MS = 500;
+const MAX_RETRY_MS = 5_000;
+/** How often an unfinished previous run is checked while a tick is buffered behind it. */
+const BUFFER_POLL_MS = 1_000;
+/** The longest single sleep, so a lane with no tick due soon still notices a redefined schedule. */
+const MAX_SLEEP_MS = 60_000;
+
+/**
+ * The ordered lane of one job within one term. It records the job's ticks in nominal tick order with no
+ * holes: a tick is claimed only once every earlier owed tick was recorded (claimed, buffered, enqueued or
+ * skipped). A step that fails (Redis unreachable) is retried, with backoff, before any later tick of the
+ * job; owed ticks that fall behind past the catch-up window are recorded as skipped `missed-window`. So
+ * the ledger's `lastScheduledTick` is a contiguous watermark, and a term killed at any point leaves the
+ * next leader planning from it correctly. Each job has its own lane, so a slow job never delays another.
+ *
+ * One lane run: take over (finish what earlier terms left pending, then catch up per the job's policy
+ * from the watermark), then fire each tick when due. A buffered tick (`bufferOne`) is released in the
+ * same lane, before the next tick is decided, so runs never overlap and start in tick order.
+ */
+export class JobLane implements Sleeper {
+  /** Every tick at or before this instant is recorded (or, once the takeover is done, owed to no one). */
+  private cursor = -Infinity;
+  /** The newest recorded tick: the `previousTick` of the next claim. */
+  private watermark: number | undefined;
+  /** A tick claimed as buffered, waiting for the previous run to finish. */
+  private buffered: number | undefined;
+  /** A claimed tick whose BullMQ add has not succeeded yet; it is finished before anything else. */
+  private unadded: number | undefined;
+  private needsPlan = true;
+  /** True while the lane runs late (after a failure or a self-fence pause): the catch-up window applies. */
+  private behind = false;
+  /** The definition changed since the lane last planned its sleep. */
+  private redefined = false;
+  /** Runs this lane staged (or found staged at takeover) whose due time may not have come, oldest first. */
+  private staged: StagedRun[] = [];
+  /** A redefinition or a pause notice since the staged runs were last checked against them. */
+  private recheckStaged = false;
+  /** The lane slept before its next tick (or while a tick is buffered): the buffered tick is released first on waking. */
+  private releaseDue = false;
+  /** Redefined: the cursor may have run ahead of now (staged ticks), past ticks the new schedule has. */
+  private rewind = false;
+  /** Ticks recorded while still ahead of now (staged, or skipped early), not yet folded into {@link dueCursor}. */
+  private recordedAhead: number[] = [];
+  /** Every tick at or before this is recorded (or owed to no one): where a rewind may walk back to. */
+  private dueCursor = -Infinity;
+  private stopped = false;
+  /** The lane's pending wake-up on the term's timer while it sleeps, and whether a redefinition may cut it short. */
+  private alarm: Alarm | undefined;
+  private alarmWakeable = false;
+  /** The turn in flight (the lane's steps from one wake-up to its next sleep); undefined while it sleeps. */
+  private turning: Promise<void> | undefined;
+  /** Steps failed in a row: the retry backoff doubles with each. */
+  private failures = 0;
+  /** Ended: the term is over, or the job was removed and its staged runs were dealt with. */
+  private ended = false;
+  private logger: Logger | undefined;
+
+  /**
+   * A lane is driven by the term's timer: while it sleeps it is its timer entry and this object, with no
+   * suspended async call behind it (10,000 lanes cost about 2 KB less each than an awaiting loop).
+   * `onTakenOver` is called once, when the lane has taken its job over.
+   */
+  constructor(
+    readonly name: string,
+    private readonly term: LaneTerm,
+    private onTakenOver: (() => void) | undefined = undefined,
+  ) {}
+
+  /** The lane's logger, made on first use: a pino child per lane costs kilobytes, and most lanes never log. */
+  private get log(): Logger {
+    return (this.logger ??= this.term.log.child({ job: this.name }));
+  }
+
+  /** The job's definition changed: re-read it now. */
+  wake(): void {
+    this.redefined = true;
+    this.recheckStaged = true;
+    this.rewind = true;
+    this.interrupt();
+  }
+
+  /** The job was paused at run time: take back its staged runs now. */
+  paused(): void {
+    this.recheckStaged = true;
+    this.interrupt();
+  }
+
+  /** The job was removed: the lane takes back its staged runs, then ends. */
+  stop(): void {
+    this.stopped = true;
+    this.interrupt();
+  }
+
+  /** Starts the lane: it takes its job over at once, then wakes up on the term's timer until the term ends. */
+  start(): void {
+    this.wakeUp();
+  }
+
+  /** Resolves once no step is in flight (at the end of a term: nothing of this lane is still writing). */
+  settled(): Promise<void> {
+    return this.turning ?? Promise.resolve();
+  }
+
+  /** Called by the timer: the sleep is over (or the term ended). */
+  wakeUp(): void {
+    this.alarm = undefined;
+    if (this.ended || this.turning) return;
+    if (this.term.signal.aborted) {
+      this.ended = true;
+      return;
+    }
+    const turn = this.turn().catch((error: unknown) => this.log.error({ err: error }, 'job lane failed'));
+    this.turning = turn;
+    void turn.finally(() => {
+      if (this.turning === turn) this.turning = undefined;
+    });
+  }
+
+  /** Cuts a wakeable sleep short; a step in flight sees the flags before it sleeps again. */
+  private interrupt(): void {
+    if (this.alarm && this.alarmWakeable) this.term.timer.ring(this.alarm);
+  }
+
+  private get over(): boolean {
+    return this.stopped || this.term.signal.aborted;
+  }
+
+  /** Runs steps until one asks to sleep, then sets the lane's alarm; the lane is then idle until it rings. */
+  private async turn(): Promise<void> {
+    while (!this.term.signal.aborted) {
+      const job = this.stopped ? undefined : this.term.job(this.name);
+      let next: Next;
+      try {
+        if (!job) {
+          // Removed: its staged runs must not run either. The lane ends once they are taken back (or the term ends).
+          await this.reviewStaged(undefined);
+          break;
+        }
+        if (this.needsPlan) {
+          this.needsPlan = !(await this.takeOver(job));
+          if (!this.needsPlan) this.tookOver();
+        } else next = await this.step(job);
+        this.failures = 0;
+      } catch (error) {
+        if (this.term.signal.aborted) break;
+        this.behind = true;
+        const retryInMs = Math.min(RETRY_MS * 2 ** this.failures++, MAX_RETRY_MS);
+        this.log.warn({ err: error, retryInMs }, this.stopped ? 'could not take back the staged runs of a removed job; retrying' : 'could not record a tick; retrying it before any later tick of this job');
+        // A stopped lane still sleeps between retries of its last duty (taking back its staged runs).
+        next = { sleepMs: retryInMs, wakeable: false };
+      }
+      if (next === undefined) continue;
+      if (next.wakeable && (this.redefined || this.recheckStaged || this.stopped)) continue;
+      // Idle from here: the alarm may ring (a notice, a redefinition) before this promise has settled.
+      this.turning = undefined;
+      this.alarmWakeable = next.wakeable;
+      this.alarm = this.term.timer.set(next.sleepMs, this);
+      return;
+    }
+    this.ended = true;
+  }
+
+  private tookOver(): void {
+    this.onTakenOver?.();
+    this.onTakenOver = undefined;
+  }
+
+  /**
+   * Finishes an unadded claim, takes back staged runs the job no longer wants, releases a buffered tick
+   * whose turn came, or fires the next tick once it is due (or, for a job that may be staged, once it is
+   * within the staging horizon).
+   */
+  private async step(job: ScheduledJob): Promise<Next> {
+    if (this.releaseDue) {
+      // Woken from a sleep taken while a tick was buffered, or before the next tick: release it if its turn came.
+      this.releaseDue = false;
+      if (!this.over) await this.release(job);
+      return GO_ON;
+    }
+    if (this.unadded !== undefined) return void (await this.finishAdd(job));
+    if (this.recheckStaged) {
+      this.recheckStaged = false;
+      await this.reviewStaged(job).catch((error: unknown) => {
+        this.recheckStaged = true;
+        throw error;
+      });
+    }
+    if (this.rewind) {
+      // Staging moved the cursor up to a horizon past now. A new schedule may have ticks between the
+      // newest tick recorded by now and there: walk them again. Those recorded already (a staged run
+      // the edit kept) are answered `settled` by the ledger, which accepts a new tick below the
+      // watermark (it refuses only holes).
+      this.rewind = false;
+      this.cursor = Math.min(this.cursor, this.recordedBy(this.term.now()));
+    }
+    const tick = nextTick(job, this.cursor);
+    const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job) - this.term.now();
+    if (untilDue > 0) {
+      this.behind = false;
+      if (this.redefined) {
+        // Redefined while this step ran: re-read the definition before napping on the old schedule.
+        this.redefined = false;
+        return GO_ON;
+      }
+      this.releaseDue = true;
+      return { sleepMs: Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS), wakeable: true };
+    }
+    // Release first, then decide the new tick against the released run.
+    await this.release(job);
+    if (this.unadded === undefined) await this.fire(job, tick!);
+    return GO_ON;
+  }
+
+  /** Records one due tick, or, when the lane fell behind past the catch-up window, the ticks it missed. */
+  private async fire(job: ScheduledJob, tick: number): Promise<void> {
+    if (this.behind) {
+      const missed = missedWindow(job, this.cursor, this.term.now());
+      if (missed) return void (await this.recordSkips(job, missed));
+    }
+    await this.decide(job, tick);
+  }
+
+  /**
+   * Takes the job over for this term: finishes ticks earlier terms claimed but never added (a buffered
+   * one stays buffered while the run before it is unfinished), in tick order, then records or runs the
+   * ticks missed since the watermark per the job's catch-up policy. Re-run from the ledger after any
+   * failure, so a partial takeover is never trusted. Returns false when it must run again.
+   */
+  private async takeOver(job: ScheduledJob): Promise<boolean> {
+    if (!(await this.writable())) return false;
+    this.buffered = undefined;
+    this.unadded = undefined;
+    // One batched read: pending ticks and their states, the watermark, the run-time pause, and
+    // `scheduledSince` (recorded by the first takeover that saw the job).
+    const taken = await this.term.takeOverState(job.name);
+    this.term.reached();
+    // Runs staged by earlier terms stay valid (they are recorded `enqueued`): this term neither stages them
+    // again nor loses them, but takes back those a pause or a new schedule no longer wants (below), and
+    // decides those that came due without a worker starting them as missed ticks.
+    const now0 = this.term.now();
+    const stagedEarlier = this.stagedBefore(job, taken.recent);
+    this.staged = stagedEarlier.filter((run) => run.dueAt > now0);
+    const late = stagedEarlier.filter((run) => run.dueAt <= now0);
+    for (const { tick, state } of taken.pending) {
+      const takingBack = takeBackInProgress(state);
+      if (takingBack) {
+        this.log.info({ tick: new Date(tick), reason: takingBack.reason }, 'finishing the take-back of a staged run started by an earlier term');
+        await this.term.takeBack.finish(job.name, tick, takingBack, retentionMs(job));
+        continue;
+      }
+      if (state.startsWith('buffered|') && job.overlap === 'bufferOne' && this.buffered === undefined && (await this.unfinished(job))) {
+        this.buffered = tick;
+        continue;
+      }
+      if (!state.startsWith('claimed|') && !state.startsWith('buffered|')) continue;
+      this.log.info({ tick: new Date(tick) }, 'finishing a tick claimed by an earlier term');
+      const dueAt = tick + jitterMs(job, tick);
+      // A job that may be staged is claimed a staging lead before its tick: a claim of it whose due time
+      // passed with no leader to add it is a staged run that came due while no leader ran. Added held
+      // (workers wait for this term's review), it is then decided with the other late ones below.
+      const stagedBy = this.stagingLead(job) > 0 && dueAt <= now0 ? claimingTerm(state) : undefined;
+      if (!(await this.claimAndAdd(job, tick, {}, stagedBy))) return false;
+      if (stagedBy === undefined) continue;
+      if (this.unadded === tick) return false;
+      late.push({ tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt });
+    }
+    // A pause set at run time (`leasebeat pause`, perhaps while no instance ran) counts like the
+    // definition's: the missed ticks are `paused`, not lost to the catch-up limit or window.
+    const paused = job.paused || taken.paused;
+    if (!(await this.reviewStaged(job, paused))) return false;
+    const now = this.term.now();
+    // A job no term has ticked yet owes its ticks from the moment a leader first saw it, so a failover
+    // before its first tick cannot lose that tick. (Finishing pending ticks above never moves the
+    // watermark: they are recorded already.)
+    const owedSince = taken.scheduledSince;
+    const { lastScheduledTick } = taken.state;
+    this.watermark = lastScheduledTick;
+    // With ticks staged past now, start from the newest tick recorded by now: walking the staged ones
+    // again costs a `settled` answer each, and finds the ticks a schedule edited since then put between.
+    this.cursor = lastScheduledTick === undefined ? owedSince : lastScheduledTick <= now ? lastScheduledTick : (taken.newestDueTick ?? now);
+    const plan = planCatchup(job, this.cursor, now, paused);
+    if (!(await this.takeBackLate(job, late, plan, now, paused))) return false;
+    for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
+    for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;
+    this.cursor = Math.max(now, this.cursor);
+    this.dueCursor = Math.max(this.dueCursor, now);
+    // Only now may workers start what earlier terms staged (they hold such runs until this mark).
+    if (!(await this.writable())) return false;
+    if (!(await this.term.markReviewed(job.name))) {
+      this.term.fenced();
+      return false;
+    }
+    this.term.reached();
+    return true;
+  }
+
+  /**
+   * Takes back the staged runs of earlier terms that came due without a worker starting them (workers
+   * hold those until this term has reviewed the job) and that a pause or the catch-up policy would not run
+   * (see planLateStaged). False when the term cannot write now, or is over.
+   */
+  private async takeBackLate(job: ScheduledJob, late: StagedRun[], plan: CatchupPlan, now: number, paused: boolean): Promise<boolean> {
+    // Only runs added ahead of their tick that no worker has started: a run added at its tick was decided
+    // by a leader alive at the tick, and one that started is past taking back.
+    const waiting: StagedRun[] = [];
+    for (const run of late) if (await this.term.takeBack.waitingStaged(run)) waiting.push(run);
+    for (const { tick, reason } of planLateStaged(job, waiting.map((run) => run.tick), plan, now, paused)) {
+      if (!(await this.writable())) return false;
+      const run = waiting.find((candidate) => candidate.tick === tick)!;
+      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, retentionMs(job));
+      this.term.reached();
+      if (outcome === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      this.log.info({ tick: new Date(tick), reason, outcome }, 'decided a staged run that came due while no worker started it');
+    }
+    return true;
+  }
+
+  /** Decides one tick's fate (paused, overlap) and claims it; adds it when it runs now. True once recorded. */
+  private async decide(job: ScheduledJob, tick: number): Promise<boolean> {
+    if (!(await this.writable())) return false;
+    const request: ClaimRequest = { previousTick: this.watermark };
+    if (job.paused) request.skip = 'paused';
+    else if (job.overlap !== 'allow') {
+      const decision = decideOverlap(job.overlap, await this.term.previousRun(job), this.buffered !== undefined);
+      if (decision === 'skip') request.skip = 'overlap';
+      if (decision === 'buffer') request.buffer = true;
+    }
+    return this.claimAndAdd(job, tick, request);
+  }
+
+  /** Claims (or records) one tick and, if it is to run now, adds it. True once the tick is recorded. */
+  private async claimAndAdd(job: ScheduledJob, tick: number, request: ClaimRequest, stagedBy?: FencingToken): Promise<boolean> {
+    // The self-fence right before the claim: a paused leader must not write, even if it decided earlier.
+    if (!this.term.leading()) return false;
+    const jobId = tickJobId(job.name, tick);
+    const outcome = await this.term.enqueue.claim(job.name, tick, jobId, request);
+    if (!outcome) return false;
+    this.term.reached();
+    switch (outcome.kind) {
+      case 'fenced':
+        this.term.fenced();
+        return false;
+      case 'hole':
+        // Never expected: the lane claims in order. Re-plan from the ledger (after the retry backoff)
+        // rather than leave a hole.
+        this.log.error(
+          { tick: new Date(tick), previousTick: request.previousTick, lastScheduledTick: outcome.lastScheduledTick },
+          'BUG: the ledger refused a claim that would leave a hole; re-planning the job from the ledger',
+        );
+        this.needsPlan = true;
+        throw new Error(`claim of ${job.name}@${tick} refused: the ledger's watermark is behind the previous tick`);
+      case 'skipped':
+        this.term.metrics?.skipped(job.name, outcome.reason, 1);
+        this.log.info({ tick: new Date(tick), reason: outcome.reason }, 'tick skipped');
+        if (tick === this.buffered) this.buffered = undefined;
+        break;
+      case 'settled':
+        if (tick === this.buffered) this.buffered = undefined;
+        break;
+      case 'buffered':
+        this.buffered = tick;
+        break;
+      case 'claimed':
+        if (tick === this.buffered) this.buffered = undefined;
+        this.unadded = tick;
+        break;
+    }
+    this.recorded(tick);
+    if (this.unadded === tick) await this.finishAdd(job, stagedBy);
+    return true;
+  }
+
+  /**
+   * Adds the claimed tick to BullMQ and confirms it; a failure leaves it to the retry of this step.
+   * `stagedBy`: the earlier term whose staged run it is (see TickRunData.stagedBy).
+   */
+  private async finishAdd(job: ScheduledJob, stagedBy?: FencingToken): Promise<void> {
+    const tick = this.unadded!;
+    const lateBy = this.term.now() - tick;
+    if (this.behind && lateBy > job.catchup.windowMs) {
+      // Still claimed (pending) in the ledger: recorded, so the lane may go on; the next term retries it.
+      this.log.error({ tick: new Date(tick), lateByMs: lateBy }, 'could not add a claimed tick within its catch-up window; leaving it pending');
+      this.unadded = undefined;
+      return;
+    }
+    if (!(await this.writable())) return;
+    // The last moment to notice a lost term before the (unfenced) BullMQ add. An abandoned claim stays
+    // pending in the ledger and is finished by the next term.
+    if (!this.term.leading()) return;
+    const jobId = tickJobId(job.name, tick);
+    const dueAt = tick + jitterMs(job, tick);
+    if (!(await this.term.enqueue.add(job, tick, jobId, { dueAt, stagedBy }))) return;
+    const addedAt = this.term.now();
+    if (!(await this.confirmAdded(job, tick, jobId))) return;
+    this.unadded = undefined;
+    if (dueAt > addedAt) {
+      this.staged = this.staged.filter((run) => run.dueAt > addedAt);
+      this.staged.push({ tick, jobId, queue: job.queue, dueAt });
+    }
+    // A staged run is in BullMQ before its tick: its lag is BullMQ's promotion, not measured here.
+    this.term.metrics?.enqueued(job.name, Math.max(0, addedAt - tick) / 1000);
+  }
+
+  /**
+   * Records the added run of a claimed tick as enqueued. True once recorded (or settled otherwise since);
+   * false when the term ended or cannot write now (the tick stays unadded and is retried).
+   */
+  private async confirmAdded(job: ScheduledJob, tick: number, jobId: string): Promise<boolean> {
+    for (;;) {
+      const confirmed = await this.term.enqueue.confirm(job.name, tick, jobId);
+      this.term.reached();
+      if (confirmed === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      if (confirmed !== 'not-claimed') return true;
+      // A failover lost the claim after the add reached BullMQ: claim the tick again (which also puts it
+      // back under the watermark), then confirm. The run is in BullMQ, so a pause no longer applies.
+      this.log.warn({ tick: new Date(tick) }, 'the claim of a tick was lost in a failover after its run was added; claiming it again');
+      if (!this.term.leading()) return false;
+      const again = await this.term.enqueue.claim(job.name, tick, jobId, { added: true });
+      if (!again) return false;
+      this.term.reached();
+      if (again.kind === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      if (again.kind !== 'claimed') return true;
+    }
+  }
+
+  /** How long before a tick's due time this lane claims and adds it: the term's horizon for jobs that may be staged. */
+  private stagingLead(job: ScheduledJob): number {
+    // A `skip` or `bufferOne` decision must see the previous run as it is at the tick, not a horizon
+    // earlier, and a flow's children cannot be delayed with their parent in one add: those jobs are
+    // decided and added at the tick. A paused definition is not staged, so unpausing it in time counts.
+    return job.overlap === 'allow' && !job.flow && !job.paused ? this.term.stageAheadMs : 0;
+  }
+
+  /**
+   * Runs earlier terms may have staged: the `enqueued` ticks within the staging reach the takeover read,
+   * due or not (a due one may also have been added at its tick: takeBackLate asks BullMQ).
+   */
+  private stagedBefore(job: ScheduledJob, recent: TickRecord[]): StagedRun[] {
+    const runs: StagedRun[] = [];
+    for (const { tick, state } of recent) {
+      if (state.startsWith('enqueued|')) runs.push({ tick, jobId: state.slice('enqueued|'.length), queue: job.queue, dueAt: tick + jitterMs(job, tick) });
+    }
+    return runs;
+  }
+
+  /**
+   * Takes back the staged runs that the job (undefined once removed) no longer wants: all of them once
+   * it is removed or paused (by its definition or at run time), those of ticks its schedule no longer
+   * has. A run whose due time has passed is out of reach: BullMQ has promoted it. True once every
+   * unwanted run is taken back or found promoted; false when the term cannot write now (self-fence).
+   */
+  private async reviewStaged(job: ScheduledJob | undefined, knownPaused?: boolean): Promise<boolean> {
+    const now = this.term.now();
+    // A take-back that started is finished whatever the time: its record says `unstaging` until then.
+    this.staged = this.staged.filter((run) => run.dueAt > now || run.takingBack);
+    if (this.staged.length === 0) return true;
+    const paused = job !== undefined && (knownPaused ?? (job.paused || (await this.term.ledger.isPaused(job.name))));
+    for (const run of [...this.staged]) {
+      const reason: UnstageReason | undefined =
+        run.takingBack ?? (!job ? 'removed' : paused ? 'paused' : nextTick(job, run.tick - 1) !== run.tick ? 'rescheduled' : undefined);
+      if (!reason) continue;
+      if (!(await this.writable())) return false;
+      run.takingBack = reason;
+      const keepMs = job ? retentionMs(job) : MIN_RETENTION_MS;
+      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, keepMs);
+      this.term.reached();
+      if (outcome === 'fenced') {
+        this.term.fenced();
+        return false;
+      }
+      this.staged = this.staged.filter((other) => other !== run);
+      if (outcome === 'taken-back') {
+        this.log.info({ tick: new Date(run.tick), reason }, 'took back a staged run before its due time');
+      } else {
+        this.log.info({ tick: new Date(run.tick), reason, outcome }, 'a staged run could not be taken back: BullMQ had promoted it');
+      }
+    }
+    return true;
+  }
+
+  /** Adds the buffered tick once the run before it has finished. */
+  private async release(job: ScheduledJob): Promise<void> {
+    const tick = this.buffered;
+    if (tick === undefined || (await this.unfinished(job))) return;
+    if (!(await this.writable())) return;
+    await this.claimAndAdd(job, tick, {});
+  }
+
+  /** Records a span of ticks that will not run. True once recorded. */
+  private async recordSkips(job: ScheduledJob, range: SkippedTicks): Promise<boolean> {
+    if (!(await this.writable()) || !this.term.leading()) return false;
+    const outcome = await this.term.ledger.skipRange(this.term.token, job.name, range);
+    this.term.reached();
+    const logged = { ...range, from: new Date(range.from), to: new Date(range.to) };
+    if (outcome === 'fenced') {
+      this.term.fenced();
+      return false;
+    }
+    if (outcome === 'invalid') {
+      // The plan never yields such a range; the ledger refused it, so re-plan from the ledger.
+      this.log.error(logged, 'BUG: the ledger refused an inverted or empty skipped range; re-planning the job from the ledger');
+      this.needsPlan = true;
+      throw new Error(`skipped range of ${job.name} refused as inverted or empty`);
+    }
+    this.term.metrics?.skipped(job.name, range.reason, range.count);
+    this.log.warn(logged, 'skipped missed ticks');
+    this.recorded(range.to);
+    return true;
+  }
+
+  private recorded(tick: number): void {
+    this.watermark = Math.max(tick, this.watermark ?? -Infinity);
+    this.cursor = Math.max(tick, this.cursor);
+    if (tick > this.term.now()) this.recordedAhead.push(tick);
+    else this.dueCursor = Math.max(this.dueCursor, tick);
+  }
+
+  /** Where the lane's walk through the ticks stood at `now`: every tick at or before it is recorded. */
+  private recordedBy(now: number): number {
+    for (const tick of this.recordedAhead) if (tick <= now) this.dueCursor = Math.max(this.dueCursor, tick);
+    this.recordedAhead = this.recordedAhead.filter((tick) => tick > now);
+    return this.dueCursor;
+  }
+
+  /** Waits out a self-fence pause; owed ticks stay owed meanwhile. False when the term ended first. */
+  private async writable(): Promise<boolean> {
+    if (this.term.leading()) return true;
+    this.behind = true;
+    return this.term.waitLeading();
+  }
+
+  private async unfinished(job: ScheduledJob): Promise<boolean> {
+    const previous = await this.term.previousRun(job);
+    this.term.reached();
+    return previous !== 'finished' && previous !== 'none';
+  }
+}

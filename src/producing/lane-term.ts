@@ -1,0 +1,58 @@
+import type { Logger } from 'pino';
+import type { FencingToken, TakeOverState, TickLedger } from '../ledger/tick-ledger.js';
+import type { ScheduledJob } from '../scheduling/define-job.js';
+import type { RunState } from '../scheduling/plan.js';
+import type { Clock } from '../util/clock.js';
+import type { DueTimer } from './due-timer.js';
+import type { FencedEnqueue } from './fenced-enqueue.js';
+import type { RunTakeBack } from './staging.js';
+
+/** What the producer reports as it goes (the scheduler's Prometheus counters). */
+export interface ProducerMetrics {
+  enqueued(job: string, lagSeconds: number): void;
+  skipped(job: string, reason: string, count: number): void;
+  fenced(count: number): void;
+}
+
+/** What a lane needs from the leadership term it runs in. */
+export interface LaneTerm {
+  readonly token: FencingToken;
+  /** Aborts when the term ends. */
+  readonly signal: AbortSignal;
+  readonly log: Logger;
+  readonly ledger: TickLedger;
+  readonly clock: Clock;
+  /** The term's one timer: every lane sleeps on it. */
+  readonly timer: DueTimer;
+  /** The term's fenced claim, add and confirm, batched with the other lanes' calls of the same turn. */
+  readonly enqueue: FencedEnqueue;
+  /**
+   * How long before its due time a tick of a job that may be staged is claimed and added to BullMQ as a
+   * delayed job, so that at the tick only BullMQ's promotion remains; 0 stages nothing.
+   */
+  readonly stageAheadMs: number;
+  /** Takes back staged runs that a pause, a removal or a new schedule no longer wants. */
+  readonly takeBack: RunTakeBack;
+  readonly metrics: ProducerMetrics | undefined;
+  /** The authoritative time (Redis-corrected), in whole ms. */
+  now(): number;
+  /** The job's current definition; undefined once it was removed. */
+  job(name: string): ScheduledJob | undefined;
+  /** The local self-fence, checked right before every claim and every BullMQ add. */
+  leading(): boolean;
+  /** Waits until the self-fence allows writes again; false if the term ended first. */
+  waitLeading(): Promise<boolean>;
+  /** What the takeover of a job reads (batched with the other lanes' takeovers). */
+  takeOverState(job: string): Promise<TakeOverState>;
+  /**
+   * Records that this term applied its rules to the runs earlier terms staged for the job, so that
+   * workers may start them (batched with the other lanes'). False when fenced.
+   */
+  markReviewed(job: string): Promise<boolean>;
+  /** The state of the job's newest run (a claimed run not yet in BullMQ counts as waiting). */
+  previousRun(job: ScheduledJob): Promise<RunState>;
+  /** A Redis round trip succeeded (feeds the unreachability check). */
+  reached(): void;
+  /** The fence is past this term: ends it. */
+  fenced(): void;
+}

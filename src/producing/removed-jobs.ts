@@ -1,0 +1,63 @@
+import type { ScheduledJob } from '../scheduling/define-job.js';
+import { JOB_DEFAULTS } from '../scheduling/schema.js';
+import { MIN_RETENTION_MS } from './fenced-enqueue.js';
+import type { LaneTerm } from './lane-term.js';
+import type { QueueSet } from '../redis/queue-set.js';
+import { takeBackInProgress } from './staging.js';
+
+/** Jobs read per takeover script. */
+const BATCH = 500;
+/**
+ * How far back a removed job's runs are looked for in BullMQ's delayed sets: its definition (and so its
+ * jitter) is gone, and a staged run is never further than its jitter behind its tick.
+ */
+const STAGED_LOOKBACK_MS = 60_000;
+
+/**
+ * At the start of a term, takes back the staged runs of jobs the ledger knows and this leader did not
+ * load: a job removed by a deploy (the old leader staged its next runs, the new one never saw it), or
+ * whose take-back an earlier term left unfinished. Their lanes would have done it had they existed. A
+ * removed job's runs are looked for in the queues of the loaded jobs and the default queue (its own
+ * queue is not known any more). Returns how many runs it took back; throws to be retried.
+ */
+export async function takeBackRemovedJobs(term: LaneTerm, queueSet: QueueSet, loaded: ReadonlyMap<string, ScheduledJob>): Promise<number> {
+  const removed = [...(await term.ledger.knownJobs())].filter((name) => !loaded.has(name));
+  term.reached();
+  // The queue a definition uses when it names none first, then those of the loaded jobs.
+  const queues = [...new Set([JOB_DEFAULTS.queue, ...[...loaded.values()].map((job) => job.queue)])];
+  let takenBack = 0;
+  for (let i = 0; i < removed.length; i += BATCH) {
+    const batch = removed.slice(i, i + BATCH);
+    const now = term.now();
+    const states = await term.ledger.takeOverStates(batch.map((job) => ({ job, stagedWithinMs: STAGED_LOOKBACK_MS })), now);
+    for (const [index, state] of states.entries()) {
+      const job = batch[index]!;
+      for (const { tick, state: recorded } of state.pending) {
+        const progress = takeBackInProgress(recorded);
+        if (progress && (await term.takeBack.finish(job, tick, progress, MIN_RETENTION_MS)) === 'taken-back') takenBack++;
+      }
+      for (const { tick, state: recorded } of state.recent) {
+        if (!recorded.startsWith('enqueued|')) continue;
+        const jobId = recorded.slice('enqueued|'.length);
+        const queue = await delayedIn(queueSet, queues, jobId);
+        // Loaded again meanwhile (a reload): its own lane decides.
+        if (!queue || term.job(job)) continue;
+        if (!(await term.waitLeading())) return takenBack;
+        const outcome = await term.takeBack.takeBack(term.token, job, { tick, jobId, queue, dueAt: tick }, 'removed', MIN_RETENTION_MS);
+        if (outcome === 'fenced') {
+          term.fenced();
+          return takenBack;
+        }
+        if (outcome === 'taken-back') takenBack++;
+      }
+    }
+    term.reached();
+  }
+  return takenBack;
+}
+
+/** The queue (of `queues`) in whose delayed set the run waits, if any. */
+async function delayedIn(set: QueueSet, queues: string[], jobId: string): Promise<string | undefined> {
+  for (const queue of queues) if ((await set.get(queue).getJobState(jobId)) === 'delayed') return queue;
+  return undefined;
+}

@@ -1,0 +1,116 @@
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { LuaScript } from '../util/lua.js';
+import type { WritePath } from '../redis/durability.js';
+import type { TickJobData } from '../ledger/job-data.js';
+import type { QueueSet } from '../redis/queue-set.js';
+import { PullCode, scriptCode } from '../ledger/script-codes.js';
+import type { FencingToken, TickLedger, UnstageReason } from '../ledger/tick-ledger.js';
+
+const pullStagedRunScript = new LuaScript(new URL('./lua/pullStagedRun.lua', import.meta.url));
+
+/** How far ahead of its due time a tick is staged by default: the producer's `stageAheadMs`. */
+export const DEFAULT_STAGE_AHEAD_MS = 2_000;
+
+/** A run added to BullMQ as a delayed job ahead of its tick, whose due time may not have come yet. */
+export interface StagedRun {
+  tick: number;
+  jobId: string;
+  /** The queue it was added to (the definition may name another by now). */
+  queue: string;
+  /** When BullMQ makes it available to workers: the tick plus its jitter. */
+  dueAt: number;
+  /** Set once a take-back started: it is carried to its end however late that is. */
+  takingBack?: UnstageReason;
+}
+
+/** A take-back that some term marked and did not settle, as its ledger state records it. */
+export interface TakeBackInProgress {
+  reason: UnstageReason;
+  jobId: string;
+  queue: string;
+}
+
+/** Reads `unstaging|<reason>|<jobId>|<queue>` (the queue last: only it may hold a '|'). */
+export function takeBackInProgress(state: string): TakeBackInProgress | undefined {
+  const match = /^unstaging\|([^|]*)\|([^|]*)\|(.*)$/s.exec(state);
+  if (!match) return undefined;
+  return { reason: match[1] as UnstageReason, jobId: match[2]!, queue: match[3]! };
+}
+
+export interface RunTakeBackOptions {
+  /**
+   * Writes to the queues' Redis (on Cluster, BullMQ's slot is usually on another node than the ledger's),
+   * confirmed on replicas on the durable topologies: the pull must outlive a failover before it is recorded.
+   */
+  writes: WritePath;
+  /** Reads the queues' Redis. */
+  redis: Redis;
+  ledger: TickLedger;
+  queues: QueueSet;
+  /** Called for each run taken back (recorded skipped for `reason`): the skip metrics. */
+  onTakenBack?: (job: string, reason: UnstageReason) => void;
+}
+
+/**
+ * Takes back staged runs that a run-time pause, a removed job, a new schedule or (for a run that came due
+ * with no worker starting it) the catch-up policy no longer wants. The race with the workers is decided in
+ * BullMQ's slot by pullStagedRun.lua: the run is taken back only if it is pulled from where it waits
+ * before its handler ever started (then no worker can take it); otherwise it runs (or ran) as staged, like
+ * a tick that was due before the pause. The mark is
+ * recorded under the fence before the pull, and the outcome after it, so a leader that dies in between
+ * leaves the next one a record to finish from: a pulled run's hash stays in no list, which tells.
+ */
+export class RunTakeBack {
+  constructor(private readonly options: RunTakeBackOptions) {}
+
+  /**
+   * Takes back one staged run, under the fence: `taken-back` (it will never run; recorded skipped for
+   * `reason`), `runs` (promoted or started first), `settled` (its record is not this run's `enqueued`
+   * any more) or `fenced` (a newer term exists; nothing was done). Safe to call again after a failure.
+   * A pulled run's job hash is kept `keepMs` (the job's deduplication window; see pullStagedRun.lua).
+   */
+  async takeBack(token: FencingToken, job: string, run: StagedRun, reason: UnstageReason, keepMs: number): Promise<'taken-back' | 'runs' | 'settled' | 'fenced'> {
+    const marked = await this.options.ledger.markUnstaging(token, job, run.tick, run.jobId, reason, run.queue);
+    if (marked !== 'marked') return marked;
+    return this.finish(job, run.tick, { reason, jobId: run.jobId, queue: run.queue }, keepMs);
+  }
+
+  /** Carries a marked take-back (this term's, or one an earlier term left) to its end. */
+  async finish(job: string, tick: number, progress: TakeBackInProgress, keepMs: number): Promise<'taken-back' | 'runs'> {
+    const queue = this.options.queues.get(progress.queue);
+    // An earlier term may have pulled it and died before recording so: its hash is then in no list.
+    const pulled = (await this.pull(queue, progress.jobId, keepMs)) || (await this.orphaned(queue, progress.jobId));
+    const outcome = pulled ? 'taken-back' : 'runs';
+    if (!(await this.options.ledger.settleUnstaging(job, tick, outcome))) {
+      // Another term settled it first (it found the mark at its takeover): its record stands, and so
+      // does what it counted. Both read the same BullMQ state, so they agree on the outcome.
+      return outcome;
+    }
+    if (pulled) this.options.onTakenBack?.(job, progress.reason);
+    return outcome;
+  }
+
+  /**
+   * Whether `run` was added ahead of its tick (its data says when it is due) and its handler never started:
+   * what a take-back could still pull (see pullStagedRun.lua).
+   */
+  async waitingStaged(run: StagedRun): Promise<boolean> {
+    const queue = this.options.queues.get(run.queue);
+    const [data, attempts, starts] = await this.options.redis.hmget(queue.toKey(run.jobId), 'data', 'atm', 'leasebeatStarts');
+    if (data === null || data === undefined || Number(attempts ?? 0) > 0 || Number(starts ?? 0) > 0) return false;
+    return (JSON.parse(data) as Partial<TickJobData>).dueAt !== undefined;
+  }
+
+  private async pull(queue: Queue, jobId: string, keepMs: number): Promise<boolean> {
+    const keys = [queue.keys.delayed!, queue.toKey(jobId), queue.keys.wait!, queue.keys.prioritized!];
+    const reply = await this.options.writes.script<number>(pullStagedRunScript, keys, [jobId, keepMs], (code) => (code === PullCode.Pulled ? `take-back of ${jobId}` : undefined));
+    return scriptCode('pullStagedRun', PullCode, reply) === PullCode.Pulled;
+  }
+
+  /** The job's hash exists but it is in none of BullMQ's lists (checked in this order: a list move is atomic, a hash is never re-created). */
+  private async orphaned(queue: Queue, jobId: string): Promise<boolean> {
+    if ((await queue.getJobState(jobId)) !== 'unknown') return false;
+    return (await this.options.redis.exists(queue.toKey(jobId))) === 1;
+  }
+}

@@ -1,0 +1,57 @@
+--[[
+  A worker's take of a run, checked on the server that will record it, against what the run's own
+  record says (see src/workers/run-records.ts). In BullMQ's slot, on the job's hash, where the run's
+  history lives and dies with the job.
+  KEYS[1] the job's hash  KEYS[2] its lock
+  ARGV[1] the worker's lock token  ARGV[2] this start, as leasebeatRunner records it: '<ms>|<identity>'
+  Fields of the job hash that leasebeat keeps:
+    leasebeatStarts  how many times a leasebeat worker started the run's handler
+    leasebeatRunner  who started it last: '<ms>|<identity>'
+    leasebeatFinish  the last finish, as JSON: { s = leasebeatStarts when it finished, stc = BullMQ's
+                     stalled count then, atm = its attempts made then, o = 'completed' | 'failed',
+                     f = true when the failure was final (no retry left), v = the return value as JSON
+                     text, or the error's message }
+  Returns:
+    { -1 }               the lock is not ours on this server: it does not have our take (a failover lost
+                         it, or the lock expired): do not run
+    { 1, kind, runner, starts }
+                         start the handler; the start is counted (starts: leasebeatStarts now). kind: 'first'; 'retry' (BullMQ retries a
+                         failed attempt); 'operator-retry' (a run that failed for good, retried by an
+                         operator); 'runner-lost' (the last start never finished: its process died, or
+                         it lost its lock; runner is that start's leasebeatRunner); 'continued' (the
+                         handler moved the job and it came back, as it meant to). runner is '' otherwise
+    { 2, finish }        the run finished, and the record of its finish was lost (a failover brought the
+                         finished run back through stalled-job recovery): record that finish again, do
+                         not run
+    { 3, finish }        a completed run was put back to run (an operator's retry from Bull Board or the
+                         BullMQ API): refused; record its completion again, do not run
+]]
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return { -1 }
+end
+local starts = tonumber(redis.call('HGET', KEYS[1], 'leasebeatStarts') or '0')
+local raw = redis.call('HGET', KEYS[1], 'leasebeatFinish')
+local finish = raw and cjson.decode(raw)
+local kind, runner = 'first', ''
+if finish and finish.s == starts then
+  local stalled = tonumber(redis.call('HGET', KEYS[1], 'stc') or '0')
+  local attempts = tonumber(redis.call('HGET', KEYS[1], 'atm') or '0')
+  -- BullMQ counts the attempt when it records the finish, and a stall when it recovers a run: a run back
+  -- from recovery with its attempt uncounted is one whose finish the server never got. (A handler that
+  -- moved its job itself is re-entered instead: it is written to be.)
+  if stalled > finish.stc and attempts == finish.atm and finish.o ~= 'moved' then
+    return { 2, raw }
+  end
+  if finish.o == 'completed' then
+    return { 3, raw }
+  end
+  if finish.o == 'moved' then
+    kind = 'continued'
+  else
+    kind = finish.f and 'operator-retry' or 'retry'
+  end
+elseif starts > 0 then
+  kind, runner = 'runner-lost', redis.call('HGET', KEYS[1], 'leasebeatRunner') or ''
+end
+redis.call('HSET', KEYS[1], 'leasebeatStarts', starts + 1, 'leasebeatRunner', ARGV[2])
+return { 1, kind, runner, starts + 1 }

@@ -1,0 +1,140 @@
+import type { Job } from 'bullmq';
+import { LuaScript } from '../util/lua.js';
+import { DurabilityError, type WritePath } from '../redis/durability.js';
+import { FinishCode, HeldCode, scriptCode, StartCode } from '../ledger/script-codes.js';
+
+const startRunScript = new LuaScript(new URL('./lua/startRun.lua', import.meta.url));
+const abandonStartScript = new LuaScript(new URL('./lua/abandonStart.lua', import.meta.url));
+const finishRunScript = new LuaScript(new URL('./lua/finishRun.lua', import.meta.url));
+const stillHeldScript = new LuaScript(new URL('./lua/stillHeld.lua', import.meta.url));
+
+/**
+ * The worker's half of exactly-once: a run's own record of its starts and its finish, kept in the BullMQ
+ * job's hash (so it lives and dies with the job) and written through `writes`, which on a replicated
+ * topology confirms each write on the replicas of the server that made it.
+ *
+ * - **Take.** Before the handler starts, startRun.lua checks on the server that our lock is there (so the
+ *   take is, and, written before it, the add) and counts the start. Confirmed on replicas, a failover
+ *   cannot hand the same run to a second worker as if it had never been taken.
+ * - **Finish.** When the handler returns (or throws), finishRun.lua records the outcome while our lock is
+ *   still held, and the run is handed to BullMQ only once that record is confirmed. BullMQ's own record of
+ *   the finish can still be lost (the primary dies right after it): the run then sits in `active` with
+ *   our expired lock, and stalled-job recovery puts it back. Its next take finds the finish and records it
+ *   again instead of running the handler: a finished run never runs twice because of a failover.
+ *   On a replicated topology the worker also checks, right after BullMQ recorded the finish, that the
+ *   server has it and replicas hold it; when the server lost it, the worker records it again at once,
+ *   while the run is still under its lock, instead of leaving it to stalled-job recovery a lock's
+ *   duration later (meanwhile the run would count as unfinished: a `skip` job's ticks would be skipped).
+ * - **Operators.** A completed run put back by hand (Bull Board's retry, `job.retry()`) is refused the same
+ *   way: its completion is recorded again and the handler does not run. A run that failed for good can be
+ *   retried; that start is counted as `operator-retry`.
+ * - **At least once stays at least once** where the runner itself is lost: a process that dies (or is
+ *   frozen past its lock) mid-run leaves a start with no finish, and BullMQ's recovery runs it again. That
+ *   start is counted as `runner-lost`, with who ran it before.
+ */
+export class RunRecords {
+  constructor(
+    private readonly writes: WritePath,
+    private readonly identity: string,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * Checks and counts a start of `job`'s handler under the lock `token`; see {@link RunStart}. Throws
+   * `DurabilityError` when the replicas did not confirm the take: the handler must not start then (the
+   * count is taken back, best effort).
+   */
+  async start(job: Job, token: string): Promise<RunStart> {
+    const keys = runKeys(job);
+    const runner = `${this.now()}|${this.identity}`;
+    let reply: [number, string?, string?, number?];
+    try {
+      reply = await this.writes.script<[number, string?, string?, number?]>(startRunScript, keys, [token, runner], ([code]) =>
+        code === StartCode.NotOurs ? undefined : `take of ${job.id}`,
+      );
+    } catch (error) {
+      if (error instanceof DurabilityError) await this.writes.script(abandonStartScript, keys, [token, runner]).catch(() => undefined);
+      throw error;
+    }
+    switch (scriptCode('startRun', StartCode, reply[0])) {
+      case StartCode.NotOurs:
+        return { kind: 'not-ours' };
+      case StartCode.Start:
+        return { kind: 'start', start: reply[1] as StartKind, ...(reply[2] ? { previousRunner: reply[2] } : {}) };
+      case StartCode.FinishedLost:
+        return { kind: 'finished', finish: parseFinish(reply[1]!), refused: false };
+      case StartCode.RefusedCompleted:
+        return { kind: 'finished', finish: parseFinish(reply[1]!), refused: true };
+    }
+  }
+
+  /**
+   * Records how the handler ended, while `token` still holds the run's lock. True once recorded (and, on
+   * a replicated topology, confirmed); false when the lock is not ours any more.
+   */
+  async finish(job: Job, token: string, finish: FinishToRecord): Promise<boolean> {
+    const reply = await this.writes.script<number>(
+      finishRunScript,
+      runKeys(job),
+      [token, finish.outcome, finish.final ? '1' : '0', finish.value],
+      (code) => (code === FinishCode.Recorded ? `finish of ${job.id}` : undefined),
+    );
+    return scriptCode('finishRun', FinishCode, reply) === FinishCode.Recorded;
+  }
+
+  /** Whether finishes must be confirmed on replicas, and BullMQ's own record of them checked (a replicated topology). */
+  get replicated(): boolean {
+    return this.writes.replicated;
+  }
+
+  /**
+   * After BullMQ recorded the finish of a run taken under `token`: false once the server has that record
+   * and replicas hold it (confirmed like a write), true when the server still holds the run under our lock,
+   * so the record was lost (a failover) and BullMQ's finish must be made again while the run is ours.
+   */
+  async finishLost(job: Job, token: string): Promise<boolean> {
+    const [, lock] = runKeys(job);
+    // Confirmed either way: the answer "released" is what BullMQ's finish wrote, on the server that says so.
+    const reply = await this.writes.script<number>(stillHeldScript, [lock], [token], () => `BullMQ's record of the finish of ${job.id}`);
+    return scriptCode('stillHeld', HeldCode, reply) === HeldCode.StillHeld;
+  }
+}
+
+/** Why a handler starts: the first time, a retry by BullMQ or an operator, or again after its runner was lost. */
+export type StartKind = 'first' | 'retry' | 'operator-retry' | 'runner-lost' | 'continued';
+
+/** What a take found. */
+export type RunStart =
+  /** Run the handler. `previousRunner` (`<ms>|<identity>`): the lost runner's start. */
+  | { kind: 'start'; start: StartKind; previousRunner?: string }
+  /** The run finished before: record `finish` again instead of running. `refused`: a completed run put back by hand. */
+  | { kind: 'finished'; finish: RecordedFinish; refused: boolean }
+  /** This server does not hold our take: do not run, write nothing. */
+  | { kind: 'not-ours' };
+
+/** How a handler ended, as recorded. */
+export interface FinishToRecord {
+  /** `moved`: the handler moved its job itself (to delayed, or to wait for its children). */
+  outcome: 'completed' | 'failed' | 'moved';
+  /** A failure with no retry left (or unrecoverable). */
+  final: boolean;
+  /** The return value as JSON text ('' for undefined), or the error's message. */
+  value: string;
+}
+
+/** A finish read back from the job's hash. */
+export interface RecordedFinish extends FinishToRecord {
+  /** When it finished, BullMQ's attempts made. */
+  attemptsMade: number;
+}
+
+function parseFinish(raw: string): RecordedFinish {
+  const fields = JSON.parse(raw) as { o: RecordedFinish['outcome']; f: boolean; v: string; atm: number };
+  return { outcome: fields.o, final: fields.f, value: fields.v, attemptsMade: fields.atm };
+}
+
+/** The job's hash and its lock, as BullMQ names them. */
+function runKeys(job: Job): [string, string] {
+  const hash = `${job.queueQualifiedName}:${job.id}`;
+  return [hash, `${hash}:lock`];
+}

@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { KeySpace } from '../../src/redis/keys.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+
+describe('TickLedger: fence and tick claims on a real Redis', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let ledger: TickLedger;
+  const termA = { generation: 'uid-a', leaderTransitions: 3 };
+  const termA4 = { generation: 'uid-a', leaderTransitions: 4 };
+  const termB = { generation: 'uid-b', leaderTransitions: 0 };
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await redis.flushall();
+    ledger = new TickLedger(redis, new KeySpace('test', 'c1'));
+  });
+
+  it('keeps every key in one hash slot', () => {
+    const k = ledger.keys;
+    for (const key of [k.fence, k.retiredGenerations, k.paused, k.ledger('j'), k.ledgerIndex('j'), k.pending('j'), k.skips('j'), k.jobState('j')]) {
+      assert.ok(key.startsWith('test:{c1}:'), key);
+    }
+  });
+
+  it('the fence only moves forward within a generation', async () => {
+    assert.deepEqual(await ledger.raiseFence(termA4, 'a', 1), { ok: true });
+    assert.deepEqual(await ledger.raiseFence(termA, 'old', 2), { ok: false, fence: termA4 });
+    assert.deepEqual(await ledger.raiseFence(termA4, 'a', 3), { ok: true }, 'the same term may raise again');
+    const fence = await ledger.fence();
+    assert.equal(fence.leaderTransitions, 4);
+    assert.equal(fence.rejectedRaises, 1);
+  });
+
+  it('one token belongs to one term: the same token raised by another holder is refused', async () => {
+    assert.deepEqual(await ledger.raiseFence(termA4, 'a', 1), { ok: true });
+    assert.deepEqual(await ledger.raiseFence(termA4, 'b', 2), { ok: false, fence: termA4 });
+    assert.deepEqual(await ledger.raiseFence(termA4, 'a', 3), { ok: true }, 'the holder of the term may raise it again');
+    assert.equal((await ledger.fence()).holder, 'a');
+    assert.equal((await ledger.fence()).rejectedRaises, 1);
+  });
+
+  it('a recreated lease (new generation) retires the old generation for good', async () => {
+    await ledger.raiseFence(termA4, 'a', 1);
+    assert.deepEqual(await ledger.raiseFence(termB, 'b', 2), { ok: true });
+    assert.equal((await ledger.raiseFence({ generation: 'uid-a', leaderTransitions: 99 }, 'zombie', 3)).ok, false);
+    assert.deepEqual(await ledger.claim(termA4, 'j', 1000, 'j@1000'), { kind: 'fenced' });
+  });
+
+  it('claims a tick once; a second claim finds it settled after confirmation', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
+    assert.deepEqual(await ledger.pendingTicks('j'), [1000]);
+    assert.equal(await ledger.confirm(termA, 'j', 1000, 'j@1000', 1005), 'enqueued');
+    assert.deepEqual(await ledger.pendingTicks('j'), []);
+    assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'settled', state: 'enqueued|j@1000' });
+    const state = await ledger.jobState('j');
+    assert.equal(state.lastScheduledTick, 1000);
+    assert.equal(state.lastJobId, 'j@1000');
+    assert.equal(state.enqueued, 1);
+  });
+
+  it('a claim left unconfirmed by a crashed leader is handed to the next term', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.claim(termA, 'j', 2000, 'j@2000');
+    await ledger.raiseFence(termA4, 'b', 2);
+    assert.deepEqual(await ledger.pendingTicks('j'), [2000]);
+    assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000'), { kind: 'claimed', retry: true });
+    assert.match((await ledger.tickState('j', 2000)) ?? '', /^claimed\|uid-a\|4\|/);
+  });
+
+  it('rejects a stale token and counts it on the fence and the job', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.raiseFence(termA4, 'b', 2);
+    assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000'), { kind: 'fenced' });
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 1, to: 2, count: 2, reason: 'missed-window' }), 'fenced');
+    assert.equal(await ledger.tickState('j', 3000), undefined, 'a fenced claim writes nothing to the ledger');
+    assert.equal((await ledger.fence()).fenced, 2);
+    assert.equal((await ledger.jobState('j')).fenced, 2);
+  });
+
+  it('records skips with their reason, and obeys a run-time pause', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 4000, 'j@4000', { skip: 'overlap' }), { kind: 'skipped', reason: 'overlap' });
+    await ledger.pause('j', 'maintenance');
+    assert.deepEqual(await ledger.claim(termA, 'j', 5000, 'j@5000'), { kind: 'skipped', reason: 'paused' });
+    assert.equal((await ledger.pausedJobs()).get('j')?.note, 'maintenance');
+    assert.equal(await ledger.resume('j'), true);
+    assert.deepEqual(await ledger.claim(termA, 'j', 6000, 'j@6000'), { kind: 'claimed', retry: false });
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 10, to: 90, count: 9, reason: 'missed-window' }), 'recorded');
+    const state = await ledger.jobState('j');
+    assert.deepEqual(state.skipped, { overlap: 1, paused: 1, 'missed-window': 9 });
+    assert.equal(state.lastScheduledTick, 6000);
+    assert.deepEqual(await ledger.skippedRanges('j'), [{ from: 10, to: 90, count: 9, reason: 'missed-window' }]);
+  });
+
+  /*
+   * A claim whose reply was lost (a connection reset after the script ran, or a replica WAIT that timed
+   * out: `DurabilityError`) is decided again by the lane. By then the tick's own claim is the job's newest
+   * run, so a `skip` or `bufferOne` job sees "the previous run is still waiting" and asks to skip or buffer
+   * its own tick. The ledger must keep the first decision, or the tick stays claimed and never added, and
+   * every later tick of the job is skipped behind it (found by the chaos run on Redis Cluster).
+   */
+  it('a retried claim keeps its first decision: a claim to run asked again as skipped for overlap is still to be added', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000' }]), [{ kind: 'claimed', retry: false }]);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000', request: { skip: 'overlap' } }]), [{ kind: 'claimed', retry: true }]);
+    assert.match((await ledger.tickState('j', 1000)) ?? '', /^claimed\|/);
+  });
+
+  it('a retried claim keeps its first decision: a buffered claim asked again as buffered is buffered (the lane holds it again)', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000', request: { buffer: true } }]), [{ kind: 'buffered' }]);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000', request: { buffer: true } }]), [{ kind: 'buffered' }]);
+  });
+
+  it('a retried claim keeps its first decision: a tick already skipped stays settled', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000', request: { skip: 'overlap' } }]);
+    assert.deepEqual(await ledger.claimTicks(termA, [{ job: 'j', tick: 1000, jobId: 'j@1000' }]), [{ kind: 'settled', state: 'skipped|overlap' }]);
+  });
+
+  it('refuses a claim that would leave a hole behind the watermark', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
+    assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000 }), { kind: 'hole', lastScheduledTick: 1000 });
+    assert.equal(await ledger.tickState('j', 3000), undefined, 'a refused claim writes nothing');
+    assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000', { previousTick: 1000, skip: 'overlap' }), { kind: 'skipped', reason: 'overlap' });
+    assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000 }), { kind: 'claimed', retry: false });
+    assert.equal((await ledger.jobState('j')).lastScheduledTick, 3000);
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 5000, to: 4000, count: 1, reason: 'catchup-limit' }), 'invalid');
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 4000, to: 4000, count: 0, reason: 'catchup-limit' }), 'invalid');
+    assert.equal((await ledger.jobState('j')).lastScheduledTick, 3000, 'an invalid range moves nothing');
+    assert.deepEqual(await ledger.skippedRanges('j'), []);
+  });
+
+  it('the newest run is known from its claim; a buffered claim is not a run until released', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.claim(termA, 'j', 1000, 'j@1000');
+    assert.equal((await ledger.jobState('j')).lastJobId, 'j@1000', 'set at claim time, before the job is in BullMQ');
+    assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000', { buffer: true, previousTick: 1000 }), { kind: 'buffered' });
+    assert.match((await ledger.tickState('j', 2000)) ?? '', /^buffered\|uid-a\|3\|j@2000$/);
+    assert.deepEqual(await ledger.pendingTicks('j'), [1000, 2000]);
+    assert.equal((await ledger.jobState('j')).lastJobTick, 1000);
+    assert.equal(await ledger.confirm(termA, 'j', 1000, 'j@1000', 1001), 'enqueued');
+    // The next term finds the buffered claim in the pending set and releases it with a plain claim.
+    await ledger.raiseFence(termA4, 'b', 2);
+    // Asked to buffer again (a lane re-deciding the tick), it stays buffered, under the asking term.
+    assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000', { buffer: true }), { kind: 'buffered' });
+    assert.equal(await ledger.tickState('j', 2000), 'buffered|uid-a|4|j@2000');
+    assert.deepEqual(await ledger.claim(termA4, 'j', 2000, 'j@2000'), { kind: 'claimed', retry: true });
+    assert.equal(await ledger.tickState('j', 2000), 'claimed|uid-a|4|j@2000');
+    const state = await ledger.jobState('j');
+    assert.equal(state.lastJobId, 'j@2000');
+    assert.equal(state.lastJobTick, 2000);
+    assert.equal(await ledger.confirm(termA4, 'j', 2000, 'j@2000', 2001), 'enqueued');
+    assert.deepEqual(await ledger.pendingTicks('j'), []);
+  });
+
+  it('a buffered tick released while the job is paused is recorded as skipped', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    await ledger.claim(termA, 'j', 1000, 'j@1000');
+    await ledger.claim(termA, 'j', 2000, 'j@2000', { buffer: true, previousTick: 1000 });
+    await ledger.pause('j');
+    assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000'), { kind: 'skipped', reason: 'paused' });
+    assert.deepEqual(await ledger.pendingTicks('j'), [1000]);
+    assert.equal((await ledger.jobState('j')).lastJobId, 'j@1000');
+  });
+
+  it('prunes ledger entries older than the retention', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    for (const tick of [100, 200, 300]) {
+      await ledger.claim(termA, 'j', tick, `j@${tick}`);
+      await ledger.confirm(termA, 'j', tick, `j@${tick}`, tick);
+    }
+    assert.equal(await ledger.prune('j', 250), 2);
+    assert.equal(await ledger.tickState('j', 100), undefined);
+    assert.equal(await ledger.tickState('j', 300), 'enqueued|j@300');
+  });
+});

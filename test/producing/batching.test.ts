@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { RespCommandCounter } from '../../bench/resp-counter.js';
+import type { Term } from '../../src/election/record.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { submitTrigger, triggerOutcome } from '../../src/producing/manual-triggers.js';
+import { Producer } from '../../src/producing/producer.js';
+import { QueueSet } from '../../src/redis/queue-set.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
+import type { ScheduledJob } from '../../src/scheduling/define-job.js';
+import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { waitFor } from '../support/ledger-audit.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+
+/**
+ * What a burst of due ticks and a takeover cost in Redis commands, counted on the producer's own
+ * connection (a RESP-counting proxy), not timed: the old per-tick path sent three scripts per tick
+ * (claim, add, confirm) and five reads per job at takeover.
+ */
+const logger = pino({ level: 'silent' });
+const term: Term = { holderIdentity: 'leader', generation: 'gen-1', leaderTransitions: 1, acquireTime: Date.now() };
+const JOBS = 1000;
+
+function schedules(every: string, count = JOBS): Map<string, ScheduledJob> {
+  const jobs = new Map<string, ScheduledJob>();
+  for (let i = 0; i < count; i++) {
+    const result = validateJobDefinition({ name: `j${i}`, every, queue: 'burst', handler: () => undefined }, `/jobs/j${i}.ts`);
+    if (!result.ok) throw new Error(result.errors.join('\n'));
+    jobs.set(result.job.name, result.job);
+  }
+  return jobs;
+}
+
+describe('Producer batching, by Redis commands', () => {
+  let server: TestRedis;
+  let audit: Redis;
+  let proxy: TcpProxy;
+  let counter: RespCommandCounter;
+  let producerRedis: Redis;
+  let queues: QueueSet;
+  const keys = new KeySpace();
+
+  before(async () => {
+    server = await startRedis();
+    audit = server.client();
+  });
+  after(async () => {
+    audit.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await audit.flushall();
+    counter = new RespCommandCounter();
+    proxy = await TcpProxy.start({ port: server.port }, { onClientData: (chunk) => counter.push(chunk) });
+    producerRedis = new Redis({ port: proxy.port, host: '127.0.0.1', maxRetriesPerRequest: null });
+    queues = new QueueSet({ connection: producerRedis });
+  });
+
+  const start = (jobs: Map<string, ScheduledJob>): { stop(): Promise<void> } => {
+    const producer = new Producer({ redis: producerRedis, ledger: new TickLedger(producerRedis, keys), queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const signal = new AbortController();
+    const run = producer.run(term, signal.signal);
+    return {
+      stop: async () => {
+        signal.abort();
+        await run;
+        await queues.close();
+        producerRedis.disconnect();
+        await proxy.close();
+      },
+    };
+  };
+
+  const fieldOfAll = async (field: (job: string) => [string, string]): Promise<Array<string | null>> => {
+    const pipeline = audit.pipeline();
+    for (let i = 0; i < JOBS; i++) pipeline.hget(...field(`j${i}`));
+    return ((await pipeline.exec()) ?? []).map(([, value]) => value as string | null);
+  };
+  const takenOver = async (): Promise<boolean> => (await fieldOfAll((job) => [keys.jobState(job), 'scheduledSince'])).every((v) => v !== null);
+
+  it(`a burst of ${JOBS} ticks due together costs a few commands per batch, not three per tick`, { timeout: 60_000 }, async () => {
+    const running = start(schedules('2s'));
+    try {
+      await waitFor('every job taken over', takenOver, 30_000, 100);
+      const tick = Math.ceil((Date.now() + 1_500) / 2000) * 2000;
+      await sleep(tick - 400 - Date.now());
+      counter = new RespCommandCounter();
+      await waitFor(
+        `every job's tick ${tick} enqueued`,
+        async () => (await fieldOfAll((job) => [keys.ledger(job), String(tick)])).every((v) => v?.startsWith('enqueued|')),
+        10_000,
+        25,
+      );
+      const counts = Object.fromEntries(counter.byCommand);
+      const scripts = (counts.EVALSHA ?? 0) + (counts.EVAL ?? 0);
+      // One BullMQ add script per tick is unavoidable (addBulk pipelines them); claims and confirms go in batches.
+      assert.ok(scripts <= JOBS + 40, `scripts sent for the burst: ${scripts} (${JSON.stringify(counts)})`);
+    } finally {
+      await running.stop();
+    }
+  });
+
+  it(`the takeover of ${JOBS} jobs reads them in batches, not one job at a time`, { timeout: 60_000 }, async () => {
+    const running = start(schedules('1h'));
+    try {
+      await waitFor('every job taken over', takenOver, 30_000, 100);
+      // The last reads of a takeover come right after `scheduledSince` is set.
+      await sleep(500);
+      const counts = Object.fromEntries(counter.byCommand);
+      assert.ok(counter.total <= 100, `commands sent for the takeover: ${counter.total} (${JSON.stringify(counts)})`);
+    } finally {
+      await running.stop();
+    }
+  });
+
+  it('an idle leader waits for trigger requests on a blocking read instead of polling, and still runs a request', { timeout: 30_000 }, async () => {
+    const running = start(schedules('1h', 1));
+    try {
+      await waitFor('the job taken over', async () => (await audit.hget(keys.jobState('j0'), 'scheduledSince')) !== null, 10_000, 50);
+      await sleep(500);
+      counter = new RespCommandCounter();
+      await sleep(4_000);
+      const reads = (counter.byCommand.get('XREAD') ?? 0) + (counter.byCommand.get('XRANGE') ?? 0);
+      assert.ok(reads <= 2, `stream reads by an idle leader in 4 s: ${reads} (${JSON.stringify(Object.fromEntries(counter.byCommand))})`);
+      const request = await submitTrigger(audit, keys, 'j0', 10_000);
+      const outcome = await waitFor('the trigger outcome', () => triggerOutcome(audit, keys, request.id), 10_000, 25);
+      assert.deepEqual(outcome, { jobId: `j0@manual-${request.id}`, queue: 'burst', flow: false });
+    } finally {
+      await running.stop();
+    }
+  });
+});

@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import type { Term } from '../../src/election/record.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { submitTrigger, triggerOutcome } from '../../src/producing/manual-triggers.js';
+import { Producer } from '../../src/producing/producer.js';
+import { QueueSet } from '../../src/redis/queue-set.js';
+import { RedisConnections } from '../../src/redis/redis-topology.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
+import type { ScheduledJob } from '../../src/scheduling/define-job.js';
+import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { waitFor } from '../support/ledger-audit.js';
+import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
+
+/**
+ * The batched scripts (claims, confirmations, takeover reads of many jobs in one script) and the trigger
+ * desk's blocking read on its own connection, on Redis Cluster: every key of a script in one slot, and a
+ * duplicated Cluster client for the desk.
+ */
+const logger = pino({ level: 'silent' });
+const term: Term = { holderIdentity: 'leader', generation: 'gen-1', leaderTransitions: 1, acquireTime: Date.now() };
+const JOBS = 600;
+
+describe('Producer on Redis Cluster', () => {
+  let cluster: TestRedisCluster;
+
+  before(async () => {
+    cluster = await startRedisCluster();
+  });
+  after(async () => {
+    await cluster.close();
+  });
+
+  it(`${JOBS} jobs ticking together (batches over 500) and a manual trigger, all on one slot`, { timeout: 120_000 }, async () => {
+    const connections = RedisConnections.fromUrl(cluster.url);
+    const redis = connections.open('control') as Redis;
+    redis.on('error', () => undefined);
+    const keys = new KeySpace('leasebeat', 'cluster-producer');
+    const ledger = new TickLedger(redis, keys);
+    const queues = new QueueSet({ connection: redis, prefix: connections.bullPrefix(undefined) });
+    const jobs = new Map<string, ScheduledJob>();
+    for (let i = 0; i < JOBS; i++) {
+      const result = validateJobDefinition({ name: `j${i}`, every: '1s', queue: 'cluster', handler: () => undefined }, `/jobs/j${i}.ts`);
+      if (!result.ok) throw new Error(result.errors.join('\n'));
+      jobs.set(result.job.name, result.job);
+    }
+    const stop = new AbortController();
+    const run = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger }).run(term, stop.signal);
+    try {
+      const tick = await waitFor('a tick of j0 enqueued', async () => (await ledger.jobState('j0')).lastEnqueuedAt !== undefined && (await ledger.jobState('j0')).lastScheduledTick, 30_000, 100);
+      await waitFor(
+        `every job's tick ${tick} enqueued`,
+        async () => (await Promise.all([...jobs.keys()].map((job) => ledger.tickState(job, tick)))).every((state) => state?.startsWith('enqueued|')),
+        15_000,
+        100,
+      );
+      const request = await submitTrigger(redis, keys, 'j7', 10_000);
+      const outcome = await waitFor('the trigger outcome', () => triggerOutcome(redis, keys, request.id), 10_000, 50);
+      assert.deepEqual(outcome, { jobId: `j7@manual-${request.id}`, queue: 'cluster', flow: false });
+    } finally {
+      stop.abort();
+      await run;
+      await queues.close();
+      redis.disconnect();
+    }
+  });
+});

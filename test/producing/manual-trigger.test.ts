@@ -1,0 +1,182 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { AdminError, createAdmin } from '../../src/index.js';
+import type { Term } from '../../src/election/record.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { manualJobId, submitTrigger, triggerOutcome, type TriggerOutcome } from '../../src/producing/manual-triggers.js';
+import { Producer } from '../../src/producing/producer.js';
+import { QueueSet } from '../../src/redis/queue-set.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
+import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { until } from '../support/until.js';
+
+const logger = pino({ level: 'silent' });
+const keys = new KeySpace();
+const YEARLY = '0 0 1 1 *';
+
+/** A job that never ticks during a test (once a year): only triggers add its runs. */
+function yearly(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
+  const result = validateJobDefinition({ schedule: YEARLY, queue: 'manual-test', handler: () => undefined, ...definition }, `/jobs/${definition.name}.ts`);
+  if (!result.ok) throw new Error(result.errors.join('\n'));
+  return result.job;
+}
+
+const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
+
+describe('manual triggers: taken by the leader under the fence, at most once', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let ledger: TickLedger;
+  let queues: QueueSet;
+  let jobs: Map<string, ScheduledJob>;
+  const running: Array<{ stop: AbortController; run: Promise<void> }> = [];
+
+  const lead = (transitions: number): { stop: AbortController; run: Promise<void> } => {
+    const stop = new AbortController();
+    const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const entry = { stop, run: producer.run(term(transitions), stop.signal) };
+    running.push(entry);
+    return entry;
+  };
+  const stopAll = async (): Promise<void> => {
+    for (const entry of running.splice(0)) entry.stop.abort();
+    await Promise.all(running.map((entry) => entry.run));
+  };
+  const outcomeOf = (id: string): Promise<TriggerOutcome> => until(`the outcome of ${id}`, () => triggerOutcome(redis, keys, id), 10_000);
+  const queueJobs = async (name: string) => {
+    const queue = new Queue(name, { connection: redis });
+    try {
+      return await queue.getJobs(['waiting', 'waiting-children', 'delayed', 'active', 'completed', 'failed', 'prioritized']);
+    } finally {
+      await queue.close();
+    }
+  };
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    await stopAll();
+    await queues?.close();
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await stopAll();
+    await queues?.close();
+    await redis.flushall();
+    ledger = new TickLedger(redis, keys);
+    queues = new QueueSet({ connection: redis });
+    jobs = new Map([['report', yearly({ name: 'report', data: { to: 'ops' } })]]);
+  });
+
+  it('one request adds exactly one run, with the id the request names, the term in its data, and not as the previous run', async () => {
+    lead(1);
+    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    const outcome = await outcomeOf(request.id);
+    const jobId = manualJobId('report', request.id);
+    assert.deepEqual(outcome, { jobId, queue: 'manual-test', flow: false });
+    const added = await queueJobs('manual-test');
+    assert.deepEqual(added.map((job) => job.id), [jobId]);
+    assert.deepEqual(added[0]!.data, { tick: request.requestedAt, token: { generation: 'gen-1', leaderTransitions: 1 }, data: { to: 'ops' }, manual: true });
+    assert.equal(await redis.hget(keys.manual('report'), request.id), `enqueued|${jobId}`);
+    assert.equal((await ledger.jobState('report')).lastJobId, undefined, 'a trigger does not become the previous run');
+  });
+
+  it('the same request read again by a second term adds nothing', async () => {
+    const first = lead(1);
+    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    await outcomeOf(request.id);
+    first.stop.abort();
+    await first.run;
+    await queues.get('manual-test').obliterate({ force: true });
+    lead(2);
+    // A later request is taken by the second term, so it has read past the first one.
+    const later = await submitTrigger(redis, keys, 'report', 10_000);
+    await outcomeOf(later.id);
+    assert.deepEqual((await queueJobs('manual-test')).map((job) => job.id), [manualJobId('report', later.id)]);
+    assert.equal(await redis.llen(keys.triggerResult(request.id)), 1);
+  });
+
+  it('a claim an earlier term left unconfirmed is finished by the next term with the same job id, once', async () => {
+    assert.deepEqual(await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'leader-1', Date.now()), { ok: true });
+    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    const jobId = manualJobId('report', request.id);
+    // What a leader that died between its claim and its add leaves behind.
+    await redis.hset(keys.manual('report'), request.id, `claimed|gen-1|1|${jobId}`);
+    lead(2);
+    assert.deepEqual(await outcomeOf(request.id), { jobId, queue: 'manual-test', flow: false });
+    assert.equal(await redis.hget(keys.manual('report'), request.id), `enqueued|${jobId}`);
+    const added = await queueJobs('manual-test');
+    assert.deepEqual(added.map((job) => [job.id, (job.data as { token: { leaderTransitions: number } }).token.leaderTransitions]), [[jobId, 2]]);
+  });
+
+  it("a stale term's claim is refused by the fence: the request waits for the current leader", async () => {
+    const stale = lead(1);
+    await until('the first term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 1);
+    assert.deepEqual(await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 2 }, 'leader-2', Date.now()), { ok: true });
+    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    await stale.run;
+    assert.equal(await redis.hget(keys.manual('report'), request.id), null);
+    assert.ok((await ledger.fence()).fenced >= 1);
+    assert.deepEqual(await queueJobs('manual-test'), []);
+    lead(2);
+    assert.equal((await outcomeOf(request.id)) && (await queueJobs('manual-test')).length, 1);
+  });
+
+  it('a request past its deadline is refused and never runs', async () => {
+    const request = await submitTrigger(redis, keys, 'report', 1);
+    await until('Redis time to pass the deadline', async () => Number((await redis.time())[0]) * 1000 > request.deadline + 1000, 5_000);
+    lead(1);
+    assert.deepEqual(await outcomeOf(request.id), { refused: 'expired' });
+    assert.equal(await redis.hget(keys.manual('report'), request.id), 'refused|expired');
+    assert.deepEqual(await queueJobs('manual-test'), []);
+  });
+
+  it('a paused job and an unknown job are refused with their reasons', async () => {
+    await ledger.pause('report', 'maintenance');
+    lead(1);
+    const paused = await submitTrigger(redis, keys, 'report', 10_000);
+    assert.deepEqual(await outcomeOf(paused.id), { refused: 'paused' });
+    const unknown = await submitTrigger(redis, keys, 'no-such-job', 10_000);
+    assert.deepEqual(await outcomeOf(unknown.id), { refused: 'unknown-job' });
+    assert.deepEqual(await queueJobs('manual-test'), []);
+  });
+
+  it('a flow trigger adds the flow the job defines: the parent waits for its children', async () => {
+    jobs.set(
+      'fan-out',
+      yearly({ name: 'fan-out', handler: undefined, flow: () => ({ name: 'fan-out', children: [{ name: 'part', data: { n: 1 } }, { name: 'part', data: { n: 2 } }] }) }),
+    );
+    lead(1);
+    const request = await submitTrigger(redis, keys, 'fan-out', 10_000);
+    const outcome = await outcomeOf(request.id);
+    const jobId = manualJobId('fan-out', request.id);
+    assert.deepEqual(outcome, { jobId, queue: 'manual-test', flow: true });
+    const added = await queueJobs('manual-test');
+    assert.deepEqual(added.map((job) => job.id).sort(), [jobId, `${jobId}/0`, `${jobId}/1`]);
+    assert.equal(await added.find((job) => job.id === jobId)!.getState(), 'waiting-children');
+  });
+
+  it('the admin returns the run, refuses a paused job with its own code, and with no leader times out saying it will not run', { timeout: 30_000 }, async () => {
+    const admin = createAdmin({ connection: server.url, timeoutMs: 1_500 });
+    try {
+      await assert.rejects(admin.trigger('report'), (error: unknown) => error instanceof AdminError && error.code === 'timeout' && /will not run/.test(error.message));
+      lead(1);
+      const result = await admin.trigger('report');
+      assert.equal(result.queue, 'manual-test');
+      await ledger.pause('report');
+      await assert.rejects(admin.trigger('report'), (error: unknown) => error instanceof AdminError && error.code === 'paused');
+      // Only the one run the admin reported: the request it gave up on never ran.
+      assert.deepEqual((await queueJobs('manual-test')).map((job) => job.id), [result.jobId]);
+    } finally {
+      await admin.close();
+    }
+  });
+});

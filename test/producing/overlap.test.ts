@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import type { Term } from '../../src/election/record.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { Producer } from '../../src/producing/producer.js';
+import { QueueSet } from '../../src/redis/queue-set.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
+import type { OverlapPolicy, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { waitFor } from '../support/ledger-audit.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { RunRecorder } from '../support/run-recorder.js';
+
+const logger = pino({ level: 'silent' });
+const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
+
+function slowJob(overlap: OverlapPolicy): ScheduledJob {
+  const result = validateJobDefinition({ name: 'slow', every: '1s', overlap, handler: () => undefined }, '/jobs/slow.ts');
+  if (!result.ok) throw new Error(result.errors.join('\n'));
+  return result.job;
+}
+
+/** Runs take 1.5 s on a 1 s schedule, so every other tick meets an unfinished run. */
+const RUN_MS = 1_500;
+
+describe('Overlap policies with real workers: runs never overlap and start in tick order', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let ledger: TickLedger;
+  let queues: QueueSet;
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    await queues?.close();
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await queues?.close();
+    await redis.flushall();
+    ledger = new TickLedger(redis, new KeySpace());
+    queues = new QueueSet({ connection: redis });
+  });
+
+  /**
+   * Two workers (two instances) run the job while the given terms produce one after another, each
+   * starting `handoverMs` after the previous one while the previous one still runs; returns the runs.
+   */
+  async function produceWithWorkers(job: ScheduledJob, terms: number, termMs: number): Promise<RunRecorder> {
+    const recorder = new RunRecorder();
+    const connections = [server.client(), server.client()];
+    const workers = connections.map((connection, i) => new Worker('leasebeat', recorder.processor(`worker-${i}`, RUN_MS), { connection, concurrency: 1 }));
+    const jobs = new Map([[job.name, job]]);
+    const producing: Array<{ stop: AbortController; run: Promise<void> }> = [];
+    for (let i = 1; i <= terms; i++) {
+      const stop = new AbortController();
+      const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+      producing.push({ stop, run: producer.run(term(i), stop.signal) });
+      await sleep(termMs);
+    }
+    for (const { stop } of producing) stop.abort();
+    await Promise.all(producing.map(({ run }) => run));
+    await Promise.all(workers.map((worker) => worker.close()));
+    for (const connection of connections) connection.disconnect();
+    return recorder;
+  }
+
+  it('bufferOne across a handover: the next term keeps the buffered tick until the run before it finished', { timeout: 30_000 }, async () => {
+    const job = slowJob('bufferOne');
+    const jobs = new Map([[job.name, job]]);
+    const producer = (): Producer => new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const first = new AbortController();
+    const run1 = producer().run(term(1), first.signal);
+    // No worker yet: the first run stays waiting and the next tick is buffered behind it.
+    const [running, buffered] = await waitFor('a buffered tick', async () => {
+      const pending = await ledger.pendingTicks(job.name);
+      const states = await Promise.all(pending.map((tick) => ledger.tickState(job.name, tick)));
+      const index = states.findIndex((state) => state?.startsWith('buffered|'));
+      const previous = Number((await ledger.jobState(job.name)).lastJobTick);
+      return index >= 0 && [previous, pending[index]!];
+    });
+    first.abort();
+    await run1;
+    const second = new AbortController();
+    const run2 = producer().run(term(2), second.signal);
+    await waitFor('the second term to tick', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) > buffered + 1000);
+    assert.match((await ledger.tickState(job.name, buffered)) ?? '', /^buffered\|/, 'still buffered behind a waiting run');
+    assert.equal(await queues.get('leasebeat').getJob(`slow@${buffered}`), undefined);
+    const connection = server.client();
+    const worker = new Worker('leasebeat', () => sleep(100), { connection });
+    await waitFor('the buffered tick to be added', async () => (await ledger.tickState(job.name, buffered))?.startsWith('enqueued|'));
+    second.abort();
+    await run2;
+    const previousRun = await queues.get('leasebeat').getJob(`slow@${running}`);
+    const releasedRun = await queues.get('leasebeat').getJob(`slow@${buffered}`);
+    assert.ok(previousRun?.finishedOn && releasedRun, 'both ran');
+    assert.ok(releasedRun.timestamp >= previousRun.finishedOn, 'added only after the run before it finished');
+    await worker.close();
+    connection.disconnect();
+  });
+
+  for (const policy of ['bufferOne', 'skip'] as const) {
+    for (const terms of [1, 2]) {
+      it(`${policy}, ${terms} term${terms > 1 ? 's (the second raised while the first still produces)' : ''}`, { timeout: 40_000 }, async () => {
+        const recorder = await produceWithWorkers(slowJob(policy), terms, 5_000 / terms + 500);
+        assert.ok(recorder.runs.length >= 3, `only ${recorder.runs.length} runs`);
+        assert.deepEqual(recorder.overlaps(), [], 'no two runs at once');
+        const order = recorder.startOrder();
+        assert.deepEqual(order, [...order].sort((a, b) => a - b), 'runs start in tick order');
+        // A buffered tick runs once its predecessor finished, well after its own time; skip runs on time.
+        const late = recorder.runs.filter((run) => run.start - run.tick >= 400);
+        if (policy === 'bufferOne') assert.ok(late.length >= 1, 'a buffered tick ran after its predecessor');
+        else assert.deepEqual(late, [], 'skip never delays a tick');
+      });
+    }
+  }
+});

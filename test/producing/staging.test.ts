@@ -1,0 +1,455 @@
+import assert from 'node:assert/strict';
+import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Queue, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import type { TickJobData } from '../../src/ledger/job-data.js';
+import { KeySpace } from '../../src/redis/keys.js';
+import { Producer } from '../../src/producing/producer.js';
+import { QueueSet } from '../../src/redis/queue-set.js';
+import { TickLedger, type UnstageReason } from '../../src/ledger/tick-ledger.js';
+import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { waitFor } from '../support/ledger-audit.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { scheduledJob } from '../support/scheduled-job.js';
+import { term } from '../support/term.js';
+
+const logger = pino({ level: process.env.TEST_LOG ?? 'silent' });
+const QUEUE = 'leasebeat';
+/** Ticks every 3 s, staged 2.5 s ahead: most of the time one run of each job is staged. */
+const EVERY = '3s';
+const STAGE_AHEAD_MS = 2_500;
+/** A staged run the tests act on has at least this long left before its due time (room for a loaded machine). */
+const ROOM_MS = 1_200;
+/** The fencing token `lead(1)` produces under (see test/support/term.ts). */
+const TERM_1 = { generation: 'gen-1', leaderTransitions: 1 };
+
+const job = (definition: Partial<JobDefinition> & { name: string }): ScheduledJob =>
+  scheduledJob({ every: EVERY, handler: () => undefined, ...definition } as Partial<JobDefinition> & { name: string });
+
+describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due time', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let ledger: TickLedger;
+  let queues: QueueSet;
+  let queue: Queue;
+  let jobs: Map<string, ScheduledJob>;
+  const running: Array<{ stop: AbortController; run: Promise<void> }> = [];
+  const workers: Worker[] = [];
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+  });
+  after(async () => {
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await redis.flushall();
+    ledger = new TickLedger(redis, new KeySpace());
+    queues = new QueueSet({ connection: redis });
+    queue = new Queue(QUEUE, { connection: redis });
+    jobs = new Map();
+  });
+  afterEach(async () => {
+    for (const { stop } of running) stop.abort();
+    await Promise.all(running.splice(0).map(({ run }) => run));
+    await Promise.all(workers.splice(0).map((worker) => worker.close(true)));
+    await queue.close();
+    await queues.close();
+  });
+
+  /** Leads for one term (`transitions`) with staging on, until the returned stop. */
+  const lead = (transitions: number, stageAheadMs = STAGE_AHEAD_MS): { producer: Producer; stop: () => Promise<void> } => {
+    const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, stageAheadMs });
+    const entry = { stop: new AbortController(), run: Promise.resolve() };
+    entry.run = producer.run(term(transitions), entry.stop.signal);
+    running.push(entry);
+    return {
+      producer,
+      stop: async () => {
+        entry.stop.abort();
+        await entry.run;
+      },
+    };
+  };
+
+  /** Processes the queue, recording each run's tick and start time. */
+  const work = (): Array<{ tick: number; startedAt: number; id: string }> => {
+    const runs: Array<{ tick: number; startedAt: number; id: string }> = [];
+    const record = (run: Job<TickJobData>): Promise<void> => {
+      runs.push({ tick: run.data.tick, startedAt: Date.now(), id: run.id! });
+      return Promise.resolve();
+    };
+    const worker = new Worker(QUEUE, record, {
+      connection: redis.duplicate({ maxRetriesPerRequest: null }),
+      concurrency: 10,
+    });
+    workers.push(worker);
+    return runs;
+  };
+
+  /** A run of `name` staged in BullMQ's delayed set with at least {@link ROOM_MS} before its tick. */
+  const stagedRun = (name: string): Promise<Job<TickJobData>> =>
+    waitFor(`a staged run of ${name} with ${ROOM_MS} ms to go`, async () => {
+      const delayed = (await queue.getJobs(['delayed'])) as Array<Job<TickJobData>>;
+      return delayed.find((run) => run.name === name && run.data.tick - Date.now() >= ROOM_MS);
+    });
+
+  const state = (name: string, tick: number): Promise<string | undefined> => ledger.tickState(name, tick);
+
+  /** Stages a run of `name` under term 1, then ends term 1 (a leader that died or handed over). */
+  const stagedByEndedTerm = async (name: string): Promise<Job<TickJobData>> => {
+    const first = lead(1);
+    const staged = await stagedRun(name);
+    await first.stop();
+    return staged;
+  };
+
+  /** Term 1 (its token, now perhaps stale) marks a take-back of `run`, as a leader that died right after would have. */
+  const markedByTerm1 = (name: string, run: Job<TickJobData>, reason: UnstageReason = 'paused'): Promise<'marked' | 'settled' | 'fenced'> =>
+    ledger.markUnstaging(TERM_1, name, run.data.tick, run.id!, reason, QUEUE);
+
+  it('adds each tick as a delayed job before it is due; BullMQ starts it at the tick, once', { timeout: 30_000 }, async () => {
+    jobs.set('steady', job({ name: 'steady' }));
+    const runs = work();
+    const leader = lead(1);
+    const staged = await stagedRun('steady');
+    const tick = staged.data.tick;
+    assert.equal(staged.id, `steady@${tick}`);
+    assert.equal(staged.timestamp + staged.opts.delay!, tick, 'the delayed score is the tick on the authoritative clock');
+    assert.equal(await state('steady', tick), `enqueued|steady@${tick}`, 'claimed under the fence and confirmed before the tick');
+    await waitFor('the staged run to start', () => runs.find((run) => run.tick === tick), 10_000);
+    await waitFor('two more ticks', () => runs.filter((run) => run.tick > tick).length >= 2, 10_000);
+    await leader.stop();
+    for (const run of runs) {
+      assert.ok(run.startedAt >= run.tick - 50, `tick ${run.tick} started ${run.tick - run.startedAt} ms early`);
+      assert.ok(run.startedAt - run.tick < 1_500, `tick ${run.tick} started ${run.startedAt - run.tick} ms late`);
+    }
+    const ids = runs.map((run) => run.id);
+    assert.equal(new Set(ids).size, ids.length, 'no tick ran twice');
+  });
+
+  it('does not stage jobs whose overlap policy needs the previous run at the tick, flows, or paused definitions', { timeout: 30_000 }, async () => {
+    const names = ['skips', 'buffers', 'flows', 'allows'];
+    jobs.set('skips', job({ name: 'skips', every: '1s', overlap: 'skip' }));
+    jobs.set('buffers', job({ name: 'buffers', every: '1s', overlap: 'bufferOne' }));
+    jobs.set('flows', job({ name: 'flows', every: '1s', handler: undefined, flow: () => ({ name: 'flows', children: [{ name: 'child' }] }) }));
+    jobs.set('allows', job({ name: 'allows', every: '1s' }));
+    jobs.set('paused', job({ name: 'paused', every: '1s', paused: true }));
+    work();
+    const leader = lead(1);
+    const states = ['completed', 'active', 'waiting', 'delayed', 'waiting-children'] as const;
+    await waitFor('three ticks of each job', async () => {
+      const all = await queue.getJobs([...states]);
+      return names.every((name) => all.filter((run) => run.name === name).length >= 3);
+    });
+    await leader.stop();
+    const stoppedAt = Date.now();
+    const all = (await queue.getJobs([...states])) as Array<Job<TickJobData>>;
+    for (const run of all.filter((r) => r.name !== 'allows' && r.name !== 'child')) {
+      assert.ok(run.timestamp >= run.data.tick - 5, `${run.id} was added ${run.data.tick - run.timestamp} ms before its tick`);
+      assert.ok(!run.opts.delay, `${run.id} was added delayed`);
+    }
+    assert.ok(all.some((run) => run.name === 'allows' && run.data.tick - run.timestamp > 500), 'the allow job was staged');
+    const { lastScheduledTick, skipped } = await ledger.jobState('paused');
+    assert.ok((skipped.paused ?? 0) >= 2, 'the paused definition’s ticks are recorded as paused');
+    assert.ok(lastScheduledTick! <= stoppedAt, 'each when due, not a horizon ahead (an unpause in time still counts)');
+  });
+
+  it('a run-time pause takes back the staged runs before they are due; resume stages again', { timeout: 40_000 }, async () => {
+    jobs.set('pausable', job({ name: 'pausable' }));
+    const runs = work();
+    lead(1);
+    const staged = await stagedRun('pausable');
+    const tick = staged.data.tick;
+    await ledger.pause('pausable', 'maintenance');
+    await waitFor('the staged run to be taken back', async () => (await state('pausable', tick)) === 'skipped|paused');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown', 'its BullMQ job is gone');
+    assert.equal(await redis.zscore(ledger.keys.pending('pausable'), String(tick)), null, 'nothing left pending');
+    await waitFor('the tick to pass', () => Date.now() > tick + 800);
+    assert.deepEqual(runs.filter((run) => run.tick >= tick), [], 'no run of the paused job started');
+    const { enqueued, skipped } = await ledger.jobState('pausable');
+    assert.equal(enqueued, runs.length, 'the taken-back run no longer counts as enqueued');
+    assert.ok((skipped.paused ?? 0) >= 1);
+
+    await ledger.resume('pausable');
+    const again = await stagedRun('pausable');
+    await waitFor('a run after the resume', () => runs.find((run) => run.tick === again.data.tick), 10_000);
+  });
+
+  it('a job removed by hot reload has its staged runs taken back', { timeout: 30_000 }, async () => {
+    jobs.set('removed', job({ name: 'removed' }));
+    jobs.set('kept', job({ name: 'kept' }));
+    const runs = work();
+    const { producer } = lead(1);
+    const staged = await stagedRun('removed');
+    jobs.delete('removed');
+    producer.reload();
+    await waitFor('the staged run to be taken back', async () => (await state('removed', staged.data.tick)) === 'skipped|removed');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown');
+    await waitFor('the tick to pass', () => Date.now() > staged.data.tick + 800);
+    assert.equal(runs.filter((run) => run.id === staged.id).length, 0, 'the removed job did not run');
+    assert.ok(runs.some((run) => run.tick === staged.data.tick && run.id.startsWith('kept@')), 'the other job ran at that tick');
+  });
+
+  it('an edit keeps a staged run its new schedule still has, takes back one it no longer has, and misses none of its new ticks', { timeout: 30_000 }, async () => {
+    jobs.set('edited', job({ name: 'edited' }));
+    const { producer } = lead(1);
+    const first = await stagedRun('edited');
+    jobs.set('edited', job({ name: 'edited', data: { version: 2 } }));
+    producer.reload();
+    // The reload is handled within a turn or two; give it ample time to (wrongly) act.
+    await sleep(300);
+    assert.equal(await state('edited', first.data.tick), `enqueued|edited@${first.data.tick}`, 'same schedule: the staged run stands');
+    assert.equal(await queue.getJobState(first.id!), 'delayed');
+
+    const next = await stagedRun('edited');
+    // Every 3 s from half a second before the staged tick: the new schedule does not have that tick, and
+    // has one before it that is still ahead, which must not be lost behind the staged one.
+    const earlier = next.data.tick - 500;
+    jobs.set('edited', job({ name: 'edited', startAt: new Date(earlier) }));
+    producer.reload();
+    await waitFor('the rescheduled tick to be taken back', async () => (await state('edited', next.data.tick)) === 'skipped|rescheduled');
+    assert.equal(await queue.getJobState(next.id!), 'unknown');
+    await waitFor('the new schedule’s earlier tick to be enqueued', async () => (await state('edited', earlier)) === `enqueued|edited@${earlier}`);
+  });
+
+  it('a term that ends between staging and the tick leaves a valid run: the next leader neither stages it again nor loses it', { timeout: 30_000 }, async () => {
+    jobs.set('handover', job({ name: 'handover' }));
+    const runs = work();
+    const staged = await stagedByEndedTerm('handover');
+    lead(2);
+    await waitFor('the staged run to start', () => runs.find((run) => run.tick === staged.data.tick), 10_000);
+    await waitFor('a run of the new term', () => runs.find((run) => run.tick > staged.data.tick), 10_000);
+    const ofTick = runs.filter((run) => run.tick === staged.data.tick);
+    assert.equal(ofTick.length, 1, 'the tick ran once');
+    const added = (await queue.getJobs(['completed'])) as Array<Job<TickJobData>>;
+    assert.equal(added.find((run) => run.data.tick === staged.data.tick)?.data.token.leaderTransitions, 1, 'it is the first term’s run');
+    assert.equal(await state('handover', staged.data.tick), `enqueued|handover@${staged.data.tick}`);
+  });
+
+  it('an edit walks back only to the newest tick recorded by now: a due tick of the new schedule is not skipped', { timeout: 30_000 }, async () => {
+    jobs.set('densified', job({ name: 'densified' }));
+    const { producer } = lead(1);
+    const staged = await stagedRun('densified');
+    const tick = staged.data.tick;
+    // Past T − 2 s, with T staged: a new schedule every second has a tick that is already due, T − 2 s.
+    await waitFor('T − 1.9 s', () => Date.now() > tick - 1_900);
+    jobs.set('densified', job({ name: 'densified', every: '1s', catchup: { mode: 'all', window: '1m' } }));
+    producer.reload();
+    for (const due of [tick - 2_000, tick - 1_000, tick]) {
+      await waitFor(`the new schedule's tick ${due - tick} ms to be enqueued`, async () => (await state('densified', due)) === `enqueued|densified@${due}`);
+    }
+  });
+
+  it('a schedule edited during a handover: the next leader takes back the tick it lost and enqueues the one it gained', { timeout: 30_000 }, async () => {
+    jobs.set('moved', job({ name: 'moved' }));
+    const staged = await stagedByEndedTerm('moved');
+    const earlier = staged.data.tick - 500;
+    jobs.set('moved', job({ name: 'moved', startAt: new Date(earlier) }));
+    lead(2);
+    await waitFor('the lost tick to be taken back', async () => (await state('moved', staged.data.tick)) === 'skipped|rescheduled');
+    await waitFor('the gained tick to be enqueued', async () => (await state('moved', earlier)) === `enqueued|moved@${earlier}`);
+  });
+
+  it('the next leader takes back a run staged by an earlier term when the job is paused', { timeout: 30_000 }, async () => {
+    jobs.set('inherited', job({ name: 'inherited' }));
+    const staged = await stagedByEndedTerm('inherited');
+    // Paused while no instance leads: the notice reaches nobody, the takeover reads the pause.
+    await ledger.pause('inherited');
+    lead(2);
+    await waitFor('the inherited staged run to be taken back', async () => (await state('inherited', staged.data.tick)) === 'skipped|paused');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown');
+  });
+
+  describe('a tick an earlier term claimed ahead of its due time and never confirmed, due while no leader ran, is decided by the next leader as a late staged run', () => {
+    /**
+     * Term 1 stages a run of `name`, claims the tick after it ahead of time (as its lane does a staging
+     * lead before the tick) and dies before confirming it: with `added`, after its add reached BullMQ.
+     * Returns that tick once it is past due, with no leader alive across it.
+     */
+    const claimedThenDied = async (name: string, added: boolean): Promise<number> => {
+      const staged = await stagedByEndedTerm(name);
+      const tick = staged.data.tick + 3_000;
+      const jobId = `${name}@${tick}`;
+      const [outcome] = await ledger.claimTicks(TERM_1, [{ job: name, tick, jobId, request: { previousTick: staged.data.tick } }]);
+      assert.equal(outcome?.kind, 'claimed');
+      if (added) {
+        const data: TickJobData = { tick, token: TERM_1, data: undefined, manual: false, dueAt: tick };
+        await queue.add(name, data, { jobId, delay: Math.max(1, tick - Date.now()) });
+      }
+      await waitFor('the claimed tick to be past due', () => Date.now() > tick + 200, 10_000);
+      return tick;
+    };
+
+    for (const added of [false, true]) {
+      it(`paused meanwhile: taken back as paused (${added ? 'its run added' : 'its run never added'})`, { timeout: 30_000 }, async () => {
+        jobs.set('claimed-ahead', job({ name: 'claimed-ahead' }));
+        const tick = await claimedThenDied('claimed-ahead', added);
+        await ledger.pause('claimed-ahead');
+        lead(2);
+        await waitFor('the claimed tick to be decided', async () => (await state('claimed-ahead', tick))?.startsWith('skipped|'), 10_000);
+        assert.equal(await state('claimed-ahead', tick), 'skipped|paused');
+        assert.equal(await queue.getJobState(`claimed-ahead@${tick}`), 'unknown', 'no run of the tick is left in BullMQ');
+      });
+    }
+
+    it('with a catch-up policy that keeps it: it runs once', { timeout: 30_000 }, async () => {
+      jobs.set('kept', job({ name: 'kept', catchup: { mode: 'all', window: '1m' } }));
+      const tick = await claimedThenDied('kept', false);
+      const runs = work();
+      lead(2);
+      await waitFor('the claimed tick to run', () => runs.find((run) => run.tick === tick), 10_000);
+      assert.equal(await state('kept', tick), `enqueued|kept@${tick}`);
+      assert.equal(runs.filter((run) => run.tick === tick).length, 1);
+    });
+
+    it('with no catch-up: taken back as a tick that came due while no leader ran', { timeout: 30_000 }, async () => {
+      jobs.set('none', job({ name: 'none', catchup: { mode: 'none' } }));
+      const tick = await claimedThenDied('none', true);
+      lead(2);
+      await waitFor('the claimed tick to be decided', async () => (await state('none', tick))?.startsWith('skipped|'), 10_000);
+      assert.match((await state('none', tick)) ?? '', /^skipped\|(catchup-limit|missed-window)$/);
+    });
+  });
+
+  describe('a job removed while no instance leads (a deploy) has its staged runs taken back by the next leader', () => {
+    /** Stages a run of `gone` under term 1 (beside a job that stays), then stops term 1. */
+    const stagedThenStopped = async (): Promise<Job<TickJobData>> => {
+      jobs.set('gone', job({ name: 'gone' }));
+      jobs.set('stays', job({ name: 'stays' }));
+      return stagedByEndedTerm('gone');
+    };
+
+    it('a staged run', { timeout: 30_000 }, async () => {
+      const staged = await stagedThenStopped();
+      jobs.delete('gone');
+      lead(2);
+      await waitFor('the removed job’s staged run to be taken back', async () => (await state('gone', staged.data.tick)) === 'skipped|removed');
+      assert.equal(await queue.getJobState(staged.id!), 'unknown');
+    });
+
+    it('a take-back of it that term 1 marked and did not finish', { timeout: 30_000 }, async () => {
+      const staged = await stagedThenStopped();
+      assert.equal(await markedByTerm1('gone', staged, 'removed'), 'marked');
+      jobs.delete('gone');
+      lead(2);
+      await waitFor('the take-back to be finished', async () => (await state('gone', staged.data.tick)) === 'skipped|removed');
+      assert.equal(await redis.zscore(ledger.keys.pending('gone'), String(staged.data.tick)), null, 'nothing left pending');
+    });
+  });
+
+  describe('a take-back interrupted by the end of its term is finished by the next leader', () => {
+    /** Stages a run under term 1, stops, and marks it for take-back as if term 1 had then died. */
+    const interrupted = async (): Promise<{ tick: number; id: string }> => {
+      jobs.set('interrupted', job({ name: 'interrupted' }));
+      const staged = await stagedByEndedTerm('interrupted');
+      await ledger.pause('interrupted');
+      assert.equal(await markedByTerm1('interrupted', staged), 'marked');
+      return { tick: staged.data.tick, id: staged.id! };
+    };
+
+    const finishedByNextLeader = async ({ tick, id }: { tick: number; id: string }): Promise<void> => {
+      const runs = work();
+      lead(2);
+      await waitFor('the take-back to be finished', async () => (await state('interrupted', tick)) === 'skipped|paused');
+      assert.equal(await queue.getJobState(id), 'unknown', 'the run is in no list');
+      assert.ok((await redis.pttl(queue.toKey(id))) > 0, 'its hash is kept, to expire: a late add of the same id stays a no-op');
+      assert.equal(await redis.zscore(ledger.keys.pending('interrupted'), String(tick)), null, 'nothing left pending');
+      await waitFor('the tick to pass', () => Date.now() > tick + 800);
+      assert.equal(runs.filter((run) => run.tick === tick).length, 0, 'the taken-back run never started');
+    };
+
+    it('marked, not yet pulled from the delayed set', { timeout: 30_000 }, async () => {
+      await finishedByNextLeader(await interrupted());
+    });
+
+    it('pulled from the delayed set, not yet recorded', { timeout: 30_000 }, async () => {
+      const run = await interrupted();
+      assert.equal(await redis.zrem(queue.keys.delayed!, run.id), 1);
+      await redis.pexpire(queue.toKey(run.id), 3_600_000);
+      await finishedByNextLeader(run);
+    });
+  });
+
+  it('a take-back that fails until after the due time is carried to its end, not dropped', { timeout: 40_000 }, async () => {
+    jobs.set('stubborn', job({ name: 'stubborn' }));
+    lead(1);
+    const staged = await stagedRun('stubborn');
+    // BullMQ's delayed set becomes unusable: every pull fails (WRONGTYPE), and no worker runs.
+    const delayed = queue.keys.delayed!;
+    await redis.rename(delayed, `${delayed}:aside`);
+    await redis.set(delayed, 'not a sorted set');
+    await ledger.pause('stubborn');
+    await waitFor('the take-back to be marked', async () => (await state('stubborn', staged.data.tick))?.startsWith('unstaging|'));
+    await waitFor('the due time to pass', () => Date.now() > staged.data.tick + 1_000, 10_000);
+    // Back, with no worker yet to promote the run (a promotion winning now would be a fair outcome too).
+    await redis.del(delayed);
+    await redis.rename(`${delayed}:aside`, delayed);
+    await waitFor('the take-back to finish', async () => (await state('stubborn', staged.data.tick)) === 'skipped|paused', 15_000);
+    assert.equal(await redis.zscore(ledger.keys.pending('stubborn'), String(staged.data.tick)), null, 'nothing left pending');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown', 'the run is in no list: no worker can take it');
+  });
+
+  it('a run that started and waits in the delayed set for a retry is not taken back', { timeout: 40_000 }, async () => {
+    jobs.set('retried', job({ name: 'retried', attempts: 2, backoff: { type: 'fixed', delay: 60_000 } }));
+    const failing: Worker = new Worker(QUEUE, (): Promise<void> => Promise.reject(new Error('first attempt fails')), { connection: redis.duplicate({ maxRetriesPerRequest: null }) });
+    workers.push(failing);
+    const staged = await stagedByEndedTerm('retried');
+    await waitFor('the first attempt to fail into its retry delay', async () => {
+      const run = await queue.getJob(staged.id!);
+      return run?.attemptsMade === 1 && (await run.getState()) === 'delayed';
+    }, 15_000);
+    // Term 1 marked a take-back and died before the pull: the next leader finishes it, and must see the run started.
+    await ledger.pause('retried');
+    assert.equal(await markedByTerm1('retried', staged), 'marked');
+    lead(2);
+    await waitFor('the take-back to settle', async () => (await state('retried', staged.data.tick)) === `enqueued|${staged.id}`);
+    assert.equal(await queue.getJobState(staged.id!), 'delayed', 'its retry stands');
+  });
+
+  it('a run promoted but not started before its take-back is still taken back: only a start wins the race', { timeout: 30_000 }, async () => {
+    jobs.set('late', job({ name: 'late' }));
+    const staged = await stagedByEndedTerm('late');
+    // The promotion came first: the run waits in the wait list, unstarted, when the take-back is marked.
+    await staged.promote();
+    await ledger.pause('late');
+    assert.equal(await markedByTerm1('late', staged), 'marked');
+    lead(2);
+    await waitFor('the take-back to settle', async () => (await state('late', staged.data.tick)) === 'skipped|paused');
+    assert.equal(await queue.getJobState(staged.id!), 'unknown', 'pulled from the wait list: no worker can take it');
+  });
+
+  it('a stale term can neither stage nor take back a run', { timeout: 30_000 }, async () => {
+    jobs.set('fenced', job({ name: 'fenced' }));
+    const staged = await stagedByEndedTerm('fenced');
+    lead(2);
+    await waitFor('the second term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 2);
+    assert.equal(await markedByTerm1('fenced', staged), 'fenced');
+    const [outcome] = await ledger.claimTicks(TERM_1, [{ job: 'fenced', tick: staged.data.tick + 60_000, jobId: 'x', request: { previousTick: staged.data.tick } }]);
+    assert.deepEqual(outcome, { kind: 'fenced' });
+    assert.equal(await state('fenced', staged.data.tick), `enqueued|${staged.id}`);
+  });
+
+  it('catch-up: ticks missed while no leader ran are added at once, then the next tick is staged', { timeout: 30_000 }, async () => {
+    jobs.set('catching', job({ name: 'catching', every: '1s', catchup: { mode: 'all', window: '1m' } }));
+    const first = lead(1, 0);
+    await waitFor('a first tick', async () => (await ledger.jobState('catching')).enqueued >= 1);
+    await first.stop();
+    const { lastScheduledTick } = await ledger.jobState('catching');
+    await sleep(2_500);
+    const since = Date.now();
+    lead(2);
+    await waitFor('a staged run', async () => {
+      const delayed = (await queue.getJobs(['delayed'])) as Array<Job<TickJobData>>;
+      return delayed.find((run) => run.data.tick > since + 500);
+    });
+    const added = (await queue.getJobs(['waiting', 'delayed'])) as Array<Job<TickJobData>>;
+    const missed = added.filter((run) => run.data.tick > lastScheduledTick! && run.data.tick <= since);
+    assert.ok(missed.length >= 2, `the ticks missed during the outage were caught up (${missed.length})`);
+    for (const run of missed) assert.ok(!run.opts.delay, `missed tick ${run.id} was not delayed`);
+  });
+});

@@ -1,0 +1,249 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { FlowProducer, Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker-pool.js';
+import { testWorkerPool } from '../support/worker-pool.js';
+import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { until } from '../support/until.js';
+
+function scheduled(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
+  const result = validateJobDefinition({ every: '1m', ...definition }, `/jobs/${definition.name}.ts`);
+  if (!result.ok) throw new Error(result.errors.join('\n'));
+  return result.job;
+}
+
+const tickData = (data: unknown = {}) => ({ tick: Date.UTC(2026, 0, 1), token: { generation: 'g', leaderTransitions: 4 }, data, manual: false });
+
+describe('WorkerPool on a real Redis and BullMQ', () => {
+  let server: TestRedis;
+  let redis: Redis;
+  let queue: Queue;
+  let events: QueueEvents;
+  let eventsConnection: Redis;
+  let pool: WorkerPool | undefined;
+
+  before(async () => {
+    server = await startRedis();
+    redis = server.client();
+    queue = new Queue('leasebeat', { connection: redis });
+    eventsConnection = server.client();
+    events = new QueueEvents('leasebeat', { connection: eventsConnection });
+    await events.waitUntilReady();
+  });
+  after(async () => {
+    await pool?.close(1000);
+    await events.close();
+    eventsConnection.disconnect();
+    await queue.close();
+    redis.disconnect();
+    await server.close();
+  });
+  beforeEach(async () => {
+    await pool?.close(1000);
+    pool = undefined;
+    await queue.obliterate({ force: true });
+  });
+
+  it('dispatches by job name and hands the handler the tick, token, data and a logger', async () => {
+    let seen: unknown;
+    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['report', scheduled({ name: 'report', handler: (job, ctx) => ((seen = { tick: ctx.tick.toISOString(), token: ctx.token, data: ctx.data, manual: ctx.manual, id: job.id }), 'ok') })]]));
+    const job = await queue.add('report', tickData({ to: 'ops' }), { jobId: 'report@1767225600000' });
+    assert.equal(await job.waitUntilFinished(events, 10_000), 'ok');
+    assert.deepEqual(seen, { tick: '2026-01-01T00:00:00.000Z', token: { generation: 'g', leaderTransitions: 4 }, data: { to: 'ops' }, manual: false, id: 'report@1767225600000' });
+  });
+
+  it('a throwing handler fails the run and BullMQ retries it; the process carries on', async () => {
+    let calls = 0;
+    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['flaky', scheduled({ name: 'flaky', handler: () => {
+      calls++;
+      if (calls < 3) throw new Error(`attempt ${calls} failed`);
+      return 'third time lucky';
+    } })]]));
+    const job = await queue.add('flaky', tickData(), { attempts: 3 });
+    assert.equal(await job.waitUntilFinished(events, 10_000), 'third time lucky');
+    assert.equal(calls, 3);
+    const failing = await queue.add('flaky', tickData(), { attempts: 1 });
+    calls = 0;
+    await assert.rejects(failing.waitUntilFinished(events, 10_000), /attempt 1 failed/);
+  });
+
+  it('a run of a job this instance does not know fails with a message that says why', async () => {
+    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['known', scheduled({ name: 'known', handler: () => 1 })]]));
+    const job = await queue.add('unknown', tickData());
+    await assert.rejects(job.waitUntilFinished(events, 10_000), /every instance must load the same jobs\/ folder/);
+  });
+
+  it("a flow's children run the handler of the job that started the flow, which switches on job.name", async () => {
+    const seen: string[] = [];
+    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['fan-out', scheduled({ name: 'fan-out', handler: async (job) => {
+      seen.push(job.name);
+      return job.name === 'shard' ? (job.data as unknown as { shard: number }).shard : Object.values(await job.getChildrenValues()).length;
+    } })]]));
+    const flows = new FlowProducer({ connection: redis });
+    const tree = await flows.add({
+      name: 'fan-out',
+      queueName: 'leasebeat',
+      data: tickData(),
+      opts: { jobId: 'fan-out@1767225600000' },
+      children: [0, 1, 2].map((shard) => ({ name: 'shard', queueName: 'leasebeat', data: { shard } })),
+    });
+    assert.equal(await tree.job.waitUntilFinished(events, 10_000), 3);
+    await flows.close();
+    assert.deepEqual(seen.sort(), ['fan-out', 'shard', 'shard', 'shard']);
+  });
+
+  it('respects per-job concurrency on an instance, and close() waits for active runs', async () => {
+    let running = 0;
+    let peak = 0;
+    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    const slow = scheduled({ name: 'slow', concurrency: 1, handler: async () => {
+      running++;
+      peak = Math.max(peak, running);
+      await sleep(300);
+      running--;
+      return 'done';
+    } });
+    pool.update(new Map([['slow', slow], ['other', scheduled({ name: 'other', concurrency: 3, handler: () => 1 })]]));
+    const jobs = await Promise.all([1, 2, 3].map(() => queue.add('slow', tickData())));
+    await sleep(150);
+    assert.equal(pool.activeCount(), 1);
+    await Promise.all(jobs.map((job) => job.waitUntilFinished(events, 10_000)));
+    assert.equal(peak, 1, 'never two runs of a concurrency-1 job at once on one instance');
+    const last = await queue.add('slow', tickData());
+    await sleep(100);
+    await pool.close(5_000);
+    assert.equal(await last.getState(), 'completed', 'close() let the active run finish');
+  });
+
+  it('bounds the runs at once per queue (LEASEBEAT_WORKER_CONCURRENCY), not one slot per job, and keeps each job\'s own limit', async () => {
+    // 40 jobs of concurrency 1 on the shared queue: before the bound, one worker of concurrency 40.
+    let active = 0;
+    let peak = 0;
+    const perJob = new Map<string, number>();
+    let peakOfWide = 0;
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const handler = async (job: { name: string }): Promise<string> => {
+      active++;
+      peak = Math.max(peak, active);
+      perJob.set(job.name, (perJob.get(job.name) ?? 0) + 1);
+      if (job.name === 'wide') peakOfWide = Math.max(peakOfWide, perJob.get('wide')!);
+      await gate;
+      perJob.set(job.name, perJob.get(job.name)! - 1);
+      active--;
+      return 'done';
+    };
+    const jobs = new Map(Array.from({ length: 40 }, (_, i) => [`tenant-${i}`, scheduled({ name: `tenant-${i}`, handler })]));
+    jobs.set('wide', scheduled({ name: 'wide', concurrency: 3, handler }));
+    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning: { concurrency: 6 } });
+    pool.update(jobs);
+    const runs = [
+      ...(await Promise.all(Array.from({ length: 5 }, () => queue.add('wide', tickData())))),
+      ...(await Promise.all([...jobs.keys()].filter((name) => name !== 'wide').map((name) => queue.add(name, tickData())))),
+    ];
+    await until('the worker to fill its slots', () => active === 6);
+    // Slots stay full; nothing past the bound starts however long the runs take.
+    await sleep(300);
+    assert.equal(pool.activeCount(), 6);
+    open();
+    await Promise.all(runs.map((run) => run.waitUntilFinished(events, 30_000)));
+    assert.equal(peak, 6, 'never more runs at once than the bound');
+    assert.ok(peakOfWide <= 3, `wide ran ${peakOfWide} at once; its own concurrency is 3`);
+  });
+
+  it('defaults the bound to 64 runs at once per queue', async () => {
+    let active = 0;
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const handler = async (): Promise<void> => {
+      active++;
+      await gate;
+    };
+    const jobs = new Map(Array.from({ length: 80 }, (_, i) => [`tenant-${i}`, scheduled({ name: `tenant-${i}`, handler })]));
+    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool.update(jobs);
+    const runs = await Promise.all([...jobs.keys()].map((name) => queue.add(name, tickData())));
+    await until('64 runs to start', () => active === DEFAULT_WORKER_TUNING.concurrency);
+    await sleep(300);
+    assert.equal(active, 64);
+    open();
+    await Promise.all(runs.map((run) => run.waitUntilFinished(events, 30_000)));
+  });
+
+  it('close() returns within its timeout when Redis is gone, so the shutdown can go on to exit', async () => {
+    // A Redis of its own: this one is killed.
+    const doomed = await startRedis();
+    const client = doomed.client();
+    client.on('error', () => {});
+    try {
+      const idle = testWorkerPool({ connection: client, logger: pino({ level: 'silent' }) });
+      idle.update(new Map([['any', scheduled({ name: 'any', handler: () => 1 })]]));
+      const deadline = Date.now() + 10_000;
+      while (idle.state() !== 'running' && Date.now() < deadline) await sleep(10);
+      await doomed.stop(true);
+      const closing = Date.now();
+      const outcome = await Promise.race([idle.close(500).then(() => 'closed'), sleep(10_000).then(() => 'hung')]);
+      assert.equal(outcome, 'closed');
+      assert.ok(Date.now() - closing < 5_000, `closed ${Date.now() - closing} ms after close(500)`);
+    } finally {
+      client.disconnect();
+      await doomed.close();
+    }
+  });
+
+  for (const cordoned of [false, true]) {
+    it(`close() past its timeout abandons runs whatever their handlers do with the signal; another worker reruns them as stalled${cordoned ? ' (pool paused first, as by a cordon)' : ''}`, async () => {
+      const tuning = { lockDurationMs: 1_000, stalledIntervalMs: 500 };
+      let releaseStubborn!: () => void;
+      const stubbornGate = new Promise<void>((resolve) => (releaseStubborn = resolve));
+      const aborted: string[] = [];
+      const started = new Set<string>();
+      const first = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning });
+      first.update(new Map([
+        // Ignores its signal: only the gate ends it, after the pool has closed.
+        ['stubborn', scheduled({ name: 'stubborn', handler: async (_job, ctx) => {
+          started.add('stubborn');
+          ctx.signal.addEventListener('abort', () => aborted.push('stubborn'));
+          await stubbornGate;
+          return 'first';
+        } })],
+        // Honours its signal by throwing: that must not fail the run (attempts 1) once it is abandoned.
+        ['polite', scheduled({ name: 'polite', handler: (_job, ctx) => {
+          started.add('polite');
+          return new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => (aborted.push('polite'), reject(new Error('aborted')))));
+        } })],
+      ]));
+      const jobs = await Promise.all(['stubborn', 'polite'].map((name) => queue.add(name, tickData(), { jobId: name, attempts: 1 })));
+      const deadline = Date.now() + 10_000;
+      while (started.size < 2 && Date.now() < deadline) await sleep(10);
+      assert.equal(started.size, 2, 'both runs started');
+      if (cordoned) void first.pause();
+
+      const closing = Date.now();
+      const outcome = await Promise.race([first.close(300).then(() => 'closed'), sleep(10_000).then(() => 'still waiting on the runs')]);
+      const closedAfter = Date.now() - closing;
+      assert.equal(outcome, 'closed');
+      assert.ok(closedAfter >= 300 && closedAfter < 5_000, `closed ${closedAfter} ms after close(300)`);
+      assert.deepEqual(aborted.sort(), ['polite', 'stubborn'], 'every abandoned handler is told to stop');
+      assert.equal(first.state(), 'stopped');
+      releaseStubborn();
+
+      pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning });
+      pool.update(new Map(['stubborn', 'polite'].map((name) => [name, scheduled({ name, handler: () => 'second' })])));
+      for (const job of jobs) {
+        // 'first' or a failure here would mean the closed pool still wrote an outcome.
+        assert.equal(await job.waitUntilFinished(events, 15_000), 'second');
+        assert.equal((await queue.getJob(job.id!))?.stalledCounter, 1, `${job.name}: recovered by BullMQ as a stalled job`);
+      }
+    });
+  }
+});
