@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { defineJob } from '../src/job.js';
 
 /**
- * At 02:30 Berlin time. The time falls into the spring-forward gap once a year (see the README on DST).
+ * At 02:30 Berlin time. The time falls into the spring-forward gap once a year (see docs/jobs.md, "Daylight-saving time").
  * A run never overlaps the previous one, a missed night is caught up within 6 hours, and runs spread
  * over up to a minute so that many such jobs do not hit the database at once.
  */

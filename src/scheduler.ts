@@ -77,7 +77,7 @@ export interface SchedulerOptions {
   /**
    * Pre-staging: how long before its due time a tick of an `overlap: 'allow'` job without a flow is
    * claimed and added to BullMQ as a delayed job, so that at the tick only BullMQ's promotion remains
-   * (see README, "Pre-staging"). Default 2 s; 0 adds every tick when due.
+   * (see docs/guarantees.md, "Pre-staging"). Default 2 s; 0 adds every tick when due.
    */
   stageAheadMs?: number;
   /** Bound on draining active runs at `stop()`. Default 25 s. */

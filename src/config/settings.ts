@@ -12,7 +12,7 @@ import { isLoopbackHost } from '../serving/auth.js';
 
 /**
  * The service configuration as one schema: every setting once, with its environment variable, flag,
- * default, unit and description. The CLI builds its flags and `--help` from it, the README's
+ * default, unit and description. The CLI builds its flags and `--help` from it, docs/configuration.md's
  * configuration table is checked against it, and `loadServiceConfig` validates every value before
  * anything connects.
  */
@@ -131,7 +131,7 @@ function portSchema(): z.ZodType<number> {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-/** Every setting, in the order `--help` and the README list them. */
+/** Every setting, in the order `--help` and docs/configuration.md list them. */
 export const SETTINGS = {
   REDIS_URL: {
     env: 'LEASEBEAT_REDIS_URL', flag: '--redis-url', valueName: '<url>', default: 'redis://127.0.0.1:6379', scope: 'connection', 
@@ -203,7 +203,7 @@ export const SETTINGS = {
   },
   BOARD_USER: {
     env: 'LEASEBEAT_BOARD_USER', flag: '--board-user', valueName: '<user>', scope: 'start',
-    description: 'Basic auth user for Bull Board, the status page and /api/status (with LEASEBEAT_BOARD_PASSWORD)',
+    description: 'Basic auth user for everything but the probes and /metrics: Bull Board, the status page and all of /api (with LEASEBEAT_BOARD_PASSWORD)',
     schema: z.string().refine((user) => !user.includes(':'), { message: 'must not contain ":" (basic auth cannot carry it)' }).optional(),
   },
   BOARD_PASSWORD: {

@@ -76,7 +76,7 @@ export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Route
   const router = express.Router();
   const write: RequestHandler = (_req, res, next) => {
     if (options.readOnly) {
-      res.status(405).json({ error: 'this server is read-only (LEASEBEAT_BOARD_READ_ONLY)' });
+      res.status(405).json({ error: 'this server is read-only (LEASEBEAT_BOARD_READONLY)' });
       return;
     }
     next();
