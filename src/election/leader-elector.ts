@@ -230,16 +230,11 @@ export class LeaderElector {
   }
 
   /**
-   * One attempt to acquire the lock, or to renew it when held. Returns true on success. Never throws:
-   * every failure is logged and answered with false, as in client-go.
-   */
-  async tryAcquireOrRenew(signal?: AbortSignal): Promise<boolean> {
-    return this.attempt(signal, undefined);
-  }
-
-  /**
-   * `tryAcquireOrRenew`, optionally deciding on `known` (the record as a live feed last reported it)
-   * instead of reading it first.
+   * client-go's `tryAcquireOrRenew`: one attempt to acquire the lock, or to renew it when held; true on
+   * success. Never throws: every failure is logged and answered with false, as in client-go. With `known`
+   * (the record as a live feed last reported it) it decides on that instead of reading the record first.
+   * Private, unlike client-go's: only `run`'s loops may call it, since a step from outside could take the
+   * lease with no term behind it (no `onStartedLeading`, no renewals, no release).
    */
   private async attempt(signal: AbortSignal | undefined, known: LockObservation | undefined): Promise<boolean> {
     const { lock } = this.config;
@@ -333,17 +328,11 @@ export class LeaderElector {
   }
 
   /**
-   * Gives the lease up if this instance holds it: an empty holder and a 1 s duration, so that a follower
-   * takes over within about one RetryPeriod instead of a full LeaseDuration. Transitions are kept.
-   */
-  async release(): Promise<boolean> {
-    return this.releaseAfter(undefined);
-  }
-
-  /**
-   * Releases; with `lastOwn` (our own last write in the term that just ended) it first tries one
-   * compare-and-swap on it: unless someone wrote since (which the CAS refuses), a graceful handover then
-   * costs one write instead of a read and a write.
+   * Gives the lease up at the end of a term (`releaseOnCancel`) if this instance still holds it: an empty
+   * holder and a 1 s duration, so that a follower takes over within about one RetryPeriod instead of a
+   * full LeaseDuration. Transitions are kept. With `lastOwn` (our own last write in the term that just
+   * ended) it first tries one compare-and-swap on it: unless someone wrote since (which the CAS refuses), a
+   * graceful handover then costs one write instead of a read and a write. True when nothing is left held.
    */
   private async releaseAfter(lastOwn: Observed | undefined): Promise<boolean> {
     // A fresh deadline, on our clock: the caller's signal is usually the one that was just cancelled.
@@ -546,7 +535,7 @@ export class LeaderElector {
     const round = deadline(this.clock, this.config.renewDeadlineMs, () => new LeadershipLostError('renew deadline reached'), signal);
     try {
       while (!round.signal.aborted) {
-        if (await this.tryAcquireOrRenew(round.signal)) return true;
+        if (await this.attempt(round.signal, undefined)) return true;
         // Another holder behind a live lease will not let go within our deadline: stop now.
         if (!this.isLeader() && this.getLeader() !== '') return false;
         try {

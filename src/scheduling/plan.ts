@@ -190,16 +190,6 @@ export function nextTicks(job: ScheduledJob, after: number, count: number): numb
   return ticks;
 }
 
-/** The newest nominal tick at or before `atOrBefore`. */
-export function previousTick(job: ScheduledJob, atOrBefore: number): number | undefined {
-  return seriesOf(job).atOrBefore(Math.floor(atOrBefore));
-}
-
-/** How many nominal ticks lie in `(from, to]`, computed without enumerating them. */
-export function countTicks(job: ScheduledJob, from: number, to: number): number {
-  return seriesOf(job).countIn(Math.floor(from), Math.floor(to));
-}
-
 /**
  * The nominal ticks in `(from, to]`: the first `limit` listed, oldest first, and any beyond that only
  * summarised in `rest`, so a per-second job over a day costs no more than `limit` ticks.
@@ -320,14 +310,6 @@ export function jitterMs(job: ScheduledJob, tick: number): number {
   const bound = next === undefined ? job.maxJitterMs : Math.min(job.maxJitterMs, next - tick);
   const hash = createHash('sha256').update(`${job.name}\n${tick}`).digest().readUIntBE(0, 6);
   return hash % bound;
-}
-
-export type TickDecision = { action: 'enqueue'; runAt: number } | { action: 'skip'; skipped: SkippedTicks };
-
-/** What to do with a tick that comes due while leading: enqueue it to run at its jittered time, or skip it. */
-export function planTick(job: ScheduledJob, tick: number): TickDecision {
-  if (job.paused) return { action: 'skip', skipped: { from: tick, to: tick, count: 1, reason: 'paused' } };
-  return { action: 'enqueue', runAt: tick + jitterMs(job, tick) };
 }
 
 /** The state of the newest run of a job enqueued before this tick. */

@@ -50,6 +50,21 @@ function harness(options: Partial<LeaderElectionConfig> & { identity?: string; s
   return h;
 }
 
+/**
+ * Campaigns through the public API, as the scheduler does; `stop` cancels the run and waits for it to end
+ * (with `releaseOnCancel`, after the release).
+ */
+function campaign(h: Harness): { stop: () => Promise<void> } {
+  const control = new AbortController();
+  const done = h.elector.run(control.signal);
+  return {
+    stop: async () => {
+      control.abort();
+      await done;
+    },
+  };
+}
+
 function held(holder: string, clock: ManualClock, extra: Partial<LeaderElectionRecord> = {}): LeaderElectionRecord {
   return { holderIdentity: holder, leaseDurationSeconds: 10, acquireTime: clock.now(), renewTime: clock.now(), leaderTransitions: 0, ...extra };
 }
@@ -108,72 +123,94 @@ describe('config validation', () => {
   });
 });
 
-describe('tryAcquireOrRenew (client-go scenarios)', () => {
+describe('acquire and renew (client-go tryAcquireOrRenew scenarios, driven through run)', () => {
   it('acquires from no object: get, create; transitions 0', async () => {
     const h = harness();
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
-    assert.deepEqual(h.store.verbs(), ['get', 'create']);
+    const c = campaign(h);
+    await settle();
+    assert.equal(h.started.length, 1);
+    // The acquisition (get, create), then the first renewal round, which starts at once.
+    assert.deepEqual(h.store.verbs(), ['get', 'create', 'update']);
+    assert.equal(h.store.writes[0]!.verb, 'create');
     assert.equal(h.store.record?.holderIdentity, 'me');
     assert.equal(h.store.record?.leaderTransitions, 0);
     assert.equal(h.store.record?.leaseDurationSeconds, 15);
     assert.equal(h.elector.isLeader(), true);
+    await c.stop();
   });
 
   it('acquires from an empty spec: get, update; transitions 1', async () => {
     const h = harness();
     h.store.put({ holderIdentity: '', leaseDurationSeconds: 0, acquireTime: 0, renewTime: 0, leaderTransitions: 0 });
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
-    assert.deepEqual(h.store.verbs(), ['get', 'update']);
+    const c = campaign(h);
+    await settle();
+    assert.deepEqual(h.store.verbs(), ['get', 'update', 'update']);
+    assert.equal(h.started[0]!.leaderTransitions, 1);
     assert.equal(h.store.record?.leaderTransitions, 1);
+    await c.stop();
   });
 
   it('acquires a released lease at once (holder "", duration 1)', async () => {
     const h = harness();
     h.store.put(held('', h.clock, { leaseDurationSeconds: 1, leaderTransitions: 4 }));
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
-    assert.deepEqual(h.store.verbs(), ['get', 'update']);
+    const c = campaign(h);
+    await settle();
+    assert.deepEqual(h.store.verbs(), ['get', 'update', 'update']);
     assert.equal(h.store.record?.holderIdentity, 'me');
     assert.equal(h.store.record?.leaderTransitions, 5);
+    await c.stop();
   });
 
   it('does not acquire a held lease that has not expired: get only', async () => {
     const h = harness();
     h.store.put(held('other', h.clock));
-    assert.equal(await h.elector.tryAcquireOrRenew(), false);
+    const c = campaign(h);
+    await settle();
     assert.deepEqual(h.store.verbs(), ['get']);
+    assert.equal(h.started.length, 0);
     assert.equal(h.elector.getLeader(), 'other');
     assert.equal(h.elector.isLeader(), false);
+    await c.stop();
   });
 
   it("judges expiry by the record's duration (3 s), not the config's (15 s)", async () => {
     const h = harness();
     h.store.put(held('other', h.clock, { leaseDurationSeconds: 3 }));
-    assert.equal(await h.elector.tryAcquireOrRenew(), false);
+    const c = campaign(h);
     await h.clock.advance(2_900);
-    assert.equal(await h.elector.tryAcquireOrRenew(), false);
-    await h.clock.advance(200);
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
+    assert.deepEqual(h.store.verbs(), ['get', 'get'], 'polled at 0 s and 2 s');
+    assert.equal(h.started.length, 0);
+    // The next poll, at 4 s, finds the 3 s lease expired: long before the configured 15 s.
+    await h.clock.advance(RETRY * 2 - 2_900);
+    assert.equal(h.started.length, 1);
     assert.equal(h.store.record?.leaderTransitions, 1);
+    await c.stop();
   });
 
   it('acquires once the record has stayed unchanged for its duration (observed time is old)', async () => {
     const h = harness();
     h.store.put(held('other', h.clock, { leaderTransitions: 7 }));
-    assert.equal(await h.elector.tryAcquireOrRenew(), false);
-    await h.clock.advance(10_001);
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
+    const c = campaign(h);
+    await h.clock.advance(RETRY * 4);
+    assert.equal(h.started.length, 0, '8 s after the record was seen, its 10 s have not passed');
+    await h.clock.advance(RETRY);
+    assert.equal(h.started.length, 1, 'the poll at 10 s takes it over');
     assert.equal(h.store.record?.leaderTransitions, 8);
+    await c.stop();
   });
 
   it('restarts the countdown when the holder renews (the record changed)', async () => {
     const h = harness();
     h.store.put(held('other', h.clock));
-    assert.equal(await h.elector.tryAcquireOrRenew(), false);
+    const c = campaign(h);
     await h.clock.advance(9_000);
     h.store.put(held('other', h.clock));
-    assert.equal(await h.elector.tryAcquireOrRenew(), false);
+    // The poll at 10 s sees the renewal: the countdown restarts from there, not from the first read.
     await h.clock.advance(9_000);
-    assert.equal(await h.elector.tryAcquireOrRenew(), false, 'only 9 s since the record last changed');
+    assert.equal(h.started.length, 0, 'only 8 s since the record was seen to change');
+    await h.clock.advance(RETRY);
+    assert.equal(h.started.length, 1, 'taken over at the first poll 10 s after the change was seen');
+    await c.stop();
   });
 
   it('a record naming this identity from before this term is taken over as a new term (client-go would reuse the token)', async () => {
@@ -181,10 +218,13 @@ describe('tryAcquireOrRenew (client-go scenarios)', () => {
     const acquiredAt = h.clock.now() - 60_000;
     // A restarted process with a reused identity (a StatefulSet pod name, say) finds "its" live lease.
     h.store.put(held('me', h.clock, { acquireTime: acquiredAt, leaderTransitions: 2 }));
-    assert.equal(await h.elector.tryAcquireOrRenew(), true);
-    assert.deepEqual(h.store.verbs(), ['get', 'update']);
-    assert.equal(h.store.record?.leaderTransitions, 3, 'a new term gets a fencing token of its own');
+    const c = campaign(h);
+    await settle();
+    assert.deepEqual(h.store.verbs(), ['get', 'update', 'update']);
+    assert.equal(h.started[0]!.leaderTransitions, 3, 'a new term gets a fencing token of its own');
+    assert.equal(h.store.record?.leaderTransitions, 3);
     assert.equal(h.store.record?.acquireTime, h.clock.now());
+    await c.stop();
   });
 
   it('while leading, renewals keep acquireTime and transitions; the fast path writes without a read', async () => {
@@ -225,12 +265,19 @@ describe('tryAcquireOrRenew (client-go scenarios)', () => {
     store.put(held('gone', clock, { leaderTransitions: 3 }));
     const a = harness({ identity: 'a', store, clock });
     const b = harness({ identity: 'b', store, clock });
-    await a.elector.tryAcquireOrRenew();
-    await b.elector.tryAcquireOrRenew();
-    await clock.advance(10_001);
-    const results = await Promise.all([a.elector.tryAcquireOrRenew(), b.elector.tryAcquireOrRenew()]);
-    assert.deepEqual(results.sort(), [false, true]);
+    // Every call takes 100 ms: both candidates read the expired record before either one's write lands.
+    store.setLatency(100, clock);
+    const stop = new AbortController();
+    const runs = [a.elector.run(stop.signal), b.elector.run(stop.signal)];
+    await clock.advance(11_000);
+    assert.deepEqual([a.started.length, b.started.length].sort(), [0, 1]);
     assert.equal(store.record?.leaderTransitions, 4);
+    const writers = new Set(store.calls.filter((call) => call.verb === 'update').map((call) => call.identity));
+    assert.deepEqual([...writers].sort(), ['a', 'b'], 'both tried to take it over');
+    assertTermOrder(store);
+    store.setLatency(0, clock);
+    stop.abort();
+    await Promise.all(runs);
   });
 
   it('a skew of ±1 h between the lease renewTime and our clock changes nothing', async () => {
@@ -238,11 +285,12 @@ describe('tryAcquireOrRenew (client-go scenarios)', () => {
       const h = harness();
       // The holder's clock is an hour off: its renewTime looks ancient (or from the future) to us.
       h.store.put(held('other', h.clock, { renewTime: h.clock.now() + skew, acquireTime: h.clock.now() + skew }));
-      assert.equal(await h.elector.tryAcquireOrRenew(), false, `skew ${skew}: must not steal a live lease`);
+      const c = campaign(h);
       await h.clock.advance(9_999);
-      assert.equal(await h.elector.tryAcquireOrRenew(), false);
-      await h.clock.advance(2);
-      assert.equal(await h.elector.tryAcquireOrRenew(), true, `skew ${skew}: takes over after the observed duration`);
+      assert.equal(h.started.length, 0, `skew ${skew}: must not steal a live lease`);
+      await h.clock.advance(1);
+      assert.equal(h.started.length, 1, `skew ${skew}: takes over after the observed duration`);
+      await c.stop();
     }
   });
 
@@ -250,95 +298,103 @@ describe('tryAcquireOrRenew (client-go scenarios)', () => {
     for (const step of [-HOUR, HOUR]) {
       const h = harness();
       h.store.put(held('other', h.clock));
-      assert.equal(await h.elector.tryAcquireOrRenew(), false);
+      const c = campaign(h);
+      await settle();
       h.clock.set(h.clock.now() + step);
-      assert.equal(await h.elector.tryAcquireOrRenew(), false, `step ${step}: must not steal a live lease`);
       await h.clock.advance(9_999);
-      assert.equal(await h.elector.tryAcquireOrRenew(), false);
-      await h.clock.advance(2);
-      assert.equal(await h.elector.tryAcquireOrRenew(), true, `step ${step}: takes over after the observed duration`);
+      assert.equal(h.started.length, 0, `step ${step}: must not steal a live lease`);
+      await h.clock.advance(1);
+      assert.equal(h.started.length, 1, `step ${step}: takes over after the observed duration`);
+      await c.stop();
     }
   });
 });
 
-describe('release', () => {
-  it('reads first, then writes an empty holder with duration 1 and the same transitions', async () => {
-    const h = harness();
+describe('release at the end of a term (releaseOnCancel)', () => {
+  it('one write on our own last version, no read: an empty holder, duration 1, the same transitions', async () => {
+    const h = harness({ releaseOnCancel: true });
     h.store.put(held('', h.clock, { leaseDurationSeconds: 1, leaderTransitions: 4 }));
-    await h.elector.tryAcquireOrRenew();
+    const c = campaign(h);
+    await settle();
     h.store.resetCalls();
-    assert.equal(await h.elector.release(), true);
-    assert.deepEqual(h.store.verbs(), ['get', 'update']);
+    await c.stop();
+    assert.deepEqual(h.store.verbs(), ['update']);
     assert.equal(h.store.record?.holderIdentity, '');
     assert.equal(h.store.record?.leaseDurationSeconds, 1);
     assert.equal(h.store.record?.leaderTransitions, 5);
     assert.equal(h.elector.isLeader(), false);
   });
 
-  it('retries on conflict: get, update(409), get, update', async () => {
-    const h = harness();
-    await h.elector.tryAcquireOrRenew();
+  it('a refused write falls back to reading first: update(409), get, update', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const c = campaign(h);
+    await settle();
     h.store.resetCalls();
     h.store.failNext('update', new LockConflictError('conflict'));
-    assert.equal(await h.elector.release(), true);
-    assert.deepEqual(h.store.verbs(), ['get', 'update', 'get', 'update']);
+    await c.stop();
+    assert.deepEqual(h.store.verbs(), ['update', 'get', 'update']);
+    assert.equal(h.store.record?.holderIdentity, '');
+    assert.equal(h.store.record?.leaseDurationSeconds, 1);
+    assert.equal(h.store.record?.leaderTransitions, 0);
+  });
+
+  it('after reading, retries on conflict: update(409), get, update(409), get, update', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const c = campaign(h);
+    await settle();
+    h.store.resetCalls();
+    h.store.failNext('update', new LockConflictError('conflict'));
+    h.store.failNext('update', new LockConflictError('conflict'));
+    await c.stop();
+    assert.deepEqual(h.store.verbs(), ['update', 'get', 'update', 'get', 'update']);
     assert.equal(h.store.record?.holderIdentity, '');
   });
 
-  it('does nothing beyond the read when not leading', async () => {
-    const h = harness();
+  it('a term ended by another holder: the release reads and writes nothing', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const c = campaign(h);
+    await settle();
     h.store.put(held('other', h.clock, { leaderTransitions: 2 }));
-    await h.elector.tryAcquireOrRenew();
     h.store.resetCalls();
-    assert.equal(await h.elector.release(), true);
-    assert.deepEqual(h.store.verbs(), ['get']);
+    await h.clock.advance(RETRY);
+    assert.equal(h.leaderSignals[0]!.aborted, true);
+    // The renewal (update refused, get: held by another), then the release's read; no write.
+    assert.deepEqual(h.store.verbs(), ['update', 'get', 'get']);
     assert.equal(h.store.record?.holderIdentity, 'other');
+    await c.stop();
   });
 
-  it('from no object: reads, writes nothing, and reports nothing left to release', async () => {
-    const h = harness();
-    assert.equal(await h.elector.release(), true);
-    assert.deepEqual(h.store.verbs(), ['get']);
+  it('from no object: the write finds none, the read confirms it, nothing is written', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const c = campaign(h);
+    await settle();
+    h.store.put(undefined);
+    h.store.resetCalls();
+    await c.stop();
+    assert.deepEqual(h.store.verbs(), ['update', 'get']);
+    assert.equal(h.store.record, undefined);
   });
 
-  it('reports failure when the record cannot be read', async () => {
-    const h = harness();
-    await h.elector.tryAcquireOrRenew();
+  it('leaves the lease to expire when the record cannot be read', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const c = campaign(h);
+    await settle();
+    h.store.resetCalls();
+    h.store.failNext('update', new Error('503'));
     h.store.failNext('get', new Error('503'));
-    assert.equal(await h.elector.release(), false);
+    await c.stop();
+    assert.deepEqual(h.store.verbs(), ['update', 'get']);
     assert.equal(h.store.record?.holderIdentity, 'me');
   });
 
-  it('at the end of a term: one write on our own last version, no read', async () => {
-    const h = harness({ releaseOnCancel: true });
-    const stop = new AbortController();
-    const done = h.elector.run(stop.signal);
-    await settle();
-    h.store.resetCalls();
-    stop.abort();
-    await done;
-    assert.deepEqual(h.store.verbs(), ['update']);
-    assert.equal(h.store.record?.holderIdentity, '');
-  });
-
-  it('at the end of a term, a refused write falls back to reading first: update(409), get, update', async () => {
-    const h = harness({ releaseOnCancel: true });
-    const stop = new AbortController();
-    const done = h.elector.run(stop.signal);
-    await settle();
-    h.store.resetCalls();
-    h.store.failNext('update', new LockConflictError('conflict'));
-    stop.abort();
-    await done;
-    assert.deepEqual(h.store.verbs(), ['update', 'get', 'update']);
-    assert.equal(h.store.record?.holderIdentity, '');
-  });
-
   it('never clears a holder that took over after our cached record (checks the record it read)', async () => {
-    const h = harness();
-    await h.elector.tryAcquireOrRenew();
+    const h = harness({ releaseOnCancel: true });
+    const c = campaign(h);
+    await settle();
     h.store.put(held('usurper', h.clock, { leaderTransitions: 1 }));
-    assert.equal(await h.elector.release(), true);
+    h.store.resetCalls();
+    await c.stop();
+    assert.deepEqual(h.store.verbs(), ['update', 'get']);
     assert.equal(h.store.record?.holderIdentity, 'usurper');
   });
 });
@@ -498,22 +554,27 @@ describe('run: the acquire and renew loops', () => {
 describe('check (healthz)', () => {
   it('a follower is always healthy', async () => {
     const h = harness();
-    h.store.put(held('other', h.clock));
-    await h.elector.tryAcquireOrRenew();
+    // An hour's lease: the holder never renews in this test, and its lease still does not expire.
+    h.store.put(held('other', h.clock, { leaseDurationSeconds: 3_600 }));
+    const c = campaign(h);
     await h.clock.advance(LEASE * 10);
+    assert.equal(h.elector.isLeader(), false);
     assert.equal(h.elector.check(0), undefined);
+    await c.stop();
   });
 
   it('a leader is healthy until LeaseDuration + tolerance passes without renewal', async () => {
     const h = harness();
-    await h.elector.tryAcquireOrRenew();
-    await h.clock.advance(LEASE + 20_000);
+    const c = campaign(h);
+    await settle();
+    // The process stalls (nothing runs, so nothing renews).
+    h.clock.freeze(LEASE + 20_000);
     assert.equal(h.elector.check(20_000), undefined);
-    await h.clock.advance(1);
+    h.clock.freeze(1);
     assert.match(h.elector.check(20_000)?.message ?? '', /failed to renew leadership/);
+    await c.stop();
   });
 });
-
 describe('safety under faults', () => {
   const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { LeaderElector } from '../../src/election/leader-elector.js';
-import type { LeaderElectionRecord } from '../../src/election/record.js';
+import type { LeaderElectionRecord, Term } from '../../src/election/record.js';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import { LockConflictError } from '../../src/election/resource-lock.js';
 import { leaderAndFollower } from '../support/contenders.js';
@@ -104,26 +104,31 @@ describe('RedisLeaseLock specifics', () => {
     // A partial hash: no version and no generation, e.g. written by hand or by an older tool.
     await redis.hset(key, 'holderIdentity', 'ghost', 'leaseDurationSeconds', '1', 'leaderTransitions', '4');
     const timing = { leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100 };
+    let takeover: { term: Term; afterMs: number } | undefined;
+    const started = Date.now();
     const elector = new LeaderElector({
       lock: new RedisLeaseLock({ connection: redis, name: 'damaged-elector', identity: 'a' }),
       ...timing,
-      callbacks: { onStartedLeading: () => undefined, onStoppedLeading: () => undefined },
+      callbacks: { onStartedLeading: (_signal, term) => void (takeover ??= { term, afterMs: Date.now() - started }), onStoppedLeading: () => undefined },
     });
-    const started = Date.now();
-    assert.equal(await elector.tryAcquireOrRenew(), false);
-    let acquired = false;
-    while (!acquired && Date.now() - started < 10_000) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      acquired = await elector.tryAcquireOrRenew();
+    const stop = new AbortController();
+    const run = elector.run(stop.signal);
+    try {
+      const { term, afterMs } = await until('the damaged record to be taken over', () => takeover, 10_000);
+      // The damaged record's own duration (1 s) is not trusted: the configured lease duration is waited.
+      assert.ok(afterMs >= timing.leaseDurationMs, `took over after ${afterMs} ms`);
+      assert.equal(term.leaderTransitions, 5);
+      const fields = await redis.hgetall(key);
+      assert.equal(fields.holderIdentity, 'a');
+      assert.equal(fields.leaderTransitions, '5');
+      // A new generation with a version count of its own (the renewals since have moved it on).
+      assert.ok(Number(fields.version) >= 1, `version ${fields.version}`);
+      assert.ok(fields.generation);
+      assert.equal(fields.generation, term.generation);
+    } finally {
+      stop.abort();
+      await run;
     }
-    assert.ok(acquired, 'the damaged record was taken over');
-    // The damaged record's own duration (1 s) is not trusted: the configured lease duration is waited.
-    assert.ok(Date.now() - started >= timing.leaseDurationMs, `took over after ${Date.now() - started} ms`);
-    const fields = await redis.hgetall(key);
-    assert.equal(fields.holderIdentity, 'a');
-    assert.equal(fields.leaderTransitions, '5');
-    assert.equal(fields.version, '1');
-    assert.ok(fields.generation);
   });
 
   describe('change feed', () => {

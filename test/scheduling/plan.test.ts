@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CronExpressionParser } from 'cron-parser';
 import {
-  countTicks,
   decideOverlap,
   missedWindow,
   jitterMs,
@@ -10,12 +9,10 @@ import {
   nextTicks,
   planCatchup,
   planLateStaged,
-  planTick,
-  previousTick,
   ticksInRange,
   type RunState,
 } from '../../src/scheduling/plan.js';
-import { at, iso, scheduledJob } from './helpers.js';
+import { at, iso, scheduledJob, takeover } from './helpers.js';
 
 const MINUTE = 60_000;
 const isoTicks = (ticks: number[]): Array<string | undefined> => ticks.map(iso);
@@ -31,8 +28,10 @@ describe('cron ticks', () => {
     ]);
     assert.equal(iso(nextTick(job, at('2026-01-01T00:15:00Z'))), '2026-01-01T00:30:00.000Z');
     assert.equal(iso(nextTick(job, at('2026-01-01T00:14:59.999Z'))), '2026-01-01T00:15:00.000Z');
-    assert.equal(iso(previousTick(job, at('2026-01-01T00:15:00Z'))), '2026-01-01T00:15:00.000Z');
-    assert.equal(iso(previousTick(job, at('2026-01-01T00:14:59.999Z'))), '2026-01-01T00:00:00.000Z');
+    // A takeover runs the newest tick at or before its time.
+    const before = at('2025-12-31T23:00:00Z');
+    assert.equal(iso(takeover(job, before, at('2026-01-01T00:15:00Z')).newest), '2026-01-01T00:15:00.000Z');
+    assert.equal(iso(takeover(job, before, at('2026-01-01T00:14:59.999Z')).newest), '2026-01-01T00:00:00.000Z');
   });
 
   it('supports a seconds field', () => {
@@ -82,17 +81,17 @@ describe('cron ticks', () => {
     }
   });
 
-  it('counts ticks without enumerating them, equal to the enumeration', () => {
+  it('a takeover counts the owed ticks without enumerating them, equal to the enumeration', () => {
     for (const schedule of ['*/7 * * * *', '0 9 * * 1-5', '*/20 * * * * *', '0 0 L * *']) {
       const job = scheduledJob({ schedule, timezone: 'Europe/Berlin' });
       const from = at('2026-01-30T10:11:12.345Z');
       const to = at('2026-03-02T00:00:00Z');
       let enumerated = 0;
       for (let tick = nextTick(job, from); tick !== undefined && tick <= to; tick = nextTick(job, tick)) enumerated++;
-      assert.equal(countTicks(job, from, to), enumerated, schedule);
+      assert.equal(takeover(job, from, to).owed, enumerated, schedule);
     }
     const perSecond = scheduledJob({ schedule: '* * * * * *' });
-    assert.equal(countTicks(perSecond, at('2026-01-01T00:00:00Z'), at('2026-01-31T00:00:00Z')), 30 * 86_400);
+    assert.equal(takeover(perSecond, at('2026-01-01T00:00:00Z'), at('2026-01-31T00:00:00Z')).owed, 30 * 86_400);
   });
 });
 
@@ -111,7 +110,7 @@ describe('every ticks', () => {
     const job = scheduledJob({ every: '10m', startAt: '2026-01-01T00:03:00Z' });
     assert.deepEqual(isoTicks(nextTicks(job, 0, 2)), ['2026-01-01T00:03:00.000Z', '2026-01-01T00:13:00.000Z']);
     assert.equal(iso(nextTick(job, at('2026-01-01T05:00:00Z'))), '2026-01-01T05:03:00.000Z');
-    assert.equal(previousTick(job, at('2026-01-01T00:02:59Z')), undefined);
+    assert.equal(takeover(job, 0, at('2026-01-01T00:02:59Z')).newest, undefined);
   });
 });
 
@@ -124,10 +123,10 @@ describe('startAt and endAt', () => {
       '2026-01-01T08:00:00.000Z',
     ]);
     assert.equal(nextTick(job, at('2026-01-01T08:00:00Z')), undefined);
-    assert.equal(iso(previousTick(job, at('2027-01-01T00:00:00Z'))), '2026-01-01T08:00:00.000Z');
-    assert.equal(previousTick(job, at('2026-01-01T05:59:59Z')), undefined);
-    assert.equal(countTicks(job, 0, at('2030-01-01T00:00:00Z')), 3);
-    assert.equal(countTicks(job, at('2026-01-01T06:00:00Z'), at('2026-01-01T07:30:00Z')), 1);
+    assert.equal(iso(takeover(job, 0, at('2027-01-01T00:00:00Z')).newest), '2026-01-01T08:00:00.000Z');
+    assert.equal(takeover(job, 0, at('2026-01-01T05:59:59Z')).newest, undefined);
+    assert.equal(takeover(job, 0, at('2030-01-01T00:00:00Z')).owed, 3);
+    assert.equal(takeover(job, at('2026-01-01T06:00:00Z'), at('2026-01-01T07:30:00Z')).owed, 1);
   });
 });
 
@@ -177,18 +176,6 @@ describe('jitterMs', () => {
 
   it('is 0 without jitter', () => {
     assert.equal(jitterMs(scheduledJob({ every: '1m' }), at('2026-01-01T00:01:00Z')), 0);
-  });
-});
-
-describe('planTick', () => {
-  it('enqueues at the jittered time, or skips a paused job', () => {
-    const job = scheduledJob({ every: '1m', jitter: '30s' });
-    const tick = at('2026-01-01T00:01:00Z');
-    assert.deepEqual(planTick(job, tick), { action: 'enqueue', runAt: tick + jitterMs(job, tick) });
-    assert.deepEqual(planTick(scheduledJob({ every: '1m', paused: true }), tick), {
-      action: 'skip',
-      skipped: { from: tick, to: tick, count: 1, reason: 'paused' },
-    });
   });
 });
 
@@ -287,9 +274,9 @@ describe('planCatchup', () => {
       assert.deepEqual(planCatchup(perSecond, lastTick, now), { enqueue: [], skipped: [] }, String(now));
     }
     assert.deepEqual(planCatchup(perSecond, lastTick, lastTick + 1000.7), { enqueue: [lastTick + 1000], skipped: [] });
-    assert.equal(countTicks(perSecond, lastTick, lastTick + 999.7), 0);
-    assert.equal(countTicks(perSecond, lastTick - 0.5, lastTick + 999.7), 1);
-    assert.equal(previousTick(perSecond, lastTick + 999.7), lastTick);
+    assert.equal(takeover(perSecond, lastTick, lastTick + 999.7).owed, 0);
+    assert.equal(takeover(perSecond, lastTick - 0.5, lastTick + 999.7).owed, 1);
+    assert.equal(takeover(perSecond, lastTick - 1, lastTick + 999.7).newest, lastTick);
     assert.equal(nextTick(perSecond, lastTick + 999.7), lastTick + 1000);
     assert.deepEqual(ticksInRange(perSecond, lastTick + 0.2, lastTick + 2000.5, 1).rest, { from: lastTick + 2000, to: lastTick + 2000, count: 1 });
   });
@@ -299,11 +286,14 @@ describe('planCatchup', () => {
     const base = at('2026-01-01T00:00:00Z');
     for (const job of jobs) {
       for (let step = 0; step < 400; step++) {
-        const lastTick = previousTick(job, base + step * 137)!;
+        const lastTick = nextTick(job, base + step * 137)!;
         const now = lastTick + step * 61.37 + (step % 7) * 0.13;
         for (const span of planCatchup(job, lastTick, now).skipped) {
           assert.ok(span.from <= span.to && span.count >= 1, JSON.stringify({ lastTick, now, span }));
-          assert.equal(span.count, countTicks(job, span.from - 1, span.to), JSON.stringify({ lastTick, now, span }));
+          assert.equal(nextTick(job, span.from - 1), span.from, JSON.stringify({ lastTick, now, span }));
+          let enumerated = 0;
+          for (let tick = nextTick(job, span.from - 1); tick !== undefined && tick <= span.to; tick = nextTick(job, tick)) enumerated++;
+          assert.equal(span.count, enumerated, JSON.stringify({ lastTick, now, span }));
         }
       }
     }
