@@ -28,8 +28,7 @@ import { DEFAULT_STAGE_AHEAD_MS } from './producing/staging.js';
 import { RunRecords } from './workers/run-records.js';
 import { stayConnected } from './redis/stay-connected.js';
 import { WorkerPool, type WorkerMetrics, type WorkerTuning } from './workers/worker-pool.js';
-import type { ScheduledJob } from './scheduling/define-job.js';
-import { formatDuration } from './scheduling/duration.js';
+import { describeTrigger } from './scheduling/define-job.js';
 import { JobRegistry } from './scheduling/loader.js';
 import { nextTicks } from './scheduling/plan.js';
 import { KubernetesLeaseLock } from './election/kubernetes-lock.js';
@@ -566,8 +565,4 @@ class LeasebeatScheduler implements Scheduler {
     }
     this.log.info('shut down');
   }
-}
-
-function describeTrigger(job: ScheduledJob): string {
-  return job.trigger.kind === 'cron' ? job.trigger.expression : `every ${formatDuration(job.trigger.everyMs)}`;
 }

@@ -1,6 +1,6 @@
 import type { FlowJob, FlowJobNode, Job, JobsOptions } from 'bullmq';
 import type { Logger } from 'pino';
-import type { Duration } from './duration.js';
+import { formatDuration, type Duration } from './duration.js';
 
 export type { Duration } from './duration.js';
 
@@ -137,6 +137,11 @@ export function defineJob<TData = unknown>(definition: JobDefinition<TData>): Jo
 
 /** When a job ticks: a cron expression read in the job's timezone, or a fixed interval. */
 export type Trigger = { kind: 'cron'; expression: string } | { kind: 'every'; everyMs: number };
+
+/** A job's trigger as status reports show it: its cron expression, or `every <duration>` (`every 10m`). */
+export function describeTrigger(job: Pick<ScheduledJob, 'trigger'>): string {
+  return job.trigger.kind === 'cron' ? job.trigger.expression : `every ${formatDuration(job.trigger.everyMs)}`;
+}
 
 /** The BullMQ options a definition may set, in BullMQ's own shapes. */
 export type ScheduledJobOptions = Pick<JobsOptions, 'attempts' | 'backoff' | 'removeOnComplete' | 'removeOnFail' | 'priority'>;

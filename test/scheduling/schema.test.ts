@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { defineJob } from '../../src/scheduling/define-job.js';
+import { defineJob, describeTrigger } from '../../src/scheduling/define-job.js';
 import { formatDuration, parseDuration } from '../../src/scheduling/duration.js';
 import { JOB_DEFAULTS, validateJobDefinition } from '../../src/scheduling/schema.js';
-import { errorsOf } from './helpers.js';
+import { errorsOf, scheduledJob } from './helpers.js';
 
 const handler = (): undefined => undefined;
 const valid = { name: 'report', schedule: '0 3 * * *', handler };
@@ -320,5 +320,13 @@ describe('durations', () => {
     assert.equal(formatDuration(1000), '1s');
     assert.equal(formatDuration(5_415_250), '1h30m15s250ms');
     assert.equal(formatDuration(86_400_000), '1d');
+  });
+});
+
+describe('describeTrigger', () => {
+  it('shows a cron schedule as written and an interval as `every <duration>`', () => {
+    assert.equal(describeTrigger(scheduledJob({ schedule: '30 2 * * *', timezone: 'Europe/Berlin' })), '30 2 * * *');
+    assert.equal(describeTrigger(scheduledJob({ every: '90m' })), 'every 1h30m');
+    assert.equal(describeTrigger(scheduledJob({ every: 45_000 })), 'every 45s');
   });
 });
