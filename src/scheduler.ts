@@ -4,7 +4,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import { createAdmin, type Admin } from './admin/admin.js';
-import type { LeaderElectionMetrics } from './election/config.js';
+import { checkElectionTimings, DEFAULT_LEASE_DURATION_MS, DEFAULT_RENEW_DEADLINE_MS, DEFAULT_RETRY_PERIOD_MS, type LeaderElectionMetrics } from './election/config.js';
 import { defaultIdentity } from './election/identity.js';
 import { LeaderElector } from './election/leader-elector.js';
 import type { Term } from './election/record.js';
@@ -17,7 +17,7 @@ import { MAX_LISTED_JOBS, type WorkerState } from './members/record.js';
 import { resolveMemberSettings, type MemberSettings } from './members/settings.js';
 import { membersReport } from './members/status.js';
 import { MemberStore, type CordonRequest } from './members/store.js';
-import { directWrites, DurableLock, ReplicaWait, replicaWaitFor } from './redis/durability.js';
+import { DEFAULT_WAIT_TIMEOUT_MS, directWrites, DurableLock, ReplicaWait, replicaWaitFor } from './redis/durability.js';
 import { KeySpace } from './redis/keys.js';
 import type { ProducerMetrics } from './producing/lane-term.js';
 import { Producer } from './producing/producer.js';
@@ -27,7 +27,7 @@ import { TickLedger } from './ledger/tick-ledger.js';
 import { DEFAULT_STAGE_AHEAD_MS } from './producing/staging.js';
 import { RunRecords } from './workers/run-records.js';
 import { stayConnected } from './redis/stay-connected.js';
-import { WorkerPool, type WorkerMetrics, type WorkerTuning } from './workers/worker-pool.js';
+import { DEFAULT_WORKER_TUNING, WorkerPool, type WorkerMetrics, type WorkerTuning } from './workers/worker-pool.js';
 import { describeTrigger } from './scheduling/define-job.js';
 import { JobRegistry } from './scheduling/loader.js';
 import { nextTicks } from './scheduling/plan.js';
@@ -88,6 +88,91 @@ export interface SchedulerOptions {
   metrics?: { election?: LeaderElectionMetrics; producer?: ProducerMetrics; members?: MemberMetrics; workers?: WorkerMetrics };
 }
 
+/** The default of `SchedulerOptions.shutdownTimeoutMs`. */
+const DEFAULT_SHUTDOWN_TIMEOUT_MS = 25_000;
+
+/**
+ * `SchedulerOptions` with every default applied and durations in milliseconds, checked against the
+ * topology: what a scheduler reads after its construction (`resolveSchedulerOptions`), as the elector
+ * reads its `ResolvedElectionConfig`.
+ */
+export interface ResolvedSchedulerOptions {
+  connection: Redis | Cluster | string;
+  jobsDir: string;
+  /** The lock given; undefined: a `RedisLeaseLock` named `leaseName` on the scheduler's own connection. */
+  lock: ResourceLock | undefined;
+  leaseName: string;
+  prefix: string;
+  /** BullMQ's prefix: `bull` (BullMQ's own), `<prefix>-bull`, or as given; hash-tagged on Cluster. */
+  bullPrefix: string;
+  /** 0 replicas: no `WAIT`. */
+  durability: { minReplicas: number; waitTimeoutMs: number };
+  /** The identity this instance campaigns and registers as: the given lock's, else `identity` or `hostname_<uuid>`. */
+  identity: string;
+  election: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+  workers: boolean;
+  workerTuning: Required<WorkerTuning>;
+  stageAheadMs: number;
+  shutdownTimeoutMs: number;
+  members: MemberSettings;
+  logger: Logger;
+  clock: Clock;
+  metrics: NonNullable<SchedulerOptions['metrics']>;
+}
+
+/**
+ * Applies `SchedulerOptions`' defaults and checks what can be checked before a connection opens: the key
+ * names and the BullMQ prefix against the topology (`connections`, parsed from a URL; undefined for a
+ * given client), and the election's timing rules. Throws `RedisTopologyError` or `ElectionConfigError`.
+ */
+export function resolveSchedulerOptions(options: SchedulerOptions, connections: RedisConnections | undefined): ResolvedSchedulerOptions {
+  const leaseName = options.leaseName ?? 'leasebeat';
+  const prefix = options.prefix ?? DEFAULT_KEY_PREFIX;
+  // Key rules first: a configuration that would break on Cluster opens no connection.
+  connections?.checkLeaseName(leaseName, prefix);
+  const bullPrefix = connections ? connections.bullPrefix(options.bullPrefix, prefix) : bullPrefixFor(options.connection as Redis | Cluster, options.bullPrefix, prefix);
+  const given = options.durability ?? {};
+  return {
+    connection: options.connection,
+    jobsDir: options.jobsDir,
+    lock: options.lock,
+    leaseName,
+    prefix,
+    // Undefined is BullMQ's default prefix.
+    bullPrefix: bullPrefix ?? 'bull',
+    durability: {
+      // From a URL its topology decides (the URL's `minReplicas`, else 1 on Sentinel and Cluster); a given client waits only when asked.
+      minReplicas: given.minReplicas ?? connections?.defaultMinReplicas() ?? 0,
+      // 0 counts as unset: Redis' WAIT 0 would block for ever.
+      waitTimeoutMs: given.waitTimeoutMs || connections?.topology.waitTimeoutMs || DEFAULT_WAIT_TIMEOUT_MS,
+    },
+    identity: options.lock?.identity() ?? options.identity ?? defaultIdentity(),
+    election: checkElectionTimings({
+      leaseDurationMs: options.election?.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS,
+      renewDeadlineMs: options.election?.renewDeadlineMs ?? DEFAULT_RENEW_DEADLINE_MS,
+      retryPeriodMs: options.election?.retryPeriodMs ?? DEFAULT_RETRY_PERIOD_MS,
+    }),
+    workers: options.workers ?? true,
+    workerTuning: withDefaults(DEFAULT_WORKER_TUNING, options.workerTuning),
+    // The producer's own default is 0 (add every tick when due); the scheduler stages 2 s ahead.
+    stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
+    shutdownTimeoutMs: options.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
+    members: resolveMemberSettings(options.members),
+    logger: options.logger ?? silentLogger,
+    clock: options.clock ?? systemClock,
+    metrics: options.metrics ?? {},
+  };
+}
+
+/** `defaults` with every field `given` sets (a field set to undefined keeps its default). */
+function withDefaults<T extends object>(defaults: Required<T>, given: T | undefined): Required<T> {
+  const merged = { ...defaults };
+  for (const [field, value] of Object.entries(given ?? {}) as Array<[keyof T, Required<T>[keyof T] | undefined]>) {
+    if (value !== undefined) merged[field] = value;
+  }
+  return merged;
+}
+
 /** What a scheduler tells about its leadership; the elector's write operations are not exposed. */
 export interface LeadershipView {
   isLeader(): boolean;
@@ -135,7 +220,6 @@ class LeasebeatScheduler implements Scheduler {
   private readonly redis: Redis;
   private readonly ownsRedis: boolean;
   private readonly workerRedis: Redis;
-  private readonly bullPrefix: string | undefined;
   /** Ends what durable writes hold open (the Sentinel primary check's connections). */
   private closeDurability: () => void = () => undefined;
   private readonly queueSet: QueueSet;
@@ -144,7 +228,6 @@ class LeasebeatScheduler implements Scheduler {
   private readonly producer: Producer;
   private readonly log: Logger;
   private readonly clock: Clock;
-  private readonly memberSettings: MemberSettings;
   private readonly heartbeat: Heartbeat;
   private readonly heartbeatControl = new AbortController();
   /** The deployments on this deployment's BullMQ prefix: only this one may use it. */
@@ -168,56 +251,58 @@ class LeasebeatScheduler implements Scheduler {
   /** Set when the shutdown closes the connections: an end after that is ours, not one to revive. */
   private closingRedis = false;
 
-  constructor(private readonly options: SchedulerOptions) {
-    this.log = options.logger ?? silentLogger;
-    this.clock = options.clock ?? systemClock;
-    this.ownsRedis = typeof options.connection === 'string';
+  /** The options, resolved once: nothing below reads `SchedulerOptions` or a default of its own. */
+  private readonly settings: ResolvedSchedulerOptions;
+
+  constructor(options: SchedulerOptions) {
     const connections = typeof options.connection === 'string' ? RedisConnections.fromUrl(options.connection) : undefined;
+    // Before any connection opens: a configuration that would break opens none.
+    const settings = resolveSchedulerOptions(options, connections);
+    this.settings = settings;
+    this.log = settings.logger;
+    this.clock = settings.clock;
+    this.ownsRedis = typeof settings.connection === 'string';
     this.connections = connections;
-    const leaseName = options.leaseName ?? 'leasebeat';
-    // Key rules first: a configuration that would break on Cluster opens no connection.
-    connections?.checkLeaseName(leaseName, options.prefix);
-    this.bullPrefix = connections ? connections.bullPrefix(options.bullPrefix, options.prefix) : bullPrefixFor(options.connection as Redis | Cluster, options.bullPrefix, options.prefix);
+    const { leaseName, prefix, bullPrefix } = settings;
     // Our own control connection does not replay commands across a lost connection (they fail at the
     // first failed reconnect instead): a claim or an add arriving late, after another leader took over, is
     // exactly what fencing is about. Workers get a separate connection with BullMQ's required settings.
     // leasebeat's modules are typed with ioredis' `Redis`; a Cluster client serves every command they send
     // (each script's keys share one hash tag).
-    this.redis = (connections?.open('control') ?? options.connection) as Redis;
-    this.workerRedis = (connections?.open('worker') ?? options.connection) as Redis;
+    this.redis = (connections?.open('control') ?? settings.connection) as Redis;
+    this.workerRedis = (connections?.open('worker') ?? settings.connection) as Redis;
     if (this.ownsRedis) {
       for (const client of [this.redis, this.workerRedis]) {
         client.on('error', (error: Error) => this.log.warn({ err: error }, 'Redis connection error; reconnecting'));
         stayConnected(client, () => this.closingRedis, this.log);
       }
     }
-    const durability = this.durableWrites(connections, options.durability);
-    let lock = options.lock;
+    const durability = this.durableWrites(connections, settings.durability);
+    let lock = settings.lock;
     let leaseHistoryKey = lock instanceof RedisLeaseLock ? lock.historyKey : undefined;
     let leaseChannel = lock instanceof RedisLeaseLock ? lock.channel : undefined;
     if (!lock) {
       // Durable writes mean replicated Redis: there the record's replication epoch is held too.
       const own = new RedisLeaseLock({
-        connection: this.redis, name: leaseName, identity: options.identity ?? defaultIdentity(), prefix: options.prefix, replicationEpochs: durability !== undefined,
+        connection: this.redis, name: leaseName, identity: settings.identity, prefix, replicationEpochs: durability !== undefined,
       });
       leaseHistoryKey = own.historyKey;
       leaseChannel = own.channel;
       lock = durability ? new DurableLock(own, own.key, durability) : own;
     }
-    this.identity = lock.identity();
+    this.identity = settings.identity;
     this.leaseChannel = leaseChannel;
-    const keys = new KeySpace(options.prefix, leaseName);
+    const keys = new KeySpace(prefix, leaseName);
     // Fence and claims must outlive a failover as much as the lease does, whichever lock is used.
     const writes = durability ?? directWrites(this.redis);
     this.ledger = new TickLedger(this.redis, keys, writes);
     this.members = new MemberStore(this.redis, keys);
-    this.memberSettings = resolveMemberSettings(options.members);
     this.queueSet = new QueueSet({
       connection: this.redis,
-      prefix: this.bullPrefix,
+      prefix: bullPrefix,
       onError: (error) => this.log.warn({ err: error }, 'BullMQ queue connection error'),
     });
-    this.registry = new JobRegistry(options.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
+    this.registry = new JobRegistry(settings.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
     // The status page's strips and timeline, from what Redis already holds (the ledger, BullMQ, the lease's writes).
     const [namespace = '', lease = ''] = lock.describe().split('/');
     this.historyReader = new HistoryReader({
@@ -227,30 +312,30 @@ class LeasebeatScheduler implements Scheduler {
       ...(leaseHistoryKey ? { leaseHistoryKey } : {}),
       ...(lock instanceof KubernetesLeaseLock ? { noHistoryNote: kubernetesHistoryNote(namespace, lease) } : {}),
     });
-    this.admin = createAdmin({ connection: this.redis, prefix: options.prefix, leaseName, bullPrefix: this.bullPrefix, lock, jobsDir: options.jobsDir, jobs: () => this.registry.jobs, writes });
-    if (options.workers !== false) {
+    this.admin = createAdmin({ connection: this.redis, prefix, leaseName, bullPrefix, lock, jobsDir: settings.jobsDir, jobs: () => this.registry.jobs, writes });
+    if (settings.workers) {
       // A run starts only once its take would survive a failover, and is handed back only once its finish
       // would: else a failover can hand one run to two workers, or run a finished run again.
       this.workers = new WorkerPool({
         connection: this.workerRedis,
-        prefix: this.bullPrefix,
+        prefix: bullPrefix,
         logger: this.log.child({ component: 'workers' }),
-        tuning: options.workerTuning,
+        tuning: settings.workerTuning,
         records: new RunRecords(durability?.on(this.workerRedis) ?? directWrites(this.workerRedis), this.identity),
         // A staged run starts only while a live term stands behind it: the one that staged it, or a newer one
         // once it has applied its pause and catch-up rules to it.
-        mayStartStaged: (job, run) => this.ledger.stagedRunMayStart(run.stagedBy ?? run.token, job, run.dueAt!, this.elector.settings.renewDeadlineMs),
-        ...(options.metrics?.workers ? { metrics: options.metrics.workers } : {}),
+        mayStartStaged: (job, run) => this.ledger.stagedRunMayStart(run.stagedBy ?? run.token, job, run.dueAt!, settings.election.renewDeadlineMs),
+        ...(settings.metrics.workers ? { metrics: settings.metrics.workers } : {}),
       });
     }
     this.elector = new LeaderElector({
       lock,
-      ...options.election,
+      ...settings.election,
       releaseOnCancel: true,
       recampaign: true,
       clock: this.clock,
       logger: this.log.child({ component: 'elector' }),
-      metrics: options.metrics?.election,
+      metrics: settings.metrics.election,
       callbacks: {
         onStartedLeading: (signal, term) => this.lead(signal, term),
         // Awaited by the elector before it releases the lease: enqueuing has stopped by then.
@@ -258,7 +343,7 @@ class LeasebeatScheduler implements Scheduler {
         // signal is already aborted, so nothing it still has in flight can be added after this.
         onStoppedLeading: async () => {
           const stopped = Promise.all([this.producerRun, this.monitorRun]);
-          const bound = this.elector.settings.renewDeadlineMs;
+          const bound = settings.election.renewDeadlineMs;
           const late = await Promise.race([stopped.then(() => false), sleep(bound, true, { ref: false })]);
           if (late) this.log.warn({ waitedMs: bound }, 'the producer did not stop in time; releasing the lease anyway');
         },
@@ -273,22 +358,23 @@ class LeasebeatScheduler implements Scheduler {
       // A leader that cannot produce must not keep the lease: with the Kubernetes lock it could renew
       // for ever while cut off from Redis, or while the fence belongs to a newer term.
       onCannotProduce: (reason, detail) => this.elector.resign(`${reason}: ${detail}`),
-      unreachableLimitMs: this.elector.settings.renewDeadlineMs,
+      unreachableLimitMs: settings.election.renewDeadlineMs,
       logger: this.log,
       clock: this.clock,
-      metrics: options.metrics?.producer,
-      stageAheadMs: options.stageAheadMs ?? DEFAULT_STAGE_AHEAD_MS,
-      pulseIntervalMs: this.elector.settings.retryPeriodMs,
+      metrics: settings.metrics.producer,
+      // Always passed: the producer's own default (0) is not the scheduler's.
+      stageAheadMs: settings.stageAheadMs,
+      pulseIntervalMs: settings.election.retryPeriodMs,
       writes,
     });
-    this.deployments = new DeploymentRegistry(this.redis, this.bullPrefix ?? 'bull', options.prefix ?? DEFAULT_KEY_PREFIX, leaseName, this.identity, this.memberSettings.graceMs);
+    this.deployments = new DeploymentRegistry(this.redis, bullPrefix, prefix, leaseName, this.identity, settings.members.graceMs);
     this.heartbeat = new Heartbeat({
       store: this.members,
       identity: this.identity,
       version: VERSION,
       clock: this.clock,
-      intervalMs: this.memberSettings.heartbeatIntervalMs,
-      timeoutMs: this.memberSettings.graceMs,
+      intervalMs: settings.members.heartbeatIntervalMs,
+      timeoutMs: settings.members.graceMs,
       logger: this.log.child({ component: 'heartbeat' }),
       report: () => this.memberReport(),
       onCordon: (request) => this.onCordon(request),
@@ -302,9 +388,9 @@ class LeasebeatScheduler implements Scheduler {
     // commands, keys or channel it needs would start and fail at its first tick.
     await this.connections?.checkServer(this.redis, {
       keyBase: this.ledger.keys.base,
-      bullPrefix: this.bullPrefix ?? 'bull',
+      bullPrefix: this.settings.bullPrefix,
       ...(this.leaseChannel ? { leaseChannel: this.leaseChannel } : {}),
-      replicated: (this.options.durability?.minReplicas ?? this.connections.defaultMinReplicas()) > 0,
+      replicated: this.settings.durability.minReplicas > 0,
     });
     await this.connections?.checkServer(this.workerRedis);
     await this.deployments.claim();
@@ -409,19 +495,16 @@ class LeasebeatScheduler implements Scheduler {
   }
 
   /**
-   * The replica acknowledgement every deciding write waits for, or undefined when none is asked for. From a
-   * URL the topology decides the default (and on Sentinel adds the check that the node is still the
-   * agreed primary); a given client waits only when `minReplicas` is set.
+   * The replica acknowledgement every deciding write waits for, or undefined when none is asked for
+   * (`minReplicas` 0). From a URL, on Sentinel, it adds the check that the node is still the agreed primary.
    */
-  private durableWrites(connections: RedisConnections | undefined, settings: SchedulerOptions['durability']): ReplicaWait | undefined {
-    const overrides = { ...(settings?.minReplicas !== undefined ? { minReplicas: settings.minReplicas } : {}), ...(settings?.waitTimeoutMs ? { timeoutMs: settings.waitTimeoutMs } : {}) };
+  private durableWrites(connections: RedisConnections | undefined, { minReplicas, waitTimeoutMs }: ResolvedSchedulerOptions['durability']): ReplicaWait | undefined {
     if (connections) {
-      const durable = replicaWaitFor(connections, this.redis, overrides);
+      const durable = replicaWaitFor(connections, this.redis, { minReplicas, timeoutMs: waitTimeoutMs });
       this.closeDurability = () => durable.close();
       return durable.wait.enabled ? durable.wait : undefined;
     }
-    const minReplicas = settings?.minReplicas ?? 0;
-    return minReplicas > 0 ? new ReplicaWait(this.redis, { minReplicas, ...overrides }) : undefined;
+    return minReplicas > 0 ? new ReplicaWait(this.redis, { minReplicas, timeoutMs: waitTimeoutMs }) : undefined;
   }
 
   private lead(signal: AbortSignal, term: Term): void {
@@ -430,10 +513,10 @@ class LeasebeatScheduler implements Scheduler {
     const monitor = new MemberMonitor({
       store: this.members,
       self: this.identity,
-      settings: this.memberSettings,
+      settings: this.settings.members,
       clock: this.clock,
       logger: this.log.child({ component: 'members' }),
-      metrics: this.options.metrics?.members,
+      metrics: this.settings.metrics.members,
     });
     this.monitorRun = monitor.run(signal);
   }
@@ -488,7 +571,7 @@ class LeasebeatScheduler implements Scheduler {
     if (key === this.othersReported) return;
     this.othersReported = key;
     if (others.length > 0) {
-      this.log.error({ bullPrefix: this.bullPrefix ?? 'bull', others }, `another leasebeat deployment uses this BullMQ prefix (${describeOthers(others)}): the two run each other's jobs; give each its own LEASEBEAT_PREFIX`);
+      this.log.error({ bullPrefix: this.settings.bullPrefix, others }, `another leasebeat deployment uses this BullMQ prefix (${describeOthers(others)}): the two run each other's jobs; give each its own LEASEBEAT_PREFIX`);
     }
   }
 
@@ -538,7 +621,7 @@ class LeasebeatScheduler implements Scheduler {
    * meanwhile and resumes if the renewal succeeds.
    */
   private stillLeading(): boolean {
-    return this.elector.term() !== undefined && this.elector.renewedWithin(this.elector.settings.renewDeadlineMs);
+    return this.elector.term() !== undefined && this.elector.renewedWithin(this.settings.election.renewDeadlineMs);
   }
 
   private async shutdown(): Promise<void> {
@@ -550,7 +633,7 @@ class LeasebeatScheduler implements Scheduler {
     await this.stopCampaign('shutdown');
     await this.registry.close();
     // 4. Workers finish their active runs, bounded by the shutdown timeout; heartbeats go on meanwhile.
-    await this.workers?.close(this.options.shutdownTimeoutMs ?? 25_000);
+    await this.workers?.close(this.settings.shutdownTimeoutMs);
     // 5. Leave the registry: a clean departure is not a failure for the leader to judge.
     this.heartbeatControl.abort(new Error('shutdown'));
     await this.heartbeatRun;
