@@ -36,7 +36,7 @@ export async function measureCoordination(lock: LockKind, instances: number, tim
     instances,
     jobsDir: IDLE_JOBS,
     timings,
-    onRedisData: (slot, chunk) => redis[slot]!.push(chunk),
+    onRedisData: (slot, chunk, connection) => redis[slot]!.push(chunk, connection),
     onApiData: (slot, chunk) => api[slot]!.push(chunk),
   });
   try {

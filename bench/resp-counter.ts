@@ -1,10 +1,12 @@
 /**
- * Counts the Redis commands in a client's byte stream (RESP arrays of bulk strings, as every client
- * library sends them), by command name. Bytes may arrive split anywhere.
+ * Counts the Redis commands in clients' byte streams (RESP arrays of bulk strings, as every client
+ * library sends them), by command name. Bytes may arrive split anywhere, and the chunks of several
+ * connections interleave (a process holds many): each connection is parsed on its own.
  */
 export class RespCommandCounter {
   readonly byCommand = new Map<string, number>();
-  private pending: Buffer = Buffer.alloc(0);
+  /** Each connection's bytes not yet parsed into a whole command. */
+  private readonly pending = new Map<number, Buffer>();
 
   get total(): number {
     let sum = 0;
@@ -12,42 +14,45 @@ export class RespCommandCounter {
     return sum;
   }
 
-  push(chunk: Buffer): void {
-    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+  /** Counts the whole commands `chunk` completes on `connection` (an id of the caller's choosing). */
+  push(chunk: Buffer, connection = 0): void {
+    const earlier = this.pending.get(connection);
+    const bytes = earlier === undefined ? chunk : Buffer.concat([earlier, chunk]);
     let offset = 0;
     for (;;) {
-      const parsed = this.parseCommand(offset);
+      const parsed = parseCommand(bytes, offset);
       if (!parsed) break;
       this.byCommand.set(parsed.name, (this.byCommand.get(parsed.name) ?? 0) + 1);
       offset = parsed.end;
     }
-    this.pending = this.pending.subarray(offset);
+    if (offset === bytes.length) this.pending.delete(connection);
+    else this.pending.set(connection, bytes.subarray(offset));
   }
+}
 
-  /** One complete command from `start`, or undefined when more bytes are needed. */
-  private parseCommand(start: number): { name: string; end: number } | undefined {
-    const header = this.line(start);
-    if (!header) return undefined;
-    if (this.pending[start] !== 0x2a /* '*' */) throw new Error('not a RESP array: only multibulk requests are counted');
-    const count = Number(header.text.slice(1));
-    let offset = header.end;
-    let name = '';
-    for (let i = 0; i < count; i++) {
-      const bulk = this.line(offset);
-      if (!bulk) return undefined;
-      const length = Number(bulk.text.slice(1));
-      if (bulk.end + length + 2 > this.pending.length) return undefined;
-      if (i === 0) name = this.pending.toString('latin1', bulk.end, bulk.end + length).toUpperCase();
-      offset = bulk.end + length + 2;
-    }
-    return { name, end: offset };
+/** One complete command of `bytes` from `start`, or undefined when more bytes are needed. */
+function parseCommand(bytes: Buffer, start: number): { name: string; end: number } | undefined {
+  const header = line(bytes, start);
+  if (!header) return undefined;
+  if (bytes[start] !== 0x2a /* '*' */) throw new Error('not a RESP array: only multibulk requests are counted');
+  const count = Number(header.text.slice(1));
+  let offset = header.end;
+  let name = '';
+  for (let i = 0; i < count; i++) {
+    const bulk = line(bytes, offset);
+    if (!bulk) return undefined;
+    const length = Number(bulk.text.slice(1));
+    if (bulk.end + length + 2 > bytes.length) return undefined;
+    if (i === 0) name = bytes.toString('latin1', bulk.end, bulk.end + length).toUpperCase();
+    offset = bulk.end + length + 2;
   }
+  return { name, end: offset };
+}
 
-  private line(start: number): { text: string; end: number } | undefined {
-    const newline = this.pending.indexOf('\r\n', start, 'latin1');
-    if (newline < 0) return undefined;
-    return { text: this.pending.toString('latin1', start, newline), end: newline + 2 };
-  }
+function line(bytes: Buffer, start: number): { text: string; end: number } | undefined {
+  const newline = bytes.indexOf('\r\n', start, 'latin1');
+  if (newline < 0) return undefined;
+  return { text: bytes.toString('latin1', start, newline), end: newline + 2 };
 }
 
 /** Counts HTTP requests in a client's byte stream by method, from their request lines. */

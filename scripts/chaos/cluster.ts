@@ -65,8 +65,11 @@ export interface ClusterOptions {
   timings: ElectionTimings;
   /** Extra environment for every process. */
   env?: Record<string, string>;
-  /** Sees every chunk a slot's process sends to Redis, or to the API server (for counting requests). */
-  onRedisData?: (slot: number, chunk: Buffer) => void;
+  /**
+   * Sees every chunk a slot's process sends to Redis (with the number of its connection through the
+   * slot's proxy: a process holds several), or to the API server (for counting requests).
+   */
+  onRedisData?: (slot: number, chunk: Buffer, connection: number) => void;
   onApiData?: (slot: number, chunk: Buffer) => void;
 }
 
@@ -260,7 +263,7 @@ export class ChaosCluster {
     const redisProxy = this.single
       ? await TcpProxy.start({ port: this.single.port }, {
           onClientData: (chunk, connection) => {
-            onRedisData?.(index, chunk);
+            onRedisData?.(index, chunk, connection);
             notify('redis-request', chunk, connection);
           },
           onDelivered: (chunk, connection) => notify('redis-reply', chunk, connection),

@@ -15,6 +15,17 @@ describe('request counters of the coordination benchmark', () => {
     }
   });
 
+  it('counts the commands of several connections whose chunks interleave, each split anywhere', () => {
+    const first = Buffer.from(resp('EVALSHA', 'abc', '1', 'k') + resp('GET', 'a'));
+    const second = Buffer.from(resp('XREAD', 'BLOCK', '0', 'STREAMS', 's', '$') + resp('PING'));
+    const counter = new RespCommandCounter();
+    for (let i = 0; i < Math.max(first.length, second.length); i += 5) {
+      counter.push(first.subarray(i, i + 5), 1);
+      counter.push(second.subarray(i, i + 5), 2);
+    }
+    assert.deepEqual(Object.fromEntries(counter.byCommand), { EVALSHA: 1, GET: 1, XREAD: 1, PING: 1 });
+  });
+
   it('counts HTTP requests by method, however the bytes are split', () => {
     const request = (method: string, body = ''): string =>
       `${method} /apis/coordination.k8s.io/v1/namespaces/default/leases/leasebeat HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`;

@@ -25,10 +25,10 @@ const logger = pino({ level: 'silent' });
 const term: Term = { holderIdentity: 'leader', generation: 'gen-1', leaderTransitions: 1, acquireTime: Date.now() };
 const JOBS = 1000;
 
-function schedules(every: string, count = JOBS): Map<string, ScheduledJob> {
+function schedules(every: string, { count = JOBS, startAt }: { count?: number; startAt?: Date } = {}): Map<string, ScheduledJob> {
   const jobs = new Map<string, ScheduledJob>();
   for (let i = 0; i < count; i++) {
-    const result = validateJobDefinition({ name: `j${i}`, every, queue: 'burst', handler: () => undefined }, `/jobs/j${i}.ts`);
+    const result = validateJobDefinition({ name: `j${i}`, every, startAt, queue: 'burst', handler: () => undefined }, `/jobs/j${i}.ts`);
     if (!result.ok) throw new Error(result.errors.join('\n'));
     jobs.set(result.job.name, result.job);
   }
@@ -55,7 +55,7 @@ describe('Producer batching, by Redis commands', () => {
   beforeEach(async () => {
     await audit.flushall();
     counter = new RespCommandCounter();
-    proxy = await TcpProxy.start({ port: server.port }, { onClientData: (chunk) => counter.push(chunk) });
+    proxy = await TcpProxy.start({ port: server.port }, { onClientData: (chunk, connection) => counter.push(chunk, connection) });
     producerRedis = new Redis({ port: proxy.port, host: '127.0.0.1', maxRetriesPerRequest: null });
     queues = new QueueSet({ connection: producerRedis });
   });
@@ -75,6 +75,19 @@ describe('Producer batching, by Redis commands', () => {
     };
   };
 
+  /**
+   * The commands counted from now until the returned function is called, by name. (The counter itself
+   * keeps running: one started afresh could begin in the middle of a command.)
+   */
+  const countFromNow = (): (() => Record<string, number>) => {
+    const before = new Map(counter.byCommand);
+    return () => {
+      const since: Record<string, number> = {};
+      for (const [name, n] of counter.byCommand) if (n > (before.get(name) ?? 0)) since[name] = n - (before.get(name) ?? 0);
+      return since;
+    };
+  };
+
   const fieldOfAll = async (field: (job: string) => [string, string]): Promise<Array<string | null>> => {
     const pipeline = audit.pipeline();
     for (let i = 0; i < JOBS; i++) pipeline.hget(...field(`j${i}`));
@@ -83,19 +96,23 @@ describe('Producer batching, by Redis commands', () => {
   const takenOver = async (): Promise<boolean> => (await fieldOfAll((job) => [keys.jobState(job), 'scheduledSince'])).every((v) => v !== null);
 
   it(`a burst of ${JOBS} ticks due together costs a few commands per batch, not three per tick`, { timeout: 60_000 }, async () => {
-    const running = start(schedules('2s'));
+    // One tick for all, well after the takeover: nothing else is due, so every command counted below is
+    // the burst's (a tick every few seconds would count the previous tick's adds, late on a loaded machine).
+    const tick = Math.ceil((Date.now() + 10_000) / 1000) * 1000;
+    const running = start(schedules('1h', { startAt: new Date(tick) }));
     try {
       await waitFor('every job taken over', takenOver, 30_000, 100);
-      const tick = Math.ceil((Date.now() + 1_500) / 2000) * 2000;
-      await sleep(tick - 400 - Date.now());
-      counter = new RespCommandCounter();
+      // The last reads of a takeover come right after `scheduledSince` is set.
+      await sleep(500);
+      assert.ok(Date.now() < tick - 500, 'the takeover ended well before the tick');
+      const burst = countFromNow();
       await waitFor(
         `every job's tick ${tick} enqueued`,
         async () => (await fieldOfAll((job) => [keys.ledger(job), String(tick)])).every((v) => v?.startsWith('enqueued|')),
-        10_000,
+        tick - Date.now() + 10_000,
         25,
       );
-      const counts = Object.fromEntries(counter.byCommand);
+      const counts = burst();
       const scripts = (counts.EVALSHA ?? 0) + (counts.EVAL ?? 0);
       // One BullMQ add script per tick is unavoidable (addBulk pipelines them); claims and confirms go in batches.
       assert.ok(scripts <= JOBS + 40, `scripts sent for the burst: ${scripts} (${JSON.stringify(counts)})`);
@@ -118,14 +135,15 @@ describe('Producer batching, by Redis commands', () => {
   });
 
   it('an idle leader waits for trigger requests on a blocking read instead of polling, and still runs a request', { timeout: 30_000 }, async () => {
-    const running = start(schedules('1h', 1));
+    const running = start(schedules('1h', { count: 1 }));
     try {
       await waitFor('the job taken over', async () => (await audit.hget(keys.jobState('j0'), 'scheduledSince')) !== null, 10_000, 50);
       await sleep(500);
-      counter = new RespCommandCounter();
+      const idle = countFromNow();
       await sleep(4_000);
-      const reads = (counter.byCommand.get('XREAD') ?? 0) + (counter.byCommand.get('XRANGE') ?? 0);
-      assert.ok(reads <= 2, `stream reads by an idle leader in 4 s: ${reads} (${JSON.stringify(Object.fromEntries(counter.byCommand))})`);
+      const counts = idle();
+      const reads = (counts.XREAD ?? 0) + (counts.XRANGE ?? 0);
+      assert.ok(reads <= 2, `stream reads by an idle leader in 4 s: ${reads} (${JSON.stringify(counts)})`);
       const request = await submitTrigger(audit, keys, 'j0', 10_000);
       const outcome = await waitFor('the trigger outcome', () => triggerOutcome(audit, keys, request.id), 10_000, 25);
       assert.deepEqual(outcome, { jobId: `j0@manual-${request.id}`, queue: 'burst', flow: false });
