@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before, beforeEach } from 'node:test';
 import { Redis } from 'ioredis';
 
 /** A private `redis-server` on a free loopback port, started and stopped by the test that owns it. */
@@ -99,4 +100,49 @@ export async function startRedis(options: { appendonly?: boolean } = {}): Promis
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A suite's redis-server from {@link useRedis}: there from the suite's `before` hooks on. */
+export interface RedisFixture {
+  readonly server: TestRedis;
+  /** A client on the server, opened on first use and disconnected after the suite. */
+  readonly client: Redis;
+  /**
+   * Runs `close` after the suite, before the client disconnects and the server stops; the last one
+   * added runs first. For what holds a connection to the server (queues, producers), which would
+   * otherwise be closed after the server is gone: `after` hooks run in the order they are added.
+   */
+  beforeClose(close: () => unknown): void;
+}
+
+/**
+ * Starts a private redis-server for the calling suite (a `before` hook) and stops it after (an `after`
+ * hook). With `flush`, it also empties it before each test.
+ */
+export function useRedis(options: { appendonly?: boolean; flush?: boolean } = {}): RedisFixture {
+  let server: TestRedis | undefined;
+  let client: Redis | undefined;
+  const closers: Array<() => unknown> = [];
+  const fixture: RedisFixture = {
+    get server(): TestRedis {
+      if (!server) throw new Error('useRedis: the server starts in the suite\'s before hook; use it from a hook or a test');
+      return server;
+    },
+    get client(): Redis {
+      return (client ??= fixture.server.client());
+    },
+    beforeClose(close: () => unknown): void {
+      closers.push(close);
+    },
+  };
+  before(async () => {
+    server = await startRedis({ appendonly: options.appendonly });
+  });
+  if (options.flush) beforeEach(() => fixture.client.flushall());
+  after(async () => {
+    for (const close of closers.reverse()) await close();
+    client?.disconnect();
+    await server?.close();
+  });
+  return fixture;
 }
