@@ -1,8 +1,49 @@
 /**
- * leasebeat: a leader-gated cron scheduler for BullMQ. The library entry point; the CLI is a thin layer
- * over it.
+ * leasebeat: a leader-gated cron scheduler for BullMQ. Instances on one Redis elect a leader; only the
+ * leader enqueues the jobs of a folder, fenced by its term, and every instance processes them.
+ *
+ * ### Usage
+ *
+ * ```ts
+ * import { createScheduler } from 'leasebeat';
+ *
+ * const scheduler = createScheduler({
+ *   connection: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', // or your ioredis client (not closed)
+ *   jobsDir: new URL('./jobs', import.meta.url).pathname,            // files that export defineJob({...})
+ * });
+ * await scheduler.start(); // loads the jobs, starts the workers, campaigns for the lease
+ * process.once('SIGTERM', () => void scheduler.stop()); // stops enqueuing, releases the lease, drains
+ * ```
+ *
+ * A job file imports `defineJob` from the light entry point `leasebeat/job`. Also exported here: the admin
+ * API that the CLI and the HTTP `/api` run on (`createAdmin`), the HTTP server (`startHttpServer`), and the
+ * elector with its two locks for use on its own (docs/library.md). What only the `leasebeat` command needs
+ * besides (the settings schema, the jobs loader of `validate`, the logger) is in `leasebeat/cli-support`.
+ *
+ * @module
  */
+
+// The scheduler.
 export { createScheduler, type Scheduler, type SchedulerOptions, type LeadershipView } from './scheduler.js';
+export type { MemberSettings } from './members/settings.js';
+export type { MemberStore, CordonRequest } from './members/store.js';
+
+// Jobs.
+export {
+  defineJob,
+  type JobDefinition,
+  type HandlerContext,
+  type TickRunData,
+  type TickFlow,
+  type TickFlowChild,
+  type ScheduledJob,
+  type OverlapPolicy,
+  type CatchupMode,
+  type FenceToken,
+} from './scheduling/define-job.js';
+export type { Duration } from './scheduling/duration.js';
+
+// Operating a cluster.
 export {
   createAdmin,
   AdminError,
@@ -17,33 +58,21 @@ export {
   formatJobLine,
   formatRuns,
 } from './admin/admin.js';
-export {
-  SETTINGS,
-  SETTING_NAMES,
-  ConfigError,
-  loadServiceConfig,
-  inCluster,
-  redactUrl,
-  type SettingSpec,
-  type SettingName,
-  type SettingScope,
-  type RawSettings,
-  type ServiceConfig,
-} from './config/settings.js';
-export { loadJobs, type LoadError, type LoadResult } from './scheduling/loader.js';
-export { parseRedisUrl, RedisConnections, RedisTopologyError, type RedisTopology, type ConnectionRole } from './redis/redis-topology.js';
-export { nextTicks } from './scheduling/plan.js';
-export { parseDuration, formatDuration, type Duration } from './scheduling/duration.js';
-export { createLogger } from './util/logger.js';
-export {
-  defineJob,
-  type JobDefinition,
-  type HandlerContext,
-  type ScheduledJob,
-  type OverlapPolicy,
-  type CatchupMode,
-  type FenceToken,
-} from './scheduling/define-job.js';
+export { formatMembersTable, type MemberStatus, type MembersReport } from './members/status.js';
+export type { MemberRecord } from './members/record.js';
+export type { MemberCondition, DisruptionState } from './members/health.js';
+export type { DrainOutcome } from './members/drain.js';
+export type { FenceState } from './ledger/tick-ledger.js';
+
+// The HTTP side: status page, /api, Bull Board, probes, /metrics.
+export { startHttpServer, type HttpServerOptions } from './serving/http-server.js';
+export { createMetrics } from './serving/metrics.js';
+
+// Redis.
+export { parseRedisUrl, RedisTopologyError, type RedisTopology } from './redis/redis-topology.js';
+export { DeploymentConflictError, type OtherDeployment } from './members/deployments.js';
+
+// The elector on its own.
 export { LeaderElector, LeadershipLostError } from './election/leader-elector.js';
 export {
   ElectionConfigError,
@@ -51,20 +80,8 @@ export {
   type LeaderCallbacks,
   type LeaderElectionMetrics,
 } from './election/config.js';
-export type { ResourceLock } from './election/resource-lock.js';
-export { LockConflictError, LockNotFoundError } from './election/resource-lock.js';
+export { LockConflictError, LockNotFoundError, type ResourceLock } from './election/resource-lock.js';
 export type { LeaderElectionRecord, Term } from './election/record.js';
 export { KubernetesLeaseLock, type KubernetesLeaseLockOptions } from './election/kubernetes-lock.js';
 export { RedisLeaseLock, type RedisLeaseLockOptions } from './election/redis-lock.js';
 export { defaultIdentity } from './election/identity.js';
-export { TickLedger, type FencingToken, type JobState, type FenceState } from './ledger/tick-ledger.js';
-export type { TickJobData } from './ledger/job-data.js';
-export { startHttpServer, type HttpServerOptions } from './serving/http-server.js';
-export { createMetrics } from './serving/metrics.js';
-export { MemberStore, type CordonRequest } from './members/store.js';
-export { DeploymentConflictError, type OtherDeployment } from './members/deployments.js';
-export type { MemberRecord } from './members/record.js';
-export type { MemberCondition, DisruptionState } from './members/health.js';
-export type { MemberSettings } from './members/settings.js';
-export { formatMembersTable, type MemberStatus, type MembersReport } from './members/status.js';
-export { waitForDrain, type DrainOutcome } from './members/drain.js';

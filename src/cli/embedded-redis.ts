@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { RedisConnections } from '../index.js';
+import { RedisConnections } from '../config/cli-support.js';
 
 /** Whether a usable Redis answers at `url` within `timeoutMs` (see `RedisConnections.reach`). */
 export async function redisAnswers(url: string, timeoutMs = 1500): Promise<boolean> {

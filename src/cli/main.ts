@@ -5,39 +5,42 @@ import { delimiter, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import {
   AdminError,
-  ConfigError,
   createAdmin,
-  createLogger,
   createMetrics,
   createScheduler,
   DeploymentConflictError,
-  formatDuration,
   formatJobLine,
   formatMembersTable,
   formatRuns,
-  inCluster,
   KubernetesLeaseLock,
+  RedisTopologyError,
+  startHttpServer,
+  type Admin,
+  type ResourceLock,
+} from '../index.js';
+import {
+  ConfigError,
+  createLogger,
+  formatDuration,
+  inCluster,
   loadJobs,
   loadServiceConfig,
   nextTicks,
   parseDuration,
   redactUrl,
   RedisConnections,
-  RedisTopologyError,
   SETTING_NAMES,
   SETTINGS,
-  startHttpServer,
-  type Admin,
   type RawSettings,
-  type ResourceLock,
   type ServiceConfig,
   type SettingName,
   type SettingSpec,
-} from '../index.js';
+} from '../config/cli-support.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
 
 /**
- * The `leasebeat` command: a thin layer over the library's public API (an eslint rule keeps it there).
+ * The `leasebeat` command: a thin layer over the library's public API and `leasebeat/cli-support` (an
+ * eslint rule keeps it there).
  * Exit codes: 0 success; 1 the command ran and reports a failure (bad job files, a drain that timed out);
  * 2 a bad setting or argument, a refused name, or Redis unreachable; 3 a command that hit its time bound.
  */
