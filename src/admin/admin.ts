@@ -12,6 +12,7 @@ import { KeySpace } from '../redis/keys.js';
 import { submitTrigger, triggerOutcome, type TriggerOutcome } from '../producing/manual-triggers.js';
 import { QueueSet } from '../redis/queue-set.js';
 import { bullPrefixFor, isCluster, RedisConnections, RedisTopologyError, redact, type RedisClient } from '../redis/redis-topology.js';
+import { parseLedgerRecord, parseTriggerRecord, recordedRun } from '../ledger/records.js';
 import { TickLedger, type FenceState, type JobState, type SkippedRange } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
@@ -404,14 +405,15 @@ class ClusterAdmin implements Admin {
       // Each entry with its time (epoch ms) for the newest-first order; a range is as new as its last tick.
       const entries: Array<{ at: number; run: RecentRun; queueHint?: string }> = [];
       ticks.forEach((tick, i) => {
-        const record = fates[i] ?? 'pruned';
-        const [fate = 'unknown', ...rest] = record.split('|');
-        // `unstaging|<reason>|<jobId>|<queue>`: a staged run being taken back (the queue may hold a '|').
-        const takingBack = fate === 'unstaging';
-        const jobId = runOfRecord(record);
-        const reason = fate === 'skipped' || takingBack ? (rest[0] ?? null) : null;
+        const stored = fates[i];
+        // No record: pruned between the two reads.
+        const record = stored === null || stored === undefined ? undefined : parseLedgerRecord(stored);
+        const fate = record?.kind ?? 'pruned';
+        const jobId = (record && recordedRun(record)) ?? null;
+        // An `unstaging` record is a staged run being taken back: it says why, and in which queue it waits.
+        const reason = record?.kind === 'skipped' || record?.kind === 'unstaging' ? record.reason : null;
         const run: RecentRun = { kind: 'tick', tick: new Date(Number(tick)).toISOString(), to: null, count: 1, fate, jobId, reason, queue: null, state: null };
-        entries.push({ at: Number(tick), run, ...(takingBack ? { queueHint: rest.slice(2).join('|') } : {}) });
+        entries.push({ at: Number(tick), run, ...(record?.kind === 'unstaging' ? { queueHint: record.queue } : {}) });
       });
       for (const range of ranges) {
         const run: RecentRun = {
@@ -420,11 +422,11 @@ class ClusterAdmin implements Admin {
         };
         entries.push({ at: range.to, run });
       }
-      // `enqueued|<jobId>` or `claimed|<gen>|<transitions>|<jobId>`; `refused|<reason>` is a request that never became a run.
-      const manualRuns = Object.values(manual).flatMap((record) => {
-        const [fate = '', ...rest] = record.split('|');
-        const jobId = fate === 'enqueued' ? rest[0] : fate === 'claimed' ? rest[2] : undefined;
-        return jobId ? [{ fate, jobId }] : [];
+      // Enqueued or claimed requests; a refused one never became a run.
+      const manualRuns = Object.values(manual).flatMap((stored) => {
+        const record = parseTriggerRecord(stored);
+        const jobId = recordedRun(record);
+        return jobId ? [{ fate: record.kind, jobId }] : [];
       });
       const located = await this.locateRuns([...entries.flatMap((e) => (e.run.jobId ? [{ jobId: e.run.jobId, hint: e.queueHint }] : [])), ...manualRuns]);
       for (const { fate, jobId } of manualRuns) {
@@ -467,8 +469,8 @@ class ClusterAdmin implements Admin {
     // A range of skipped ticks may end after the newest single tick due (a catch-up just before the staging).
     const rangeEnd = ranges[0] === undefined ? undefined : (JSON.parse(ranges[0]) as SkippedRange).to;
     const last = rangeEnd !== undefined && rangeEnd <= now && (tick === undefined || rangeEnd > tick) ? rangeEnd : tick;
-    const record = last === tick && tick !== undefined ? await this.ledger.tickState(name, tick) : undefined;
-    return { lastTick: iso(last), lastJobId: record ? runOfRecord(record) : null, staged: ahead.map((t) => new Date(Number(t)).toISOString()) };
+    const record = last === tick && tick !== undefined ? await this.ledger.tickRecord(name, tick) : undefined;
+    return { lastTick: iso(last), lastJobId: (record && recordedRun(record)) ?? null, staged: ahead.map((t) => new Date(Number(t)).toISOString()) };
   }
 
   private async redisTime(): Promise<number> {
@@ -676,17 +678,6 @@ class ClusterAdmin implements Admin {
  */
 function holderOf(lease: { record?: { holderIdentity: string }; missing?: true; error?: string }): string | undefined {
   return lease.record?.holderIdentity;
-}
-
-/**
- * The run (BullMQ job id) a ledger record names: `enqueued|<jobId>`, `claimed|<gen>|<transitions>|<jobId>`,
- * `buffered|…` alike, `unstaging|<reason>|<jobId>|<queue>`; null for `skipped|<reason>`.
- */
-function runOfRecord(record: string): string | null {
-  const [fate, ...rest] = record.split('|');
-  if (fate === 'enqueued') return rest[0] ?? null;
-  if (fate === 'claimed' || fate === 'buffered') return rest[2] ?? null;
-  return fate === 'unstaging' ? (rest[1] ?? null) : null;
 }
 
 /** One job of `leasebeat status` as a line of text: a pause with its note, the next and last ticks, the counts. */

@@ -3,7 +3,11 @@ import { LuaScript } from '../util/lua.js';
 import { describeTicks, directWrites, type WritePath } from '../redis/durability.js';
 import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
+import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
 import { ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, TriggerCode } from './script-codes.js';
+
+// The protocol's types and helpers live in records.ts; they are re-exported where callers found them.
+export { claimingTerm, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
 
 const raiseFenceScript = new LuaScript(new URL('./lua/raiseFence.lua', import.meta.url));
 const claimTicksScript = new LuaScript(new URL('./lua/claimTicks.lua', import.meta.url));
@@ -18,12 +22,6 @@ const confirmTriggerScript = new LuaScript(new URL('./lua/confirmTrigger.lua', i
 const stagedRunMayStartScript = new LuaScript(new URL('./lua/stagedRunMayStart.lua', import.meta.url));
 const markReviewedScript = new LuaScript(new URL('./lua/markReviewed.lua', import.meta.url));
 const pulseScript = new LuaScript(new URL('./lua/pulse.lua', import.meta.url));
-
-/** The fencing token of a leadership term: the lease generation (uid) and its `leaderTransitions`. */
-export interface FencingToken {
-  generation: string;
-  leaderTransitions: number;
-}
 
 /** The outcome of claiming one (job, tick). */
 export type ClaimOutcome =
@@ -94,20 +92,21 @@ export interface TakeOverState {
   paused: boolean;
   state: JobState;
   /**
-   * Ticks some term left unfinished, oldest first, with their ledger states: claimed or buffered and never
-   * confirmed, or a staged run whose take-back was not settled (`unstaging|…`).
+   * Ticks some term left unfinished, oldest first, with their ledger records: claimed or buffered and never
+   * confirmed, or a staged run whose take-back was not settled (`unstaging`). A pending tick whose record
+   * is gone (pruned) is left out: there is nothing to finish.
    */
   pending: TickRecord[];
-  /** Ticks recorded within the job's staging reach (see {@link TakeOverRequest}), with their states. */
+  /** Ticks recorded within the job's staging reach (see {@link TakeOverRequest}), with their records. */
   recent: TickRecord[];
   /** The newest tick recorded at or before `now` (a claim, or a skipped range's end). */
   newestDueTick: number | undefined;
 }
 
-/** A tick and its ledger state. */
+/** A tick and its ledger record, parsed (see records.ts). */
 export interface TickRecord {
   tick: number;
-  state: string;
+  state: LedgerRecord;
 }
 
 /**
@@ -119,12 +118,6 @@ export interface TakeOverRequest {
   job: string;
   stagedWithinMs: number;
 }
-
-/**
- * Why a staged run was taken back: before its due time, a pause, a removal or a new schedule; after it
- * (a run no worker started before a new leader took its job over), a pause or the catch-up policy.
- */
-export type UnstageReason = 'paused' | 'removed' | 'rescheduled' | 'missed-window' | 'catchup-limit';
 
 /** How a take-back ended ({@link TickLedger.settleUnstaging}): pulled before it started, or it runs (ran) as staged. */
 export type UnstageOutcome = 'runs' | 'taken-back';
@@ -165,13 +158,6 @@ export interface FenceState {
 
 const toNumber = (value: string | undefined): number | undefined => (value === undefined ? undefined : Number(value));
 
-/** The term that made a `claimed|<generation>|<transitions>|<jobId>` record, or undefined for any other state. */
-export function claimingTerm(state: string): FencingToken | undefined {
-  const [kind, generation, transitions] = state.split('|', 3);
-  if (kind !== 'claimed' || generation === undefined || transitions === undefined) return undefined;
-  return { generation, leaderTransitions: Number(transitions) };
-}
-
 function claimOutcome(code: unknown, detail: string): ClaimOutcome {
   switch (scriptCode('claimTicks', ClaimCode, code)) {
     case ClaimCode.Claimed:
@@ -210,10 +196,16 @@ function globEscape(text: string): string {
   return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }
 
-/** Flat `tick, state, …` pairs (as scripts return them) as records. */
+/**
+ * Flat `tick, record, …` pairs (as takeOver.lua returns them) as parsed records. A tick with no record
+ * (`''`: pruned while still pending) is left out: no record, nothing to finish.
+ */
 function tickRecords(flat: string[]): TickRecord[] {
   const records: TickRecord[] = [];
-  for (let i = 0; i < flat.length; i += 2) records.push({ tick: Number(flat[i]), state: flat[i + 1]! });
+  for (let i = 0; i < flat.length; i += 2) {
+    const text = flat[i + 1]!;
+    if (text !== '') records.push({ tick: Number(flat[i]), state: parseLedgerRecord(text) });
+  }
   return records;
 }
 
@@ -262,8 +254,12 @@ export class TickLedger {
       // A refusal decides nothing new; only a raise must outlive a failover before the term produces.
       (reply) => (scriptCode('raiseFence', RaiseCode, reply[0]) === RaiseCode.Raised ? `fence raise to ${token.generation}/${token.leaderTransitions}` : undefined),
     );
-    if (result[0] === RaiseCode.Raised) return { ok: true };
-    return { ok: false, fence: { generation: result[1] ?? '', leaderTransitions: Number(result[2]) } };
+    switch (scriptCode('raiseFence', RaiseCode, result[0])) {
+      case RaiseCode.Raised:
+        return { ok: true };
+      case RaiseCode.Refused:
+        return { ok: false, fence: { generation: result[1] ?? '', leaderTransitions: Number(result[2]) } };
+    }
   }
 
   /**
@@ -371,7 +367,14 @@ export class TickLedger {
         (reply) => (reply === MarkCode.Marked ? `take-back of ${job}@${tick}` : undefined),
       ),
     );
-    return code === MarkCode.Marked ? 'marked' : code === MarkCode.Settled ? 'settled' : 'fenced';
+    switch (code) {
+      case MarkCode.Marked:
+        return 'marked';
+      case MarkCode.Settled:
+        return 'settled';
+      case MarkCode.Fenced:
+        return 'fenced';
+    }
   }
 
   /**
@@ -395,8 +398,14 @@ export class TickLedger {
       [token.generation, token.leaderTransitions, range.from, range.to, range.count, range.reason, JSON.stringify(range)],
       (code) => (code === SkipRangeCode.Recorded ? `skip record of ${job} ${range.from}..${range.to}` : undefined),
     );
-    const code = scriptCode('skipRange', SkipRangeCode, reply);
-    return code === SkipRangeCode.Recorded ? 'recorded' : code === SkipRangeCode.Invalid ? 'invalid' : 'fenced';
+    switch (scriptCode('skipRange', SkipRangeCode, reply)) {
+      case SkipRangeCode.Recorded:
+        return 'recorded';
+      case SkipRangeCode.Invalid:
+        return 'invalid';
+      case SkipRangeCode.Fenced:
+        return 'fenced';
+    }
   }
 
   /**
@@ -485,12 +494,18 @@ export class TickLedger {
   }
 
   /**
-   * The recorded fate of a tick, if any: `claimed|<gen>|<transitions>|<jobId>` (to be added),
-   * `buffered|<gen>|<transitions>|<jobId>` (to be added after the previous run), `enqueued|<jobId>` or
-   * `skipped|<reason>`.
+   * The recorded fate of a tick as stored, if any: `claimed|<gen>|<transitions>|<jobId>` (to be added),
+   * `buffered|<gen>|<transitions>|<jobId>` (to be added after the previous run), `enqueued|<jobId>`,
+   * `skipped|<reason>` or `unstaging|<reason>|<jobId>|<queue>` (see records.ts; {@link tickRecord} parses it).
    */
   async tickState(job: string, tick: number): Promise<string | undefined> {
     return (await this.redis.hget(this.keys.ledger(job), String(tick))) ?? undefined;
+  }
+
+  /** The recorded fate of a tick, parsed, if any; throws `LedgerRecordError` for a record of no known form. */
+  async tickRecord(job: string, tick: number): Promise<LedgerRecord | undefined> {
+    const text = await this.tickState(job, tick);
+    return text === undefined ? undefined : parseLedgerRecord(text);
   }
 
   /** Skipped ranges recorded for a job, oldest first. */
@@ -567,7 +582,7 @@ export class TickLedger {
    */
   async abandonTrigger(request: { job: string; id: string }): Promise<boolean> {
     const key = this.keys.manual(request.job);
-    const set = await this.writes.write(key, () => this.redis.hsetnx(key, request.id, 'refused|expired'), (done) => (done === 1 ? `refusal of trigger ${request.id}` : undefined));
+    const set = await this.writes.write(key, () => this.redis.hsetnx(key, request.id, formatTriggerRecord({ kind: 'refused', reason: 'expired' })), (done) => (done === 1 ? `refusal of trigger ${request.id}` : undefined));
     return set === 1;
   }
 

@@ -1,12 +1,13 @@
 import type { Logger } from 'pino';
 import { tickJobId } from '../ledger/job-data.js';
-import { claimingTerm, type ClaimRequest, type FencingToken, type TickRecord, type UnstageReason } from '../ledger/tick-ledger.js';
+import { claimingTerm, takeBackInProgress } from '../ledger/records.js';
+import type { ClaimRequest, FencingToken, TickRecord, UnstageReason } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
 import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
 import type { LaneTerm } from './lane-term.js';
-import { takeBackInProgress, type StagedRun } from './staging.js';
+import type { StagedRun } from './staging.js';
 
 /** What a step asks for: to go on at once, or to sleep (`wakeable`: a redefinition or a notice may cut it short). */
 type Next = { sleepMs: number; wakeable: boolean } | undefined;
@@ -263,11 +264,11 @@ export class JobLane implements Sleeper {
         await this.term.takeBack.finish(job.name, tick, takingBack, retentionMs(job));
         continue;
       }
-      if (state.startsWith('buffered|') && job.overlap === 'bufferOne' && this.buffered === undefined && (await this.unfinished(job))) {
+      if (state.kind === 'buffered' && job.overlap === 'bufferOne' && this.buffered === undefined && (await this.unfinished(job))) {
         this.buffered = tick;
         continue;
       }
-      if (!state.startsWith('claimed|') && !state.startsWith('buffered|')) continue;
+      if (state.kind !== 'claimed' && state.kind !== 'buffered') continue;
       this.log.info({ tick: new Date(tick) }, 'finishing a tick claimed by an earlier term');
       const dueAt = tick + jitterMs(job, tick);
       // A job that may be staged is claimed a staging lead before its tick: a claim of it whose due time
@@ -462,7 +463,7 @@ export class JobLane implements Sleeper {
   private stagedBefore(job: ScheduledJob, recent: TickRecord[]): StagedRun[] {
     const runs: StagedRun[] = [];
     for (const { tick, state } of recent) {
-      if (state.startsWith('enqueued|')) runs.push({ tick, jobId: state.slice('enqueued|'.length), queue: job.queue, dueAt: tick + jitterMs(job, tick) });
+      if (state.kind === 'enqueued') runs.push({ tick, jobId: state.jobId, queue: job.queue, dueAt: tick + jitterMs(job, tick) });
     }
     return runs;
   }

@@ -373,8 +373,8 @@ export class Producer {
       case 'prioritized':
         return 'waiting';
       case 'unknown': {
-        const recorded = lastJobTick === undefined ? undefined : await this.options.ledger.tickState(job.name, lastJobTick);
-        return recorded?.startsWith('claimed|') ? 'waiting' : 'finished';
+        const recorded = lastJobTick === undefined ? undefined : await this.options.ledger.tickRecord(job.name, lastJobTick);
+        return recorded?.kind === 'claimed' ? 'waiting' : 'finished';
       }
       default:
         return 'finished';

@@ -3,7 +3,7 @@ import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { MIN_RETENTION_MS } from './fenced-enqueue.js';
 import type { LaneTerm } from './lane-term.js';
 import type { QueueSet } from '../redis/queue-set.js';
-import { takeBackInProgress } from './staging.js';
+import { takeBackInProgress } from '../ledger/records.js';
 
 /** Jobs read per takeover script. */
 const BATCH = 500;
@@ -37,8 +37,8 @@ export async function takeBackRemovedJobs(term: LaneTerm, queueSet: QueueSet, lo
         if (progress && (await term.takeBack.finish(job, tick, progress, MIN_RETENTION_MS)) === 'taken-back') takenBack++;
       }
       for (const { tick, state: recorded } of state.recent) {
-        if (!recorded.startsWith('enqueued|')) continue;
-        const jobId = recorded.slice('enqueued|'.length);
+        if (recorded.kind !== 'enqueued') continue;
+        const { jobId } = recorded;
         const queue = await delayedIn(queueSet, queues, jobId);
         // Loaded again meanwhile (a reload): its own lane decides.
         if (!queue || term.job(job)) continue;

@@ -5,6 +5,7 @@ import type { WritePath } from '../redis/durability.js';
 import type { TickJobData } from '../ledger/job-data.js';
 import type { QueueSet } from '../redis/queue-set.js';
 import { PullCode, scriptCode } from '../ledger/script-codes.js';
+import type { TakeBackInProgress } from '../ledger/records.js';
 import type { FencingToken, TickLedger, UnstageReason } from '../ledger/tick-ledger.js';
 
 const pullStagedRunScript = new LuaScript(new URL('./lua/pullStagedRun.lua', import.meta.url));
@@ -24,19 +25,8 @@ export interface StagedRun {
   takingBack?: UnstageReason;
 }
 
-/** A take-back that some term marked and did not settle, as its ledger state records it. */
-export interface TakeBackInProgress {
-  reason: UnstageReason;
-  jobId: string;
-  queue: string;
-}
-
-/** Reads `unstaging|<reason>|<jobId>|<queue>` (the queue last: only it may hold a '|'). */
-export function takeBackInProgress(state: string): TakeBackInProgress | undefined {
-  const match = /^unstaging\|([^|]*)\|([^|]*)\|(.*)$/s.exec(state);
-  if (!match) return undefined;
-  return { reason: match[1] as UnstageReason, jobId: match[2]!, queue: match[3]! };
-}
+// A take-back that some term marked and did not settle, as its ledger record says (an `unstaging` record).
+export { takeBackInProgress, type TakeBackInProgress } from '../ledger/records.js';
 
 export interface RunTakeBackOptions {
   /**

@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { KeySpace } from '../redis/keys.js';
+import { parseLedgerRecord, parseTriggerRecord, recordedRun } from '../ledger/records.js';
 import type { SkippedRange } from '../ledger/tick-ledger.js';
 
 /**
@@ -219,11 +220,6 @@ function nextStreamId(id: string): string {
   return `${ms}-${BigInt(seq ?? '0') + 1n}`;
 }
 
-function splitOnce(value: string): [string, string] {
-  const bar = value.indexOf('|');
-  return bar < 0 ? [value, ''] : [value.slice(0, bar), value.slice(bar + 1)];
-}
-
 const toNumber = (value: string | null | undefined): number | undefined => {
   if (value === null || value === undefined || value === '') return undefined;
   const number = Number(value);
@@ -292,15 +288,20 @@ export class HistoryReader {
       const tick = Number(tickText);
       const state = states[index];
       if (!state) return; // pruned between the two reads
-      const [kind, rest] = splitOnce(state);
-      if (kind === 'skipped') records.push({ tick, fate: 'skipped', reason: rest });
-      else if (kind === 'enqueued') inBullMq({ tick, fate: 'queued', jobId: rest }, rest);
-      else {
-        // `claimed|<gen>|<transitions>|<jobId>` or `buffered|…`: a leader has it, BullMQ does not yet;
-        // `unstaging|<reason>|<jobId>|<queue>`: a leader is taking a staged run back.
-        const parts = rest.split('|');
-        const jobId = kind === 'unstaging' ? parts[1] : parts.slice(2).join('|');
-        records.push({ tick, fate: 'pending', ...(jobId ? { jobId } : {}) });
+      const record = parseLedgerRecord(state);
+      switch (record.kind) {
+        case 'skipped':
+          records.push({ tick, fate: 'skipped', reason: record.reason });
+          break;
+        case 'enqueued':
+          inBullMq({ tick, fate: 'queued', jobId: record.jobId }, record.jobId);
+          break;
+        // Claimed or buffered: a leader has it, BullMQ does not yet; unstaging: a leader is taking a staged run back.
+        case 'claimed':
+        case 'buffered':
+        case 'unstaging':
+          records.push({ tick, fate: 'pending', jobId: record.jobId });
+          break;
       }
     });
     for (const member of ranges) {
@@ -311,11 +312,10 @@ export class HistoryReader {
         // A range this version cannot read is left out of the strip, not fatal to the page.
       }
     }
-    // Manual runs (`enqueued|<jobId>`, or `claimed|<gen>|<transitions>|<jobId>` until its add is confirmed):
-    // placed by BullMQ's add time, once runsOf has read it. A refused request never became a run.
+    // Manual runs (enqueued, or claimed until its add is confirmed): placed by BullMQ's add time, once
+    // runsOf has read it. A refused request never became a run.
     for (const state of manual) {
-      const [kind = '', ...rest] = state.split('|');
-      const jobId = kind === 'enqueued' ? rest[0] : kind === 'claimed' ? rest[2] : undefined;
+      const jobId = recordedRun(parseTriggerRecord(state));
       if (jobId) inBullMq({ tick: Number.NaN, fate: 'queued', jobId, manual: true }, jobId);
     }
     if (enqueued.length) await this.runsOf(queue, enqueued, lateAfterMs);
