@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
 import { KubernetesLeaseLock } from '../../src/election/kubernetes-lock.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { createScheduler, type Scheduler } from '../../src/scheduler.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { until } from '../members/support.js';
 
@@ -14,20 +13,13 @@ const JOBS = new URL('../fixtures/jobs-plain/', import.meta.url).pathname;
 const ELECTION = { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 };
 
 describe('a leader that cannot produce gives the lease up', () => {
-  let redisServer: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let api: FakeLeaseServer;
 
   before(async () => {
-    redisServer = await startRedis();
-    redis = redisServer.client();
     api = await FakeLeaseServer.start();
   });
-  after(async () => {
-    redis.disconnect();
-    await redisServer.close();
-    await api.close();
-  });
+  after(() => api.close());
 
   function scheduler(identity: string, redisPort: number): Scheduler {
     return createScheduler({
@@ -43,10 +35,10 @@ describe('a leader that cannot produce gives the lease up', () => {
   }
 
   it('cut off from Redis while it still reaches the API server, it resigns and a healthy instance produces', { timeout: 60_000 }, async (t) => {
-    const ledger = new TickLedger(redis, new KeySpace('leasebeat', 'cut-off'));
-    const proxy = await TcpProxy.start({ port: redisServer.port });
+    const ledger = new TickLedger(redis.client, new KeySpace('leasebeat', 'cut-off'));
+    const proxy = await TcpProxy.start({ port: redis.server.port });
     const a = scheduler('a', proxy.port);
-    const b = scheduler('b', redisServer.port);
+    const b = scheduler('b', redis.server.port);
     try {
       await a.start();
       await until('a to lead and enqueue', async () => (await ledger.fence()).holder === 'a' && (await ledger.jobState('every-second')).enqueued >= 2);

@@ -1,42 +1,33 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 const JOBS = new URL('../fixtures/jobs-multiprocess/', import.meta.url).pathname;
 const LEASE_KEY = 'leasebeat:{leasebeat}:lease';
 
 describe('fencing across processes: a leader frozen past its lease', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   const instances: Instance[] = [];
-
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
+  redis.beforeClose(() => {
     for (const instance of instances) {
       instance.child.kill('SIGCONT');
       instance.child.kill('SIGKILL');
     }
-    redis.disconnect();
-    await server.close();
   });
 
   it('SIGSTOP the leader past its lease, SIGCONT it: no enqueue from its term after the fence rose, no duplicates', { timeout: 120_000 }, async (t) => {
-    const env = { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '5s', ...FAST_ELECTION };
+    const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '5s', ...FAST_ELECTION };
     for (const id of ['a', 'b', 'c']) instances.push(startInstance(`fence-${id}`, env));
-    const ledger = new TickLedger(redis, new KeySpace());
+    const ledger = new TickLedger(redis.client, new KeySpace());
     for (let i = 0; i < 600 && (await ledger.jobState('every-second')).enqueued < 3; i++) await sleep(100);
 
-    const holder = await redis.hget(LEASE_KEY, 'holderIdentity');
+    const holder = await redis.client.hget(LEASE_KEY, 'holderIdentity');
     const old = instances.find((i) => i.identity === holder);
     assert.ok(old, 'one of the instances leads');
     const oldTransitions = (await ledger.fence()).leaderTransitions;
@@ -61,7 +52,7 @@ describe('fencing across processes: a leader frozen past its lease', () => {
     for (const instance of instances) instance.child.kill('SIGTERM');
     await Promise.all(instances.map((i) => i.exited()));
 
-    const queue = new Queue('leasebeat', { connection: redis });
+    const queue = new Queue('leasebeat', { connection: redis.client });
     const jobs = await queue.getJobs(['waiting', 'delayed', 'active', 'completed', 'failed', 'prioritized']);
     await queue.close();
     const staleAfterRaise = jobs.filter((job) => {
@@ -69,7 +60,7 @@ describe('fencing across processes: a leader frozen past its lease', () => {
       return data.token.leaderTransitions <= oldTransitions && job.timestamp >= raised.time;
     });
     assert.deepEqual(staleAfterRaise.map((j) => j.id), [], 'no enqueue from the old term after the fence rose');
-    const runs = Object.entries(await redis.hgetall('test:runs')).filter(([, count]) => Number(count) > 1);
+    const runs = Object.entries(await redis.client.hgetall('test:runs')).filter(([, count]) => Number(count) > 1);
     assert.deepEqual(runs, [], 'no tick ran twice');
 
     const fence = await ledger.fence();
@@ -81,6 +72,6 @@ describe('fencing across processes: a leader frozen past its lease', () => {
         `fence counter of rejected claims: ${fence.fenced}; old term's jobs: ${jobs.filter((j) => (j.data as TickJobData).token.leaderTransitions === oldTransitions).length}`,
     );
     assert.ok(old.logs.some((l) => l.msg === 'stopped leading'), 'the old leader noticed it lost the lease');
-    assert.equal(fence.fenced, Number(await redis.hget(ledger.keys.jobState('every-second'), 'fenced') ?? 0));
+    assert.equal(fence.fenced, Number(await redis.client.hget(ledger.keys.jobState('every-second'), 'fenced') ?? 0));
   });
 });

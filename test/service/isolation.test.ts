@@ -1,33 +1,24 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { describe, it } from 'node:test';
 import { waitFor } from '../support/ledger-audit.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 const JOBS = new URL('../fixtures/jobs-isolation/', import.meta.url).pathname;
 
 describe('two deployments on one Redis (issue 19)', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   const instances: Instance[] = [];
-
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
+  redis.beforeClose(() => {
     for (const instance of instances) instance.child.kill('SIGKILL');
-    redis.disconnect();
-    await server.close();
   });
 
   it('with different prefixes share nothing: each runs only its own runs, each (job, tick) once per deployment', { timeout: 60_000 }, async () => {
-    const env = { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '2s', ...FAST_ELECTION };
+    const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '2s', ...FAST_ELECTION };
     instances.push(startInstance('default-a', env), startInstance('default-b', env));
     instances.push(startInstance('iso-a', { ...env, LEASEBEAT_PREFIX: 'iso' }), startInstance('iso-b', { ...env, LEASEBEAT_PREFIX: 'iso' }));
     const records = async (): Promise<Array<{ runner: string; queue: string; run: string }>> =>
-      (await redis.lrange('test:isolation', 0, -1)).map((line) => {
+      (await redis.client.lrange('test:isolation', 0, -1)).map((line) => {
         const [runner, queue, run] = line.split('|') as [string, string, string];
         return { runner, queue, run };
       });
@@ -42,6 +33,6 @@ describe('two deployments on one Redis (issue 19)', () => {
       const runs = seen.filter((r) => r.runner === runner).map((r) => r.run);
       assert.equal(new Set(runs).size, runs.length, `${runner}: each run once`);
     }
-    assert.equal(await redis.exists('iso:{leasebeat}:lease', 'leasebeat:{leasebeat}:lease'), 2, 'two elections');
+    assert.equal(await redis.client.exists('iso:{leasebeat}:lease', 'leasebeat:{leasebeat}:lease'), 2, 'two elections');
   });
 });

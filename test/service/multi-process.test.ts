@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 const JOBS = new URL('../fixtures/jobs-multiprocess/', import.meta.url).pathname;
 const JOB = 'every-second';
@@ -64,27 +64,22 @@ async function auditTicks(redis: Redis, ledger: TickLedger, queue: Queue): Promi
 }
 
 describe('multi-process: three real `leasebeat start` processes on one Redis', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let ledger: TickLedger;
   let queue: Queue;
   const instances: Instance[] = [];
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-    ledger = new TickLedger(redis, new KeySpace());
-    queue = new Queue('leasebeat', { connection: redis });
+  before(() => {
+    ledger = new TickLedger(redis.client, new KeySpace());
+    queue = new Queue('leasebeat', { connection: redis.client });
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     for (const instance of instances) instance.child.kill('SIGKILL');
     await queue.close();
-    redis.disconnect();
-    await server.close();
   });
 
   it('SIGKILL the leader, then SIGTERM the next: every tick has exactly one job or a recorded skip', { timeout: 120_000 }, async (t) => {
-    const env = { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '5s', ...FAST_ELECTION };
+    const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '5s', ...FAST_ELECTION };
     for (const id of ['a', 'b', 'c']) instances.push(startInstance(`mp-${id}`, env));
     const byIdentity = (identity: string | null): Instance | undefined => instances.find((i) => i.identity === identity);
     const enqueued = async (): Promise<number> => (await ledger.jobState(JOB)).enqueued;
@@ -92,13 +87,13 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     await until('ticks from the first leader', async () => (await enqueued()) >= 3 && true, 60_000);
     await sleep(9_000);
 
-    const first = byIdentity(await redis.hget(LEASE_KEY, 'holderIdentity'));
+    const first = byIdentity(await redis.client.hget(LEASE_KEY, 'holderIdentity'));
     assert.ok(first, 'a leader among the three');
     const beforeKill = await enqueued();
     const killedAt = Date.now();
     first.child.kill('SIGKILL');
     const second = await until('a new leader', async () => {
-      const holder = await redis.hget(LEASE_KEY, 'holderIdentity');
+      const holder = await redis.client.hget(LEASE_KEY, 'holderIdentity');
       return holder && holder !== first.identity ? byIdentity(holder) : undefined;
     });
     await until('enqueues by the new leader', async () => (await enqueued()) > beforeKill);
@@ -118,14 +113,14 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     third.child.kill('SIGTERM');
     assert.equal(await third.exited(), 0);
 
-    const audit = await auditTicks(redis, ledger, queue);
+    const audit = await auditTicks(redis.client, ledger, queue);
     const fence = await ledger.fence();
     t.diagnostic(
       `ticks ${(audit.last - audit.first) / 1000 + 1} over ${((audit.last - audit.first) / 1000).toFixed(0)} s: ` +
         `${audit.enqueued} enqueued, skipped ${JSON.stringify(Object.fromEntries(audit.skipped))}, ` +
         `pending at the end ${audit.pendingAtEnd.length}, max enqueue lag ${audit.maxLagMs} ms, fence #${fence.leaderTransitions}, fenced ${fence.fenced}`,
     );
-    const runners = new Set(Object.values(await redis.hgetall('test:runner')));
+    const runners = new Set(Object.values(await redis.client.hgetall('test:runner')));
     t.diagnostic(`runs were processed by ${runners.size} different processes`);
     assert.deepEqual(audit.problems, []);
     assert.ok(audit.enqueued >= 25, `expected a steady stream of ticks, got ${audit.enqueued}`);

@@ -1,32 +1,23 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { describe, it } from 'node:test';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { waitFor } from '../support/ledger-audit.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 const JOBS = new URL('../fixtures/jobs-staged-outage/', import.meta.url).pathname;
 
 describe('runs staged by a leader that died before they were due (issue 19)', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   const instances: Instance[] = [];
-
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
+  redis.beforeClose(() => {
     for (const instance of instances) instance.child.kill('SIGKILL');
-    redis.disconnect();
-    await server.close();
   });
 
   it('with every instance down across the tick, the next leader applies the pause and the catch-up policy before any worker starts them', { timeout: 90_000 }, async () => {
-    const env = { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_STAGE_AHEAD: '3s', ...FAST_ELECTION };
-    const ledger = new TickLedger(redis, new KeySpace());
+    const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_STAGE_AHEAD: '3s', ...FAST_ELECTION };
+    const ledger = new TickLedger(redis.client, new KeySpace());
     const first = startInstance('first', env);
     instances.push(first);
     // Both jobs have a run staged that is due at least 1.5 s from now: then the only instance dies.
@@ -48,9 +39,9 @@ describe('runs staged by a leader that died before they were due (issue 19)', ()
     assert.match((await ledger.tickState('no-catchup', noCatchupTick)) ?? '', /^skipped\|(catchup-limit|missed-window)$/);
     // The next tick of the job with no catch-up runs as usual: the hold ends with the review.
     await waitFor('a later run of no-catchup', async () =>
-      (await redis.lrange('test:staged-outage', 0, -1)).some((run) => run.startsWith('no-catchup@') && Number(run.split('@')[1]) > noCatchupTick),
+      (await redis.client.lrange('test:staged-outage', 0, -1)).some((run) => run.startsWith('no-catchup@') && Number(run.split('@')[1]) > noCatchupTick),
     30_000);
-    const runs = await redis.lrange('test:staged-outage', 0, -1);
+    const runs = await redis.client.lrange('test:staged-outage', 0, -1);
     assert.ok(!runs.includes(`kept-paused@${pausedTick}`), 'the paused job did not run its staged tick');
     assert.ok(!runs.includes(`no-catchup@${noCatchupTick}`), 'the tick that came due while no instance ran did not run');
   });
