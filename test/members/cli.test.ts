@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { before, describe, it } from 'node:test';
 import type { MemberRecord } from '../../src/members/record.js';
 import type { MembersReport } from '../../src/members/status.js';
 import { MemberStore } from '../../src/members/store.js';
 import { KeySpace } from '../../src/redis/keys.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { leasebeatCli } from './support.js';
 
 const JOBS = new URL('./fixtures/jobs/', import.meta.url).pathname;
@@ -28,24 +27,17 @@ function record(identity: string, fields: Partial<MemberRecord> = {}): MemberRec
 }
 
 describe('leasebeat cordon, uncordon, drain and status against registered members', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let store: MemberStore;
   let env: Record<string, string>;
 
   before(async () => {
-    server = await startRedis();
-    redis = server.client();
-    store = new MemberStore(redis, new KeySpace());
-    env = { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: JOBS };
+    store = new MemberStore(redis.client, new KeySpace());
+    env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS };
     // Records as members write them; nobody runs here, so nobody obeys (or answers) a cordon.
     await store.beat(record('pod-a_1f2e'));
     await store.beat(record('pod-b_77c1'));
     await store.beat(record('worker-9', { role: 'leader', activeJobs: 0, activeJobIds: [] }));
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
   });
 
   it('names a member by its identity or a unique prefix, and refuses unknown or ambiguous ones', async () => {

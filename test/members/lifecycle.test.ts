@@ -2,17 +2,16 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { AdminError, createAdmin } from '../../src/admin/admin.js';
 import { MemberStore } from '../../src/members/store.js';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import type { StatusSnapshot } from '../../src/serving/sources.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { leasebeatCli, until } from './support.js';
 
 const JOBS = new URL('./fixtures/gated-jobs/', import.meta.url).pathname;
@@ -28,8 +27,7 @@ const MEMBER_TIMINGS = {
 
 
 describe('member lifecycle with real `leasebeat start` processes on one Redis', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   const instances: Instance[] = [];
   const queues: Queue[] = [];
   /** Where the gates of `gated-run` runs live: a run ends when its gate file exists. */
@@ -45,7 +43,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
 
   /** Settings of one test's cluster: its own lease name (hence its own member registry) and BullMQ prefix. */
   const clusterEnv = (cluster: string, extra: Record<string, string> = {}): Record<string, string> => ({
-    LEASEBEAT_REDIS_URL: server.url,
+    LEASEBEAT_REDIS_URL: redis.server.url,
     LEASEBEAT_JOBS_DIR: JOBS,
     LEASEBEAT_LEASE_NAME: cluster,
     LEASEBEAT_BULL_PREFIX: `${cluster}-bull`,
@@ -59,32 +57,26 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     return instance;
   };
   const queue = (cluster: string, name: string): Queue => {
-    const created = new Queue(name, { connection: redis, prefix: `${cluster}-bull` });
+    const created = new Queue(name, { connection: redis.client, prefix: `${cluster}-bull` });
     queues.push(created);
     return created;
   };
   const httpUrl = async (instance: Instance): Promise<string> =>
     (await instance.waitForLog((l) => l.msg === 'HTTP server listening', 60_000)).url as string;
-  const leaseHolder = (cluster: string): Promise<string | null> => redis.hget(`leasebeat:{${cluster}}:lease`, 'holderIdentity');
+  const leaseHolder = (cluster: string): Promise<string | null> => redis.client.hget(`leasebeat:{${cluster}}:lease`, 'holderIdentity');
   const readyMembers = async (store: MemberStore, count: number): Promise<boolean> => {
     const view = await store.health();
     return view !== undefined && view.members.filter((m) => m.condition === 'Ready').length === count;
   };
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
+  redis.beforeClose(async () => {
     for (const instance of instances) instance.child.kill('SIGKILL');
     await Promise.all(queues.map((q) => q.close()));
-    redis.disconnect();
-    await server.close();
-    rmSync(gates, { recursive: true, force: true });
   });
+  after(() => rmSync(gates, { recursive: true, force: true }));
 
   it('SIGKILL mid-job: the member goes Unknown with its job on record, and the job completes on another instance', { timeout: 180_000 }, async (t) => {
-    const store = new MemberStore(redis, new KeySpace('leasebeat', 'kill'));
+    const store = new MemberStore(redis.client, new KeySpace('leasebeat', 'kill'));
     // The leader listens on a queue of its own, so the long run lands on a follower and the judge stays put.
     const leader = launch('kill-leader', clusterEnv('kill', { TEST_LONG_QUEUE: 'kill-leader-only' }));
     await leader.waitForLog((l) => l.msg === 'acquired the leader lease', 60_000);
@@ -149,7 +141,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
   });
 
   it('cordon releases leadership to a follower within about a RetryPeriod, drains, and uncordon brings it back', { timeout: 180_000 }, async (t) => {
-    const store = new MemberStore(redis, new KeySpace('leasebeat', 'cordon'));
+    const store = new MemberStore(redis.client, new KeySpace('leasebeat', 'cordon'));
     // A 10 s lease: a takeover within a few seconds can only come from the cordoned leader's release.
     const election = { LEASEBEAT_LEASE_DURATION: '10s', LEASEBEAT_RENEW_DEADLINE: '5s', LEASEBEAT_RETRY_PERIOD: '250ms' };
     const leader = launch('cordon-leader', clusterEnv('cordon', { ...election, TEST_LONG_QUEUE: 'cordon-leader-only' }));
@@ -163,7 +155,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     await until('the run to start on the leader', async () => (await store.get(leader.identity))?.activeJobIds.includes('cordon-leader-only/drain-1'));
 
     const drain = leasebeatCli(['drain', leader.identity, '--wait', '--timeout', '60s'], clusterEnv('cordon'));
-    await until('the cordon to be stored', async () => (await redis.hexists('leasebeat:{cordon}:cordons', leader.identity)) === 1);
+    await until('the cordon to be stored', async () => (await redis.client.hexists('leasebeat:{cordon}:cordons', leader.identity)) === 1);
     const cordonedAt = Date.now();
     const successor = await until('a follower to lead', async () => {
       const holder = await leaseHolder('cordon');
@@ -212,7 +204,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
   });
 
   it('after a SIGKILL and a change of leader, the new leader judges the dead member Unknown from its first pass, by its last write in Redis', { timeout: 120_000 }, async (t) => {
-    const store = new MemberStore(redis, new KeySpace('leasebeat', 'handover'));
+    const store = new MemberStore(redis.client, new KeySpace('leasebeat', 'handover'));
     const leader = launch('handover-leader', clusterEnv('handover'));
     await leader.waitForLog((l) => l.msg === 'acquired the leader lease', 60_000);
     const [dead, heir] = ['handover-dead', 'handover-heir'].map((id) => launch(id, clusterEnv('handover')));
@@ -234,7 +226,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
   });
 
   it('refuses a cordon or drain that leaves no member able to lead, in one line with exit 2, unless forced', { timeout: 120_000 }, async () => {
-    const store = new MemberStore(redis, new KeySpace('leasebeat', 'last'));
+    const store = new MemberStore(redis.client, new KeySpace('leasebeat', 'last'));
     const env = clusterEnv('last');
     const leader = launch('last-leader', env);
     await leader.waitForLog((l) => l.msg === 'acquired the leader lease', 60_000);
@@ -259,7 +251,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     assert.deepEqual([...(await store.cordons()).keys()], [spare!.identity], 'nothing was stored for the leader');
     assert.equal(await leaseHolder('last'), leader.identity, 'it still leads');
 
-    const admin = createAdmin({ connection: server.url, leaseName: 'last', bullPrefix: 'last-bull' });
+    const admin = createAdmin({ connection: redis.server.url, leaseName: 'last', bullPrefix: 'last-bull' });
     try {
       await assert.rejects(admin.cordon(leader.identity), (error: unknown) => error instanceof AdminError && error.code === 'no-eligible-leader');
     } finally {
@@ -273,7 +265,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
   });
 
   it('SIGTERM drains: the member reports draining, its active run finishes, then it exits and leaves the registry', { timeout: 120_000 }, async (t) => {
-    const store = new MemberStore(redis, new KeySpace('leasebeat', 'term'));
+    const store = new MemberStore(redis.client, new KeySpace('leasebeat', 'term'));
     const instance = launch('term-only', clusterEnv('term', { TEST_LONG_QUEUE: 'term-long' }));
     await until('a Ready member', () => readyMembers(store, 1), 60_000);
     const work = queue('term', 'term-long');
@@ -301,7 +293,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
   });
 
   it('SIGTERM with a run that ignores its abort signal past LEASEBEAT_SHUTDOWN_TIMEOUT: exit 0 within the timeout, the member leaves, the run restarts elsewhere as stalled', { timeout: 120_000 }, async (t) => {
-    const store = new MemberStore(redis, new KeySpace('leasebeat', 'abandon'));
+    const store = new MemberStore(redis.client, new KeySpace('leasebeat', 'abandon'));
     const shutdownTimeoutMs = 2_000;
     const env = clusterEnv('abandon', { TEST_LONG_QUEUE: 'abandon-long', LEASEBEAT_SHUTDOWN_TIMEOUT: `${shutdownTimeoutMs}ms` });
     const first = launch('abandon-first', env);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { MemberMonitor } from '../../src/members/monitor.js';
 import type { MemberRecord } from '../../src/members/record.js';
@@ -9,7 +9,7 @@ import { MemberStore } from '../../src/members/store.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { ManualClock } from '../support/manual-clock.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from './support.js';
 
 function record(identity: string, role: MemberRecord['role'], seq: number): MemberRecord {
@@ -23,25 +23,16 @@ async function redisNow(redis: Redis): Promise<number> {
 }
 
 describe('the members report after a change of leader', () => {
-  let server: TestRedis;
-  let redis: Redis;
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
-  });
+  const redis = useRedis();
 
   it('shows the dead leader as a follower with its real heartbeat age, not "leader" and "0 ms ago"', async () => {
-    const store = new MemberStore(redis, new KeySpace('leasebeat', 'report-1'));
+    const store = new MemberStore(redis.client, new KeySpace('leasebeat', 'report-1'));
     // pod-a led and wrote its last beat; then it died. pod-b, alive, takes over.
     await store.beat(record('pod-a', 'leader', 7));
-    const diedAt = await redisNow(redis);
+    const diedAt = await redisNow(redis.client);
     await store.beat(record('pod-b', 'follower', 3));
     // The takeover takes a lease duration in reality; a few hundred ms of Redis time is enough to tell.
-    await until('Redis time to move 400 ms past the last beat of pod-a', async () => (await redisNow(redis)) >= diedAt + 400, 5_000);
+    await until('Redis time to move 400 ms past the last beat of pod-a', async () => (await redisNow(redis.client)) >= diedAt + 400, 5_000);
     await store.beat(record('pod-b', 'leader', 4));
 
     // The new leader's monitor has seen nothing change yet: it starts pod-a's countdown at its Redis-stamped last write.
@@ -77,13 +68,13 @@ describe('the members report after a change of leader', () => {
   });
 
   it('removes the beat stamp with the member, on leave and on removal', async () => {
-    const store = new MemberStore(redis, new KeySpace('leasebeat', 'report-2'));
+    const store = new MemberStore(redis.client, new KeySpace('leasebeat', 'report-2'));
     await store.beat(record('pod-a', 'follower', 1));
     await store.beat(record('pod-c', 'follower', 1));
     const listed = await store.list();
     assert.ok(listed.get('pod-a')?.ageMs !== undefined);
     await store.leave('pod-a');
     assert.equal(await store.remove('pod-c', listed.get('pod-c')!.raw), true);
-    assert.deepEqual(await redis.hgetall(store.beatsKey), {});
+    assert.deepEqual(await redis.client.hgetall(store.beatsKey), {});
   });
 });

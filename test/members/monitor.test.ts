@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { Heartbeat, type MemberReport } from '../../src/members/heartbeat.js';
 import type { MemberCondition, MemberEvent } from '../../src/members/health.js';
@@ -11,7 +11,7 @@ import { createMetrics } from '../../src/serving/metrics.js';
 import type { Clock } from '../../src/util/clock.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { ManualClock } from '../support/manual-clock.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { SkewedClock, until } from './support.js';
 
 /** The defaults: heartbeat 5 s, grace 20 s, removal 60 s, 0.1 removals/s, 0.01 in partial disruption. */
@@ -122,19 +122,9 @@ class Harness {
 }
 
 describe('member health on a real Redis, stepped with a manual clock', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let clusters = 0;
-  const harness = (): Harness => new Harness(redis, `members-${++clusters}`);
-
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
-  });
+  const harness = (): Harness => new Harness(redis.client, `members-${++clusters}`);
 
   it('a member goes Unknown after the grace period, not before, and Unknown members are removed at the configured rate', async () => {
     const h = harness();

@@ -1,33 +1,22 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { MemberStore } from '../../src/members/store.js';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { createScheduler } from '../../src/scheduler.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from './support.js';
 
 const JOBS = new URL('./fixtures/jobs/', import.meta.url).pathname;
 
 describe('createScheduler and cordons (in process, real Redis)', () => {
-  let server: TestRedis;
-  let redis: Redis;
-
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
-  });
+  const redis = useRedis();
 
   it('a cordon stored for its identity is obeyed from the start; it stays Ready; uncordon brings it into service', { timeout: 60_000 }, async () => {
     const scheduler = createScheduler({
-      connection: server.url,
+      connection: redis.server.url,
       jobsDir: JOBS,
       leaseName: 'restart',
       identity: 'pod-0',
@@ -36,7 +25,7 @@ describe('createScheduler and cordons (in process, real Redis)', () => {
     });
     // A restart under a fixed identity (a StatefulSet pod name) finds the cordon an operator left.
     await scheduler.members.cordon('pod-0', { at: Date.now(), note: 'disk replacement' });
-    const queue = new Queue('long', { connection: redis });
+    const queue = new Queue('long', { connection: redis.client });
     try {
       await scheduler.start();
       const record = await scheduler.members.get('pod-0');
@@ -46,7 +35,7 @@ describe('createScheduler and cordons (in process, real Redis)', () => {
       await queue.add('long-sleep', run, { jobId: 'after-restart' });
       await sleep(1_500);
       assert.equal(await queue.getJobState('after-restart'), 'waiting', 'no job is taken');
-      assert.equal(await redis.exists('leasebeat:{restart}:lease'), 0, 'no vote was cast: the lease was never even created');
+      assert.equal(await redis.client.exists('leasebeat:{restart}:lease'), 0, 'no vote was cast: the lease was never even created');
       const checks = await scheduler.readiness();
       assert.deepEqual(
         checks.map((c) => [c.name, c.ok]),
@@ -65,6 +54,6 @@ describe('createScheduler and cordons (in process, real Redis)', () => {
       await queue.close();
     }
     // The scheduler closed the connection it opened: read with this test's own.
-    assert.equal(await new MemberStore(redis, new KeySpace('leasebeat', 'restart')).get('pod-0'), undefined, 'stop() leaves the registry');
+    assert.equal(await new MemberStore(redis.client, new KeySpace('leasebeat', 'restart')).get('pod-0'), undefined, 'stop() leaves the registry');
   });
 });

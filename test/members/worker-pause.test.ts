@@ -1,38 +1,27 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { scheduledJob } from '../scheduling/helpers.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from './support.js';
 
 describe('WorkerPool pause and resume (what a cordon does to the workers), on real BullMQ', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   const queues: Queue[] = [];
   const queue = (name: string): Queue => {
-    const created = new Queue(name, { connection: redis });
+    const created = new Queue(name, { connection: redis.client });
     queues.push(created);
     return created;
   };
-
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    await Promise.all(queues.map((q) => q.close()));
-    redis.disconnect();
-    await server.close();
-  });
+  redis.beforeClose(() => Promise.all(queues.map((q) => q.close())));
 
   it('finishes the active run, takes no new one until resumed, and starts new queues paused', { timeout: 60_000 }, async () => {
     const gates = new Map<string, () => void>();
     const handler = (job: { id?: string }): Promise<string> => new Promise((resolve) => gates.set(job.id!, () => resolve(`done ${job.id}`)));
-    const pool = testWorkerPool({ connection: redis, logger: silentLogger, tuning: { lockDurationMs: 5_000, stalledIntervalMs: 2_000 } });
+    const pool = testWorkerPool({ connection: redis.client, logger: silentLogger, tuning: { lockDurationMs: 5_000, stalledIntervalMs: 2_000 } });
     const first = queue('pause-a');
     pool.update(new Map([['slow', scheduledJob({ name: 'slow', every: '1h', queue: 'pause-a', concurrency: 2, handler })]]));
     try {
