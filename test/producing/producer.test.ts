@@ -48,8 +48,8 @@ describe('Producer on a real Redis and BullMQ', () => {
   let queues: QueueSet;
   let jobs: Map<string, ScheduledJob>;
 
-  const producer = (options: { stillLeading?: () => boolean; metrics?: ProducerMetrics } = {}): Producer =>
-    new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: options.stillLeading ?? (() => true), logger, metrics: options.metrics });
+  const producer = (options: { stillLeading?: () => boolean; metrics?: ProducerMetrics; onTakenOver?: () => void } = {}): Producer =>
+    new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: options.stillLeading ?? (() => true), logger, metrics: options.metrics, onTakenOver: options.onTakenOver });
 
   before(async () => {
     server = await startRedis();
@@ -92,7 +92,9 @@ describe('Producer on a real Redis and BullMQ', () => {
       assert.equal(job.id, `fast@${data.tick}`);
       assert.equal(data.tick % 1000, 0, 'every ticks are aligned to the epoch');
       assert.equal(data.token.leaderTransitions, 1);
-      assert.ok(job.timestamp - data.tick < 250, `enqueued ${job.timestamp - data.tick} ms after its tick`);
+      // Never before its tick (the producer's clock is Redis' time, this process' within a few ms); how
+      // soon after is the benchmark's to measure, not a test's on a loaded machine.
+      assert.ok(job.timestamp >= data.tick - 5, `enqueued ${data.tick - job.timestamp} ms before its tick`);
     }
     assert.equal(metrics.enqueuedTotal, added.length);
     assert.equal((await ledger.jobState('fast')).enqueued, added.length);
@@ -123,7 +125,8 @@ describe('Producer on a real Redis and BullMQ', () => {
       await run;
     }
     const added = await queueJobs();
-    for (const job of added) assert.ok(job.timestamp - (job.data as TickJobData).tick < 250, `${job.id} enqueued ${job.timestamp - (job.data as TickJobData).tick} ms after its tick`);
+    // Held back by an hour's step back it would be an hour late: a bound far from both a step and a loaded machine.
+    for (const job of added) assert.ok(job.timestamp - (job.data as TickJobData).tick < 60_000, `${job.id} enqueued ${job.timestamp - (job.data as TickJobData).tick} ms after its tick`);
     const ticks = added.map((job) => (job.data as TickJobData).tick).sort((a, b) => a - b);
     assert.deepEqual(await silentGaps(ledger, 'fast', ticksBetween(ticks[0]!, ticks.at(-1)!, 1000)), []);
   });
@@ -267,16 +270,22 @@ describe('Producer on a real Redis and BullMQ', () => {
     await redis.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(Math.floor(now / 1000) * 1000 - 20_000));
     const metrics = new CountingMetrics();
     const stop = new AbortController();
-    const run = producer({ metrics }).run(term(2), stop.signal);
-    await sleep(100);
+    let takenOver: () => void = () => undefined;
+    const tookOver = new Promise<void>((resolve) => (takenOver = resolve));
+    const run = producer({ metrics, onTakenOver: () => takenOver() }).run(term(2), stop.signal);
+    await tookOver;
     stop.abort();
     await run;
     const reasons = Object.fromEntries(metrics.skips.map((s) => [s.reason, s.count]));
     assert.ok(reasons['missed-window']! >= 14, JSON.stringify(reasons));
     assert.ok(reasons['catchup-limit']! >= 4, JSON.stringify(reasons));
-    assert.equal((await queueJobs()).length, 1, 'only the newest missed tick ran');
     const ranges = await ledger.skippedRanges('fast');
     assert.deepEqual(ranges.map((r) => r.reason).sort(), ['catchup-limit', 'missed-window']);
+    // The newest missed tick follows the skipped ones; a tick due after the takeover planned (on a loaded
+    // machine, before the abort) is a regular run, not caught up.
+    const newestMissed = Math.max(...ranges.map((r) => r.to)) + 1000;
+    const caughtUp = (await queueJobs()).map((job) => (job.data as TickJobData).tick).filter((tick) => tick <= newestMissed);
+    assert.deepEqual(caughtUp, [newestMissed], 'only the newest missed tick ran');
   });
 
   it('overlap skip: a tick is skipped while the previous run is still unfinished', async () => {
@@ -409,7 +418,9 @@ describe('Producer on a real Redis and BullMQ', () => {
     assert.equal((await ledger.jobState('broken')).lastScheduledTick, stuck[0]);
     const fast = (await queueJobs()).filter((job) => job.name === 'fast');
     assert.ok(fast.length >= 2, `the other job enqueued ${fast.length} ticks`);
-    for (const job of fast) assert.ok(job.timestamp - (job.data as { tick: number }).tick < 250, 'on time');
+    // Not held back by the stuck lane: every tick of the other job since its first ran, in order.
+    const fastTicks = fast.map((job) => (job.data as { tick: number }).tick).sort((a, b) => a - b);
+    assert.deepEqual(fastTicks, fastTicks.map((_, i) => fastTicks[0]! + i * 1000), 'the other job ran each of its ticks');
     broken = false;
     await waitFor('the held-back ticks of the broken job', async () => (await ledger.jobState('broken')).enqueued >= 2, 10_000);
     stop.abort();
