@@ -14,7 +14,7 @@ import { QueueSet } from '../redis/queue-set.js';
 import { bullPrefixFor, isCluster, RedisConnections, RedisTopologyError, redact, type RedisClient } from '../redis/redis-topology.js';
 import { parseLedgerRecord, parseTriggerRecord, recordedRun } from '../ledger/records.js';
 import { TickLedger, type FenceState, type JobState, type SkippedRange } from '../ledger/tick-ledger.js';
-import type { ScheduledJob } from '../scheduling/define-job.js';
+import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
 import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { loadJobs, type LoadError } from '../scheduling/loader.js';
@@ -699,8 +699,4 @@ export function formatRuns(job: string, runs: readonly RecentRun[]): string[] {
     const what = run.kind === 'range' ? `skipped ${run.count} tick${run.count === 1 ? '' : 's'}` : run.kind === 'manual' ? `manual run, ${run.fate}` : run.fate;
     return [when, `${what}${run.reason ? ` (${run.reason})` : ''}`, run.jobId ?? '', run.state ?? ''].join('  ').trimEnd();
   });
-}
-
-function describeTrigger(job: ScheduledJob): string {
-  return job.trigger.kind === 'cron' ? job.trigger.expression : `every ${formatDuration(job.trigger.everyMs)}`;
 }

@@ -17,6 +17,8 @@ describe('src/cli uses only the public API', () => {
     assert.equal(internal.length, 1);
     assert.match(internal[0]!, /uses only the public API: import from \.\.\/index\.js/);
     assert.deepEqual(await lint("import { createAdmin } from '../index.js';\nexport const admin = createAdmin;\n"), []);
+    assert.deepEqual(await lint("import { SETTINGS } from '../config/cli-support.js';\nexport const settings = SETTINGS;\n"), [], 'the CLI\'s second entry point');
+    assert.equal((await lint("import { SETTINGS } from '../config/settings.js';\nexport const settings = SETTINGS;\n")).length, 1, 'not the module behind it');
     assert.deepEqual(await lint("import { redisAnswers } from './embedded-redis.js';\nexport const probe = redisAnswers;\n"), []);
   });
 });
