@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -13,7 +13,7 @@ import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { waitFor } from '../support/ledger-audit.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 /**
@@ -36,26 +36,16 @@ function schedules(every: string, { count = JOBS, startAt }: { count?: number; s
 }
 
 describe('Producer batching, by Redis commands', () => {
-  let server: TestRedis;
-  let audit: Redis;
+  const redis = useRedis({ flush: true });
   let proxy: TcpProxy;
   let counter: RespCommandCounter;
   let producerRedis: Redis;
   let queues: QueueSet;
   const keys = new KeySpace();
 
-  before(async () => {
-    server = await startRedis();
-    audit = server.client();
-  });
-  after(async () => {
-    audit.disconnect();
-    await server.close();
-  });
   beforeEach(async () => {
-    await audit.flushall();
     counter = new RespCommandCounter();
-    proxy = await TcpProxy.start({ port: server.port }, { onClientData: (chunk, connection) => counter.push(chunk, connection) });
+    proxy = await TcpProxy.start({ port: redis.server.port }, { onClientData: (chunk, connection) => counter.push(chunk, connection) });
     producerRedis = new Redis({ port: proxy.port, host: '127.0.0.1', maxRetriesPerRequest: null });
     queues = new QueueSet({ connection: producerRedis });
   });
@@ -89,7 +79,7 @@ describe('Producer batching, by Redis commands', () => {
   };
 
   const fieldOfAll = async (field: (job: string) => [string, string]): Promise<Array<string | null>> => {
-    const pipeline = audit.pipeline();
+    const pipeline = redis.client.pipeline();
     for (let i = 0; i < JOBS; i++) pipeline.hget(...field(`j${i}`));
     return ((await pipeline.exec()) ?? []).map(([, value]) => value as string | null);
   };
@@ -137,15 +127,15 @@ describe('Producer batching, by Redis commands', () => {
   it('an idle leader waits for trigger requests on a blocking read instead of polling, and still runs a request', { timeout: 30_000 }, async () => {
     const running = start(schedules('1h', { count: 1 }));
     try {
-      await waitFor('the job taken over', async () => (await audit.hget(keys.jobState('j0'), 'scheduledSince')) !== null, 10_000, 50);
+      await waitFor('the job taken over', async () => (await redis.client.hget(keys.jobState('j0'), 'scheduledSince')) !== null, 10_000, 50);
       await sleep(500);
       const idle = countFromNow();
       await sleep(4_000);
       const counts = idle();
       const reads = (counts.XREAD ?? 0) + (counts.XRANGE ?? 0);
       assert.ok(reads <= 2, `stream reads by an idle leader in 4 s: ${reads} (${JSON.stringify(counts)})`);
-      const request = await submitTrigger(audit, keys, 'j0', 10_000);
-      const outcome = await waitFor('the trigger outcome', () => triggerOutcome(audit, keys, request.id), 10_000, 25);
+      const request = await submitTrigger(redis.client, keys, 'j0', 10_000);
+      const outcome = await waitFor('the trigger outcome', () => triggerOutcome(redis.client, keys, request.id), 10_000, 25);
       assert.deepEqual(outcome, { jobId: `j0@manual-${request.id}`, queue: 'burst', flow: false });
     } finally {
       await running.stop();

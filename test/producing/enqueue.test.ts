@@ -1,30 +1,22 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { addRun } from '../../src/producing/enqueue.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { scheduledJob, tickJobData } from '../support/scheduled-job.js';
 import { waitFor } from '../support/ledger-audit.js';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { silentLogger } from '../../src/util/logger.js';
 
 describe('addRun on a real Redis and BullMQ', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let queues: QueueSet;
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-    queues = new QueueSet({ connection: redis });
+  before(() => {
+    queues = new QueueSet({ connection: redis.client });
   });
-  after(async () => {
-    await queues.close();
-    redis.disconnect();
-    await server.close();
-  });
+  redis.beforeClose(() => queues.close());
 
   it('a repeated add of a flow run (a retried claim) adds its parent and children once, with ids derived from the run', async () => {
     const job = scheduledJob({
@@ -34,7 +26,7 @@ describe('addRun on a real Redis and BullMQ', () => {
     const opts = { jobId: 'fan@1000', deduplication: { id: 'fan@1000', ttl: 60_000 } };
     assert.equal(await addRun(queues, job, tickJobData({}, 1000), opts), 'fan@1000');
     assert.equal(await addRun(queues, job, tickJobData({}, 1000), opts), 'fan@1000');
-    const queue = new Queue('leasebeat', { connection: redis });
+    const queue = new Queue('leasebeat', { connection: redis.client });
     try {
       const all = await queue.getJobs(['waiting', 'waiting-children', 'delayed', 'prioritized']);
       assert.deepEqual(all.map((j) => j.id).sort(), ['fan@1000', 'fan@1000/0', 'fan@1000/0/0', 'fan@1000/1']);
@@ -55,8 +47,8 @@ describe('addRun on a real Redis and BullMQ', () => {
     });
     const opts = { ...job.jobOptions, jobId: 'kept@1000', deduplication: { id: 'kept@1000', ttl: 3_600_000 } };
     await addRun(queues, job, tickJobData({}, 1000), opts);
-    const pool = testWorkerPool({ connection: redis, logger: silentLogger });
-    const queue = new Queue('kept', { connection: redis });
+    const pool = testWorkerPool({ connection: redis.client, logger: silentLogger });
+    const queue = new Queue('kept', { connection: redis.client });
     try {
       pool.update(new Map([[job.name, job]]));
       await waitFor('the flow to complete', async () => (await queue.getJobState('kept@1000')) === 'completed');

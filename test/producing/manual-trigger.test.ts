@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { AdminError, createAdmin } from '../../src/index.js';
 import type { Term } from '../../src/election/record.js';
@@ -12,7 +11,7 @@ import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
@@ -29,8 +28,7 @@ function yearly(definition: Partial<JobDefinition> & { name: string }): Schedule
 const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
 
 describe('manual triggers: taken by the leader under the fence, at most once', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let ledger: TickLedger;
   let queues: QueueSet;
   let jobs: Map<string, ScheduledJob>;
@@ -38,7 +36,7 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
 
   const lead = (transitions: number): { stop: AbortController; run: Promise<void> } => {
     const stop = new AbortController();
-    const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
     const entry = { stop, run: producer.run(term(transitions), stop.signal) };
     running.push(entry);
     return entry;
@@ -47,9 +45,9 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
     for (const entry of running.splice(0)) entry.stop.abort();
     await Promise.all(running.map((entry) => entry.run));
   };
-  const outcomeOf = (id: string): Promise<TriggerOutcome> => until(`the outcome of ${id}`, () => triggerOutcome(redis, keys, id), 10_000);
+  const outcomeOf = (id: string): Promise<TriggerOutcome> => until(`the outcome of ${id}`, () => triggerOutcome(redis.client, keys, id), 10_000);
   const queueJobs = async (name: string) => {
-    const queue = new Queue(name, { connection: redis });
+    const queue = new Queue(name, { connection: redis.client });
     try {
       return await queue.getJobs(['waiting', 'waiting-children', 'delayed', 'active', 'completed', 'failed', 'prioritized']);
     } finally {
@@ -57,62 +55,56 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
     }
   };
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
+  redis.beforeClose(async () => {
     await stopAll();
     await queues?.close();
-    redis.disconnect();
-    await server.close();
   });
   beforeEach(async () => {
     await stopAll();
     await queues?.close();
-    await redis.flushall();
-    ledger = new TickLedger(redis, keys);
-    queues = new QueueSet({ connection: redis });
+    await redis.client.flushall();
+    ledger = new TickLedger(redis.client, keys);
+    queues = new QueueSet({ connection: redis.client });
     jobs = new Map([['report', yearly({ name: 'report', data: { to: 'ops' } })]]);
   });
 
   it('one request adds exactly one run, with the id the request names, the term in its data, and not as the previous run', async () => {
     lead(1);
-    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    const request = await submitTrigger(redis.client, keys, 'report', 10_000);
     const outcome = await outcomeOf(request.id);
     const jobId = manualJobId('report', request.id);
     assert.deepEqual(outcome, { jobId, queue: 'manual-test', flow: false });
     const added = await queueJobs('manual-test');
     assert.deepEqual(added.map((job) => job.id), [jobId]);
     assert.deepEqual(added[0]!.data, { tick: request.requestedAt, token: { generation: 'gen-1', leaderTransitions: 1 }, data: { to: 'ops' }, manual: true });
-    assert.equal(await redis.hget(keys.manual('report'), request.id), `enqueued|${jobId}`);
+    assert.equal(await redis.client.hget(keys.manual('report'), request.id), `enqueued|${jobId}`);
     assert.equal((await ledger.jobState('report')).lastJobId, undefined, 'a trigger does not become the previous run');
   });
 
   it('the same request read again by a second term adds nothing', async () => {
     const first = lead(1);
-    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    const request = await submitTrigger(redis.client, keys, 'report', 10_000);
     await outcomeOf(request.id);
     first.stop.abort();
     await first.run;
     await queues.get('manual-test').obliterate({ force: true });
     lead(2);
     // A later request is taken by the second term, so it has read past the first one.
-    const later = await submitTrigger(redis, keys, 'report', 10_000);
+    const later = await submitTrigger(redis.client, keys, 'report', 10_000);
     await outcomeOf(later.id);
     assert.deepEqual((await queueJobs('manual-test')).map((job) => job.id), [manualJobId('report', later.id)]);
-    assert.equal(await redis.llen(keys.triggerResult(request.id)), 1);
+    assert.equal(await redis.client.llen(keys.triggerResult(request.id)), 1);
   });
 
   it('a claim an earlier term left unconfirmed is finished by the next term with the same job id, once', async () => {
     assert.deepEqual(await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'leader-1', Date.now()), { ok: true });
-    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    const request = await submitTrigger(redis.client, keys, 'report', 10_000);
     const jobId = manualJobId('report', request.id);
     // What a leader that died between its claim and its add leaves behind.
-    await redis.hset(keys.manual('report'), request.id, `claimed|gen-1|1|${jobId}`);
+    await redis.client.hset(keys.manual('report'), request.id, `claimed|gen-1|1|${jobId}`);
     lead(2);
     assert.deepEqual(await outcomeOf(request.id), { jobId, queue: 'manual-test', flow: false });
-    assert.equal(await redis.hget(keys.manual('report'), request.id), `enqueued|${jobId}`);
+    assert.equal(await redis.client.hget(keys.manual('report'), request.id), `enqueued|${jobId}`);
     const added = await queueJobs('manual-test');
     assert.deepEqual(added.map((job) => [job.id, (job.data as { token: { leaderTransitions: number } }).token.leaderTransitions]), [[jobId, 2]]);
   });
@@ -121,9 +113,9 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
     const stale = lead(1);
     await until('the first term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 1);
     assert.deepEqual(await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 2 }, 'leader-2', Date.now()), { ok: true });
-    const request = await submitTrigger(redis, keys, 'report', 10_000);
+    const request = await submitTrigger(redis.client, keys, 'report', 10_000);
     await stale.run;
-    assert.equal(await redis.hget(keys.manual('report'), request.id), null);
+    assert.equal(await redis.client.hget(keys.manual('report'), request.id), null);
     assert.ok((await ledger.fence()).fenced >= 1);
     assert.deepEqual(await queueJobs('manual-test'), []);
     lead(2);
@@ -131,20 +123,20 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
   });
 
   it('a request past its deadline is refused and never runs', async () => {
-    const request = await submitTrigger(redis, keys, 'report', 1);
-    await until('Redis time to pass the deadline', async () => Number((await redis.time())[0]) * 1000 > request.deadline + 1000, 5_000);
+    const request = await submitTrigger(redis.client, keys, 'report', 1);
+    await until('Redis time to pass the deadline', async () => Number((await redis.client.time())[0]) * 1000 > request.deadline + 1000, 5_000);
     lead(1);
     assert.deepEqual(await outcomeOf(request.id), { refused: 'expired' });
-    assert.equal(await redis.hget(keys.manual('report'), request.id), 'refused|expired');
+    assert.equal(await redis.client.hget(keys.manual('report'), request.id), 'refused|expired');
     assert.deepEqual(await queueJobs('manual-test'), []);
   });
 
   it('a paused job and an unknown job are refused with their reasons', async () => {
     await ledger.pause('report', 'maintenance');
     lead(1);
-    const paused = await submitTrigger(redis, keys, 'report', 10_000);
+    const paused = await submitTrigger(redis.client, keys, 'report', 10_000);
     assert.deepEqual(await outcomeOf(paused.id), { refused: 'paused' });
-    const unknown = await submitTrigger(redis, keys, 'no-such-job', 10_000);
+    const unknown = await submitTrigger(redis.client, keys, 'no-such-job', 10_000);
     assert.deepEqual(await outcomeOf(unknown.id), { refused: 'unknown-job' });
     assert.deepEqual(await queueJobs('manual-test'), []);
   });
@@ -155,7 +147,7 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
       yearly({ name: 'fan-out', handler: undefined, flow: () => ({ name: 'fan-out', children: [{ name: 'part', data: { n: 1 } }, { name: 'part', data: { n: 2 } }] }) }),
     );
     lead(1);
-    const request = await submitTrigger(redis, keys, 'fan-out', 10_000);
+    const request = await submitTrigger(redis.client, keys, 'fan-out', 10_000);
     const outcome = await outcomeOf(request.id);
     const jobId = manualJobId('fan-out', request.id);
     assert.deepEqual(outcome, { jobId, queue: 'manual-test', flow: true });
@@ -165,7 +157,7 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
   });
 
   it('the admin returns the run, refuses a paused job with its own code, and with no leader times out saying it will not run', { timeout: 30_000 }, async () => {
-    const admin = createAdmin({ connection: server.url, timeoutMs: 1_500 });
+    const admin = createAdmin({ connection: redis.server.url, timeoutMs: 1_500 });
     try {
       await assert.rejects(admin.trigger('report'), (error: unknown) => error instanceof AdminError && error.code === 'timeout' && /will not run/.test(error.message));
       lead(1);

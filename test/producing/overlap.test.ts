@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import type { Term } from '../../src/election/record.js';
 import { KeySpace } from '../../src/redis/keys.js';
@@ -12,7 +11,7 @@ import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { OverlapPolicy, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { waitFor } from '../support/ledger-audit.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { RunRecorder } from '../support/run-recorder.js';
 
 const logger = pino({ level: 'silent' });
@@ -28,25 +27,16 @@ function slowJob(overlap: OverlapPolicy): ScheduledJob {
 const RUN_MS = 1_500;
 
 describe('Overlap policies with real workers: runs never overlap and start in tick order', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let ledger: TickLedger;
   let queues: QueueSet;
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    await queues?.close();
-    redis.disconnect();
-    await server.close();
-  });
+  redis.beforeClose(() => queues?.close());
   beforeEach(async () => {
     await queues?.close();
-    await redis.flushall();
-    ledger = new TickLedger(redis, new KeySpace());
-    queues = new QueueSet({ connection: redis });
+    await redis.client.flushall();
+    ledger = new TickLedger(redis.client, new KeySpace());
+    queues = new QueueSet({ connection: redis.client });
   });
 
   /**
@@ -55,13 +45,13 @@ describe('Overlap policies with real workers: runs never overlap and start in ti
    */
   async function produceWithWorkers(job: ScheduledJob, terms: number, termMs: number): Promise<RunRecorder> {
     const recorder = new RunRecorder();
-    const connections = [server.client(), server.client()];
+    const connections = [redis.server.client(), redis.server.client()];
     const workers = connections.map((connection, i) => new Worker('leasebeat', recorder.processor(`worker-${i}`, RUN_MS), { connection, concurrency: 1 }));
     const jobs = new Map([[job.name, job]]);
     const producing: Array<{ stop: AbortController; run: Promise<void> }> = [];
     for (let i = 1; i <= terms; i++) {
       const stop = new AbortController();
-      const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+      const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
       producing.push({ stop, run: producer.run(term(i), stop.signal) });
       await sleep(termMs);
     }
@@ -75,7 +65,7 @@ describe('Overlap policies with real workers: runs never overlap and start in ti
   it('bufferOne across a handover: the next term keeps the buffered tick until the run before it finished', { timeout: 30_000 }, async () => {
     const job = slowJob('bufferOne');
     const jobs = new Map([[job.name, job]]);
-    const producer = (): Producer => new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const producer = (): Producer => new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
     const first = new AbortController();
     const run1 = producer().run(term(1), first.signal);
     // No worker yet: the first run stays waiting and the next tick is buffered behind it.
@@ -93,7 +83,7 @@ describe('Overlap policies with real workers: runs never overlap and start in ti
     await waitFor('the second term to tick', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) > buffered + 1000);
     assert.match((await ledger.tickState(job.name, buffered)) ?? '', /^buffered\|/, 'still buffered behind a waiting run');
     assert.equal(await queues.get('leasebeat').getJob(`slow@${buffered}`), undefined);
-    const connection = server.client();
+    const connection = redis.server.client();
     const worker = new Worker('leasebeat', () => sleep(100), { connection });
     await waitFor('the buffered tick to be added', async () => (await ledger.tickState(job.name, buffered))?.startsWith('enqueued|'));
     second.abort();

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -11,7 +11,7 @@ import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 const logger = pino({ level: 'silent' });
@@ -61,25 +61,16 @@ class ProxiedProducer {
 }
 
 describe('Producer under Redis faults', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let ledger: TickLedger;
   let proxy: TcpProxy;
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    await proxy?.close();
-    redis.disconnect();
-    await server.close();
-  });
+  redis.beforeClose(() => proxy?.close());
   beforeEach(async () => {
     await proxy?.close();
-    await redis.flushall();
-    ledger = new TickLedger(redis, new KeySpace());
-    proxy = await TcpProxy.start({ port: server.port });
+    await redis.client.flushall();
+    ledger = new TickLedger(redis.client, new KeySpace());
+    proxy = await TcpProxy.start({ port: redis.server.port });
   });
 
   it('ticks whose claims failed are never lost when the leader is killed before retrying them', { timeout: 30_000 }, async () => {
@@ -101,8 +92,8 @@ describe('Producer under Redis faults', () => {
     await leader.close();
 
     const next = new AbortController();
-    const queues = new QueueSet({ connection: redis });
-    const successor = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const queues = new QueueSet({ connection: redis.client });
+    const successor = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
     const running = successor.run(term(2), next.signal);
     const last = await waitFor('the next term to produce', async () => {
       const tick = (await ledger.jobState('fast')).lastScheduledTick ?? 0;

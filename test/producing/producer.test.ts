@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
@@ -15,7 +14,7 @@ import { nextTick } from '../../src/scheduling/plan.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { systemClock, type Clock } from '../../src/util/clock.js';
 import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { startRedis, useRedis } from '../support/redis-server.js';
 import { term } from '../support/term.js';
 
 const logger = pino({ level: 'silent' });
@@ -42,34 +41,25 @@ class CountingMetrics implements ProducerMetrics {
 }
 
 describe('Producer on a real Redis and BullMQ', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let ledger: TickLedger;
   let queues: QueueSet;
   let jobs: Map<string, ScheduledJob>;
 
   const producer = (options: { stillLeading?: () => boolean; metrics?: ProducerMetrics; onTakenOver?: () => void } = {}): Producer =>
-    new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: options.stillLeading ?? (() => true), logger, metrics: options.metrics, onTakenOver: options.onTakenOver });
+    new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: options.stillLeading ?? (() => true), logger, metrics: options.metrics, onTakenOver: options.onTakenOver });
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    await queues?.close();
-    redis.disconnect();
-    await server.close();
-  });
+  redis.beforeClose(() => queues?.close());
   beforeEach(async () => {
     await queues?.close();
-    await redis.flushall();
-    ledger = new TickLedger(redis, new KeySpace());
-    queues = new QueueSet({ connection: redis });
+    await redis.client.flushall();
+    ledger = new TickLedger(redis.client, new KeySpace());
+    queues = new QueueSet({ connection: redis.client });
     jobs = new Map();
   });
 
   const queueJobs = async (name = 'leasebeat') => {
-    const queue = new Queue(name, { connection: redis });
+    const queue = new Queue(name, { connection: redis.client });
     try {
       return await queue.getJobs(['waiting', 'delayed', 'active', 'completed', 'failed', 'prioritized']);
     } finally {
@@ -105,7 +95,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     let stepMs = 0;
     const stepped: Clock = { ...systemClock, now: () => Date.now() + stepMs };
     const stop = new AbortController();
-    const run = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, clock: stepped }).run(term(1), stop.signal);
+    const run = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, clock: stepped }).run(term(1), stop.signal);
     const enqueued = async (): Promise<number> => (await ledger.jobState('fast')).enqueued;
     const onTime = async (what: string): Promise<void> => {
       const before = await enqueued();
@@ -141,7 +131,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const freshStop = new AbortController();
     const freshRun = producer().run(term(2), freshStop.signal);
     await staleRun; // ends by itself once a claim is fenced
-    const raisedAt = Number(await redis.hget(ledger.keys.fence, 'raisedAt'));
+    const raisedAt = Number(await redis.client.hget(ledger.keys.fence, 'raisedAt'));
     await sleep(2_200);
     freshStop.abort();
     await freshRun;
@@ -206,12 +196,12 @@ describe('Producer on a real Redis and BullMQ', () => {
     await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 5 }, 'newer', Date.now());
     const calls: string[] = [];
     const stop = new AbortController();
-    const p = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
+    const p = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
     await Promise.race([p.run(term(4), stop.signal), sleep(5_000).then(() => assert.fail('the run did not end by itself'))]);
     assert.deepEqual(calls, ['fence-refused']);
     assert.equal((await ledger.jobState('fast')).lastScheduledTick, undefined, 'nothing was claimed');
     // The same token under another holder is refused too: one token, one term.
-    const sameToken = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
+    const sameToken = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
     await sameToken.run({ ...term(5), holderIdentity: 'another' }, stop.signal);
     assert.deepEqual(calls, ['fence-refused', 'fence-refused']);
   });
@@ -226,7 +216,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     await sleep(300);
     stop.abort();
     await run;
-    const queue = new Queue('leasebeat', { connection: redis });
+    const queue = new Queue('leasebeat', { connection: redis.client });
     const job = await queue.getJob(`fast@${orphan}`);
     await queue.close();
     assert.ok(job, 'the orphaned claim was enqueued by the next term');
@@ -236,7 +226,7 @@ describe('Producer on a real Redis and BullMQ', () => {
 
   it('never enqueues a tick twice, even after removeOnComplete deleted its job', async () => {
     jobs.set('fast', scheduled({ name: 'fast', removeOnComplete: true }));
-    const workerConnection = server.client();
+    const workerConnection = redis.server.client();
     const worker = new Worker('leasebeat', () => Promise.resolve('done'), { connection: workerConnection });
     const first = new AbortController();
     const run1 = producer().run(term(1), first.signal);
@@ -244,12 +234,12 @@ describe('Producer on a real Redis and BullMQ', () => {
     first.abort();
     await run1;
     await sleep(300);
-    const done = Number((await redis.hget(ledger.keys.jobState('fast'), 'enqueued')) ?? 0);
+    const done = Number((await redis.client.hget(ledger.keys.jobState('fast'), 'enqueued')) ?? 0);
     assert.ok(done >= 2);
     assert.equal((await queueJobs()).length, 0, 'completed jobs were removed');
     // A new term replays the same ticks (as after a failover): the ledger refuses every one of them.
-    const last = Number(await redis.hget(ledger.keys.jobState('fast'), 'lastScheduledTick'));
-    await redis.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(last - 3_000));
+    const last = Number(await redis.client.hget(ledger.keys.jobState('fast'), 'lastScheduledTick'));
+    await redis.client.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(last - 3_000));
     const second = new AbortController();
     const run2 = producer().run(term(2), second.signal);
     await sleep(200);
@@ -257,9 +247,9 @@ describe('Producer on a real Redis and BullMQ', () => {
     await run2;
     await worker.close();
     workerConnection.disconnect();
-    const runs = await redis.zcard('bull:leasebeat:completed');
+    const runs = await redis.client.zcard('bull:leasebeat:completed');
     assert.equal(runs, 0);
-    const enqueuedAfter = Number(await redis.hget(ledger.keys.jobState('fast'), 'enqueued'));
+    const enqueuedAfter = Number(await redis.client.hget(ledger.keys.jobState('fast'), 'enqueued'));
     assert.ok(enqueuedAfter - done <= 1, `the replayed ticks were not enqueued again (${enqueuedAfter - done} new)`);
   });
 
@@ -267,7 +257,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     jobs.set('fast', scheduled({ name: 'fast', catchup: { window: '5s', mode: 'latest' } }));
     await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'old', Date.now());
     const now = Date.now();
-    await redis.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(Math.floor(now / 1000) * 1000 - 20_000));
+    await redis.client.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(Math.floor(now / 1000) * 1000 - 20_000));
     const metrics = new CountingMetrics();
     const stop = new AbortController();
     let takenOver: () => void = () => undefined;
@@ -317,7 +307,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     jobs.set('fast', scheduled({ name: 'fast', catchup: { window: '1m', mode: 'latest' } }));
     await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'old', Date.now());
     const watermark = Math.floor(Date.now() / 1000) * 1000 - 9_000;
-    await redis.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(watermark));
+    await redis.client.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(watermark));
     await ledger.pause('fast', 'paused while every instance was down');
     const stop = new AbortController();
     const run = producer().run(term(2), stop.signal);
@@ -361,7 +351,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     await sleep(2_300); // no worker: the first run stays waiting, the second is buffered, the third skipped
     stop.abort();
     await run;
-    const ticks = (await redis.zrange(ledger.keys.ledgerIndex('buffered'), 0, -1)).map(Number);
+    const ticks = (await redis.client.zrange(ledger.keys.ledgerIndex('buffered'), 0, -1)).map(Number);
     const states = await Promise.all(ticks.map((tick) => ledger.tickState('buffered', tick)));
     assert.match(states[0] ?? '', /^enqueued\|/);
     assert.match(states[1] ?? '', /^buffered\|/);
@@ -388,7 +378,7 @@ describe('Producer on a real Redis and BullMQ', () => {
       await run;
     }
     const { lastJobTick } = await ledger.jobState('fan');
-    const queue = new Queue('leasebeat', { connection: redis });
+    const queue = new Queue('leasebeat', { connection: redis.client });
     try {
       const parent = await queue.getJob(`fan@${lastJobTick}`);
       assert.equal(await parent?.getState(), 'waiting-children');
@@ -425,7 +415,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     await waitFor('the held-back ticks of the broken job', async () => (await ledger.jobState('broken')).enqueued >= 2, 10_000);
     stop.abort();
     await run;
-    const ticks = (await redis.zrange(ledger.keys.ledgerIndex('broken'), 0, -1)).map(Number);
+    const ticks = (await redis.client.zrange(ledger.keys.ledgerIndex('broken'), 0, -1)).map(Number);
     assert.deepEqual(await silentGaps(ledger, 'broken', ticksBetween(ticks[0]!, ticks.at(-1)!, 1000)), []);
   });
 

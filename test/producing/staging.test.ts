@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { afterEach, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
@@ -11,7 +10,7 @@ import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger, type UnstageReason } from '../../src/ledger/tick-ledger.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { waitFor } from '../support/ledger-audit.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 
@@ -29,8 +28,7 @@ const job = (definition: Partial<JobDefinition> & { name: string }): ScheduledJo
   scheduledJob({ every: EVERY, handler: () => undefined, ...definition } as Partial<JobDefinition> & { name: string });
 
 describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due time', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis({ flush: true });
   let ledger: TickLedger;
   let queues: QueueSet;
   let queue: Queue;
@@ -38,19 +36,10 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
   const running: Array<{ stop: AbortController; run: Promise<void> }> = [];
   const workers: Worker[] = [];
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
-  });
-  beforeEach(async () => {
-    await redis.flushall();
-    ledger = new TickLedger(redis, new KeySpace());
-    queues = new QueueSet({ connection: redis });
-    queue = new Queue(QUEUE, { connection: redis });
+  beforeEach(() => {
+    ledger = new TickLedger(redis.client, new KeySpace());
+    queues = new QueueSet({ connection: redis.client });
+    queue = new Queue(QUEUE, { connection: redis.client });
     jobs = new Map();
   });
   afterEach(async () => {
@@ -63,7 +52,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
   /** Leads for one term (`transitions`) with staging on, until the returned stop. */
   const lead = (transitions: number, stageAheadMs = STAGE_AHEAD_MS): { producer: Producer; stop: () => Promise<void> } => {
-    const producer = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, stageAheadMs });
+    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, stageAheadMs });
     const entry = { stop: new AbortController(), run: Promise.resolve() };
     entry.run = producer.run(term(transitions), entry.stop.signal);
     running.push(entry);
@@ -84,7 +73,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       return Promise.resolve();
     };
     const worker = new Worker(QUEUE, record, {
-      connection: redis.duplicate({ maxRetriesPerRequest: null }),
+      connection: redis.client.duplicate({ maxRetriesPerRequest: null }),
       concurrency: 10,
     });
     workers.push(worker);
@@ -168,7 +157,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     await ledger.pause('pausable', 'maintenance');
     await waitFor('the staged run to be taken back', async () => (await state('pausable', tick)) === 'skipped|paused');
     assert.equal(await queue.getJobState(staged.id!), 'unknown', 'its BullMQ job is gone');
-    assert.equal(await redis.zscore(ledger.keys.pending('pausable'), String(tick)), null, 'nothing left pending');
+    assert.equal(await redis.client.zscore(ledger.keys.pending('pausable'), String(tick)), null, 'nothing left pending');
     await waitFor('the tick to pass', () => Date.now() > tick + 800);
     assert.deepEqual(runs.filter((run) => run.tick >= tick), [], 'no run of the paused job started');
     const { enqueued, skipped } = await ledger.jobState('pausable');
@@ -338,7 +327,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       jobs.delete('gone');
       lead(2);
       await waitFor('the take-back to be finished', async () => (await state('gone', staged.data.tick)) === 'skipped|removed');
-      assert.equal(await redis.zscore(ledger.keys.pending('gone'), String(staged.data.tick)), null, 'nothing left pending');
+      assert.equal(await redis.client.zscore(ledger.keys.pending('gone'), String(staged.data.tick)), null, 'nothing left pending');
     });
   });
 
@@ -357,8 +346,8 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       lead(2);
       await waitFor('the take-back to be finished', async () => (await state('interrupted', tick)) === 'skipped|paused');
       assert.equal(await queue.getJobState(id), 'unknown', 'the run is in no list');
-      assert.ok((await redis.pttl(queue.toKey(id))) > 0, 'its hash is kept, to expire: a late add of the same id stays a no-op');
-      assert.equal(await redis.zscore(ledger.keys.pending('interrupted'), String(tick)), null, 'nothing left pending');
+      assert.ok((await redis.client.pttl(queue.toKey(id))) > 0, 'its hash is kept, to expire: a late add of the same id stays a no-op');
+      assert.equal(await redis.client.zscore(ledger.keys.pending('interrupted'), String(tick)), null, 'nothing left pending');
       await waitFor('the tick to pass', () => Date.now() > tick + 800);
       assert.equal(runs.filter((run) => run.tick === tick).length, 0, 'the taken-back run never started');
     };
@@ -369,8 +358,8 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
     it('pulled from the delayed set, not yet recorded', { timeout: 30_000 }, async () => {
       const run = await interrupted();
-      assert.equal(await redis.zrem(queue.keys.delayed!, run.id), 1);
-      await redis.pexpire(queue.toKey(run.id), 3_600_000);
+      assert.equal(await redis.client.zrem(queue.keys.delayed!, run.id), 1);
+      await redis.client.pexpire(queue.toKey(run.id), 3_600_000);
       await finishedByNextLeader(run);
     });
   });
@@ -381,22 +370,22 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const staged = await stagedRun('stubborn');
     // BullMQ's delayed set becomes unusable: every pull fails (WRONGTYPE), and no worker runs.
     const delayed = queue.keys.delayed!;
-    await redis.rename(delayed, `${delayed}:aside`);
-    await redis.set(delayed, 'not a sorted set');
+    await redis.client.rename(delayed, `${delayed}:aside`);
+    await redis.client.set(delayed, 'not a sorted set');
     await ledger.pause('stubborn');
     await waitFor('the take-back to be marked', async () => (await state('stubborn', staged.data.tick))?.startsWith('unstaging|'));
     await waitFor('the due time to pass', () => Date.now() > staged.data.tick + 1_000, 10_000);
     // Back, with no worker yet to promote the run (a promotion winning now would be a fair outcome too).
-    await redis.del(delayed);
-    await redis.rename(`${delayed}:aside`, delayed);
+    await redis.client.del(delayed);
+    await redis.client.rename(`${delayed}:aside`, delayed);
     await waitFor('the take-back to finish', async () => (await state('stubborn', staged.data.tick)) === 'skipped|paused', 15_000);
-    assert.equal(await redis.zscore(ledger.keys.pending('stubborn'), String(staged.data.tick)), null, 'nothing left pending');
+    assert.equal(await redis.client.zscore(ledger.keys.pending('stubborn'), String(staged.data.tick)), null, 'nothing left pending');
     assert.equal(await queue.getJobState(staged.id!), 'unknown', 'the run is in no list: no worker can take it');
   });
 
   it('a run that started and waits in the delayed set for a retry is not taken back', { timeout: 40_000 }, async () => {
     jobs.set('retried', job({ name: 'retried', attempts: 2, backoff: { type: 'fixed', delay: 60_000 } }));
-    const failing: Worker = new Worker(QUEUE, (): Promise<void> => Promise.reject(new Error('first attempt fails')), { connection: redis.duplicate({ maxRetriesPerRequest: null }) });
+    const failing: Worker = new Worker(QUEUE, (): Promise<void> => Promise.reject(new Error('first attempt fails')), { connection: redis.client.duplicate({ maxRetriesPerRequest: null }) });
     workers.push(failing);
     const staged = await stagedByEndedTerm('retried');
     await waitFor('the first attempt to fail into its retry delay', async () => {
