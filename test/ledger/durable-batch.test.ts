@@ -1,31 +1,20 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { describe, it } from 'node:test';
 import { DurabilityError, ReplicaWait } from '../../src/redis/durability.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 const token = { generation: 'g1', leaderTransitions: 3 };
 
 describe('batched claims and confirmations on a durable ledger (WAIT)', () => {
-  let lonely: TestRedis;
-  let client: Redis;
-
-  before(async () => {
-    lonely = await startRedis();
-    client = lonely.client();
-  });
-  after(async () => {
-    client.disconnect();
-    await lonely.close();
-  });
+  const lonely = useRedis();
 
   it('a batch that no replica acknowledged counts as failed, with one WAIT for the whole batch', async () => {
     const keys = new KeySpace('leasebeat', 'batch');
-    await new TickLedger(client, keys, new ReplicaWait(client, { minReplicas: 0 })).raiseFence(token, 'me', Date.now());
-    const wait = new ReplicaWait(client, { minReplicas: 1, timeoutMs: 50 });
-    const ledger = new TickLedger(client, keys, wait);
+    await new TickLedger(lonely.client, keys, new ReplicaWait(lonely.client, { minReplicas: 0 })).raiseFence(token, 'me', Date.now());
+    const wait = new ReplicaWait(lonely.client, { minReplicas: 1, timeoutMs: 50 });
+    const ledger = new TickLedger(lonely.client, keys, wait);
     const claims = Array.from({ length: 20 }, (_, i) => ({ job: `job-${i}`, tick: 1_000, jobId: `job-${i}@1000` }));
     await assert.rejects(ledger.claimTicks(token, claims), DurabilityError);
     assert.match((await ledger.tickState('job-19', 1_000)) ?? '', /^claimed\|/, 'the claims stand on the primary');
@@ -36,8 +25,8 @@ describe('batched claims and confirmations on a durable ledger (WAIT)', () => {
 
   it('a fenced batch decides nothing and waits for nothing', async () => {
     const keys = new KeySpace('leasebeat', 'fenced');
-    const wait = new ReplicaWait(client, { minReplicas: 1, timeoutMs: 50 });
-    const ledger = new TickLedger(client, keys, wait);
+    const wait = new ReplicaWait(lonely.client, { minReplicas: 1, timeoutMs: 50 });
+    const ledger = new TickLedger(lonely.client, keys, wait);
     const outcomes = await ledger.claimTicks(token, [{ job: 'a', tick: 1_000, jobId: 'a@1000' }]);
     assert.deepEqual(outcomes, [{ kind: 'fenced' }]);
     assert.equal(wait.stats.waits, 0);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { tickJobId } from '../../src/ledger/job-data.js';
@@ -11,7 +11,7 @@ import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { nextTick } from '../../src/scheduling/plan.js';
 import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { term } from '../support/term.js';
@@ -21,21 +21,11 @@ const termA = { generation: 'uid-a', leaderTransitions: 3 };
 const termB = { generation: 'uid-a', leaderTransitions: 4 };
 
 describe('the ledger state machine closed (issue 18: the ledger\u2019s last holes)', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis({ flush: true });
   let ledger: TickLedger;
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
-  });
-  beforeEach(async () => {
-    await redis.flushall();
-    ledger = new TickLedger(redis, new KeySpace());
+  beforeEach(() => {
+    ledger = new TickLedger(redis.client, new KeySpace());
   });
 
   it('a late confirm of an ended term is fenced: it does not overwrite the next term\u2019s take-back', async () => {
@@ -73,13 +63,13 @@ describe('the ledger state machine closed (issue 18: the ledger\u2019s last hole
     await ledger.claim(termA, 'j', 1000, 'j@1000');
     await ledger.confirm(termA, 'j', 1000, 'j@1000', 1001);
     // What a promotion that lost the claim of 2000 but kept its confirm leaves (before confirms were fenced).
-    await redis.hset(ledger.keys.ledger('j'), '2000', 'enqueued|j@2000');
+    await redis.client.hset(ledger.keys.ledger('j'), '2000', 'enqueued|j@2000');
     assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000 }), { kind: 'hole', lastScheduledTick: 1000 });
     assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000', { previousTick: 1000 }), { kind: 'settled', state: 'enqueued|j@2000' });
     assert.equal((await ledger.jobState('j')).lastScheduledTick, 2000, 'the watermark counts it again');
     assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000 }), { kind: 'claimed', retry: false });
     // Only in order: a record past a hole does not move the watermark over the hole.
-    await redis.hset(ledger.keys.ledger('j'), '9000', 'enqueued|j@9000');
+    await redis.client.hset(ledger.keys.ledger('j'), '9000', 'enqueued|j@9000');
     await ledger.claim(termA, 'j', 9000, 'j@9000', { previousTick: 8000 });
     assert.equal((await ledger.jobState('j')).lastScheduledTick, 3000);
   });
@@ -100,35 +90,24 @@ describe('the ledger state machine closed (issue 18: the ledger\u2019s last hole
 });
 
 describe('a producer over a ledger that a failover left inconsistent', () => {
-  let server: TestRedis;
-  let direct: Redis;
-
-  before(async () => {
-    server = await startRedis();
-    direct = server.client();
-  });
-  after(async () => {
-    direct.disconnect();
-    await server.close();
-  });
-  beforeEach(() => direct.flushall());
+  const redis = useRedis({ flush: true });
 
   const producer = (redis: Redis, job: ScheduledJob, ledger: TickLedger, queues: QueueSet): Producer =>
     new Producer({ redis, ledger, queues, jobs: () => new Map([[job.name, job]]), stillLeading: () => true, logger });
 
   it('a lost claim whose confirm landed does not stall the job: the next term enqueues the ticks after it', { timeout: 30_000 }, async () => {
     const job = scheduledJob({ name: 'stalled', every: '1s', handler: () => undefined, catchup: { window: '1m', mode: 'all', max: 100 } });
-    const ledger = new TickLedger(direct, new KeySpace());
-    const queues = new QueueSet({ connection: direct });
+    const ledger = new TickLedger(redis.client, new KeySpace());
+    const queues = new QueueSet({ connection: redis.client });
     try {
       // Term 1 recorded ticks up to T-1; the claim of T was lost and its (then unfenced) confirm landed.
       const t = nextTick(job, Date.now() - 4_000)!;
       await ledger.raiseFence(termA, 'a', 1);
       await ledger.claim(termA, job.name, t - 1000, tickJobId(job.name, t - 1000));
       await ledger.confirm(termA, job.name, t - 1000, tickJobId(job.name, t - 1000), t - 1000);
-      await direct.hset(ledger.keys.ledger(job.name), String(t), `enqueued|${tickJobId(job.name, t)}`);
+      await redis.client.hset(ledger.keys.ledger(job.name), String(t), `enqueued|${tickJobId(job.name, t)}`);
       const stop = new AbortController();
-      const run = producer(direct, job, ledger, queues).run(term(5, 'uid-a'), stop.signal);
+      const run = producer(redis.client, job, ledger, queues).run(term(5, 'uid-a'), stop.signal);
       const until = Date.now() + 1_000;
       await waitFor('the ticks after the lost claim to be enqueued', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) >= until, 15_000);
       stop.abort();
@@ -144,13 +123,13 @@ describe('a producer over a ledger that a failover left inconsistent', () => {
   it('a claim lost between the add and its confirm is claimed again, then recorded enqueued: one run, no stall', { timeout: 30_000 }, async () => {
     const job = scheduledJob({ name: 'lost', every: '1s', handler: () => undefined, catchup: { window: '1m', mode: 'all', max: 100 } });
     const keys = new KeySpace();
-    const ledger = new TickLedger(direct, keys);
+    const ledger = new TickLedger(redis.client, keys);
     let lost: number | undefined;
     let confirms = 0;
     // The producer's connection goes through a proxy that holds its third confirm while everything the
     // claim it confirms wrote is taken back: what a promotion that lost the claim (and kept the add) leaves.
     const loseClaim = async (tick: number): Promise<void> => {
-      await direct
+      await redis.client
         .multi()
         .hdel(keys.ledger(job.name), String(tick))
         .zrem(keys.ledgerIndex(job.name), String(tick))
@@ -160,7 +139,7 @@ describe('a producer over a ledger that a failover left inconsistent', () => {
       proxy.heal('deliver');
     };
     const proxy: TcpProxy = await TcpProxy.start(
-      { port: server.port },
+      { port: redis.server.port },
       {
         onClientData: (chunk) => {
           // The confirm's keys: the job's pending set, and not its ledger index (which claims and takeovers read).

@@ -1,29 +1,18 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { beforeEach, describe, it } from 'node:test';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 describe('TickLedger: fence and tick claims on a real Redis', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis({ flush: true });
   let ledger: TickLedger;
   const termA = { generation: 'uid-a', leaderTransitions: 3 };
   const termA4 = { generation: 'uid-a', leaderTransitions: 4 };
   const termB = { generation: 'uid-b', leaderTransitions: 0 };
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
-  });
-  beforeEach(async () => {
-    await redis.flushall();
-    ledger = new TickLedger(redis, new KeySpace('test', 'c1'));
+  beforeEach(() => {
+    ledger = new TickLedger(redis.client, new KeySpace('test', 'c1'));
   });
 
   it('keeps every key in one hash slot', () => {

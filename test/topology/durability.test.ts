@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { LeaderElector } from '../../src/election/leader-elector.js';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import { DurabilityError, DurableLock, ReplicaWait } from '../../src/redis/durability.js';
@@ -9,38 +8,27 @@ import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { createScheduler } from '../../src/scheduler.js';
 import { RedisProcess } from '../support/redis-process.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 import { runs, topologyScheduler } from './fixtures/runs.js';
 
 const token = { generation: 'g1', leaderTransitions: 3 };
 
 describe('durable writes (WAIT) on real servers', () => {
-  let lonely: TestRedis;
-  let primary: TestRedis;
+  const lonely = useRedis();
+  const primary = useRedis();
   let replica: RedisProcess;
-  let lonelyClient: Redis;
-  let primaryClient: Redis;
 
   before(async () => {
-    lonely = await startRedis();
-    primary = await startRedis();
     // The replica stores the primary's snapshot on sync: in the primary's temporary directory, not the cwd.
-    replica = await RedisProcess.start((port) => ['--port', String(port), '--bind', '127.0.0.1', '--dir', primary.dir, '--dbfilename', `replica-${port}.rdb`, '--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port), '--repl-diskless-sync-delay', '0']);
-    lonelyClient = lonely.client();
-    primaryClient = primary.client();
-    await until('the replica to be in sync', async () => /slave0:.*state=online/.test(await primaryClient.info('replication')));
+    replica = await RedisProcess.start((port) => ['--port', String(port), '--bind', '127.0.0.1', '--dir', primary.server.dir, '--dbfilename', `replica-${port}.rdb`, '--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.server.port), '--repl-diskless-sync-delay', '0']);
+    await until('the replica to be in sync', async () => /slave0:.*state=online/.test(await primary.client.info('replication')));
   });
-  after(async () => {
-    lonelyClient.disconnect();
-    primaryClient.disconnect();
-    await replica.kill();
-    await Promise.all([lonely.close(), primary.close()]);
-  });
+  primary.beforeClose(() => replica.kill());
 
   it('minReplicas 0 sends no WAIT at all', async () => {
-    const wait = new ReplicaWait(lonelyClient, { minReplicas: 0 });
-    const ledger = new TickLedger(lonelyClient, new KeySpace('leasebeat', 'off'), wait);
+    const wait = new ReplicaWait(lonely.client, { minReplicas: 0 });
+    const ledger = new TickLedger(lonely.client, new KeySpace('leasebeat', 'off'), wait);
     assert.deepEqual(await ledger.raiseFence(token, 'me', Date.now()), { ok: true });
     assert.equal((await ledger.claim(token, 'job', 1_000, 'job@1')).kind, 'claimed');
     assert.deepEqual(wait.stats, { waits: 0, confirmed: 0, unconfirmed: 0 });
@@ -48,10 +36,10 @@ describe('durable writes (WAIT) on real servers', () => {
 
   it('without a replica, the fence raise and a claim count as failed though they stand on the primary; a refused raise needs no WAIT', async () => {
     const keys = new KeySpace('leasebeat', 'alone');
-    const wait = new ReplicaWait(lonelyClient, { minReplicas: 1, timeoutMs: 50 });
-    const ledger = new TickLedger(lonelyClient, keys, wait);
+    const wait = new ReplicaWait(lonely.client, { minReplicas: 1, timeoutMs: 50 });
+    const ledger = new TickLedger(lonely.client, keys, wait);
     await assert.rejects(ledger.raiseFence(token, 'me', Date.now()), (error: unknown) => error instanceof DurabilityError && error.acknowledged === 0 && error.required === 1);
-    assert.equal(await lonelyClient.hget(keys.fence, 'transitions'), '3', 'the raise itself landed');
+    assert.equal(await lonely.client.hget(keys.fence, 'transitions'), '3', 'the raise itself landed');
     await assert.rejects(ledger.claim(token, 'job', 1_000, 'job@1'), DurabilityError);
     assert.match((await ledger.tickState('job', 1_000)) ?? '', /^claimed\|/);
     const waits = wait.stats.waits;
@@ -60,8 +48,8 @@ describe('durable writes (WAIT) on real servers', () => {
   });
 
   it('with a replica, writes are confirmed, and concurrent claims share WAITs (one in flight per connection)', async () => {
-    const wait = new ReplicaWait(primaryClient, { minReplicas: 1, timeoutMs: 2_000 });
-    const ledger = new TickLedger(primaryClient, new KeySpace('leasebeat', 'burst'), wait);
+    const wait = new ReplicaWait(primary.client, { minReplicas: 1, timeoutMs: 2_000 });
+    const ledger = new TickLedger(primary.client, new KeySpace('leasebeat', 'burst'), wait);
     assert.deepEqual(await ledger.raiseFence(token, 'me', Date.now()), { ok: true });
     const before = wait.stats.waits;
     const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.claim(token, `job-${i}`, 1_000, `job-${i}@1`)));
@@ -78,8 +66,8 @@ describe('durable writes (WAIT) on real servers', () => {
 
   it('an elector on a durable lock whose writes cannot be confirmed never leads, and does not churn terms', { timeout: 20_000 }, async () => {
     const name = 'unconfirmable';
-    const inner = new RedisLeaseLock({ connection: lonelyClient, name, identity: 'me' });
-    const lock = new DurableLock(inner, inner.key, new ReplicaWait(lonelyClient, { minReplicas: 1, timeoutMs: 50 }));
+    const inner = new RedisLeaseLock({ connection: lonely.client, name, identity: 'me' });
+    const lock = new DurableLock(inner, inner.key, new ReplicaWait(lonely.client, { minReplicas: 1, timeoutMs: 50 }));
     let led = false;
     const elector = new LeaderElector({
       lock,
@@ -103,8 +91,8 @@ describe('durable writes (WAIT) on real servers', () => {
   });
 
   it('a worker starts a run only once the replicas hold its take: with the replica frozen, a waiting run does not start', { timeout: 30_000 }, async () => {
-    const scheduler = createScheduler(topologyScheduler(primaryClient, 'taken', { durability: { minReplicas: 1, waitTimeoutMs: 200 } }));
-    const queue = new Queue('alpha', { connection: primaryClient });
+    const scheduler = createScheduler(topologyScheduler(primary.client, 'taken', { durability: { minReplicas: 1, waitTimeoutMs: 200 } }));
+    const queue = new Queue('alpha', { connection: primary.client });
     const run = 'alpha@123';
     try {
       await scheduler.start();

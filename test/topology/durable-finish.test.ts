@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, afterEach, before, describe, it } from 'node:test';
+import { afterEach, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -11,7 +11,7 @@ import { RunRecords, type StartKind } from '../../src/workers/run-records.js';
 import { WorkerPool, type WorkerMetrics, type WorkerTuning } from '../../src/workers/worker-pool.js';
 import type { HandlerContext } from '../../src/scheduling/define-job.js';
 import type { RedisProcess } from '../support/redis-process.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { replicasOnline, startDataNode } from '../support/replicated-redis.js';
 import { scheduledJob, tickJobData } from '../support/scheduled-job.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -233,29 +233,22 @@ describe('a run finished once stays finished across a failover (P, its replica R
 });
 
 describe('runs put back on one server (no replicas): operator retries and lost runners', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let queue: Queue;
   const closers: Array<() => Promise<void>> = [];
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-    queue = new Queue(QUEUE, { connection: redis });
+  before(() => {
+    queue = new Queue(QUEUE, { connection: redis.client });
   });
   afterEach(async () => {
     // A pool left running would take the next case's runs (and fail them: it does not know their jobs).
     for (const close of closers.splice(0)) await close();
   });
-  after(async () => {
-    await queue.close();
-    redis.disconnect();
-    await server.close();
-  });
+  redis.beforeClose(() => queue.close());
 
   /** A pool with its own connection, closed after the file. */
   function pool(identity: string, metrics: WorkerMetrics): WorkerPool {
-    const connection = server.client();
+    const connection = redis.server.client();
     const made = workerPool(connection, directWrites(connection), identity, metrics);
     closers.push(async () => {
       await made.close(1_000);
@@ -331,7 +324,7 @@ describe('runs put back on one server (no replicas): operator retries and lost r
     assert.deepEqual(runners, ['worker-lost', 'worker-next']);
     assert.deepEqual(lostMetrics.seen.started, [['long', 'first']]);
     assert.deepEqual(nextMetrics.seen.started, [['long', 'runner-lost']]);
-    const hash = await redis.hgetall(jobKey(jobId));
+    const hash = await redis.client.hgetall(jobKey(jobId));
     assert.equal(hash.leasebeatStarts, '2');
     assert.match(hash.leasebeatRunner ?? '', /\|worker-next$/);
   });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { LockConflictError } from '../../src/election/resource-lock.js';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
 import type { LeaderElectionRecord } from '../../src/election/record.js';
 import { RedisProcess } from '../support/redis-process.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 
 const record = (holder: string, transitions: number): LeaderElectionRecord => ({
@@ -17,33 +17,28 @@ const record = (holder: string, transitions: number): LeaderElectionRecord => ({
 });
 
 describe('the Redis lock across a change of primary (replication epochs)', () => {
-  let primary: TestRedis;
+  const primary = useRedis();
   let replica: RedisProcess;
-  let onPrimary: Redis;
   let onReplica: Redis;
 
   before(async () => {
-    primary = await startRedis();
-    replica = await RedisProcess.start((port) => ['--port', String(port), '--bind', '127.0.0.1', '--dir', primary.dir, '--dbfilename', `replica-${port}.rdb`, '--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port), '--repl-diskless-sync-delay', '0']);
-    onPrimary = primary.client();
+    replica = await RedisProcess.start((port) => ['--port', String(port), '--bind', '127.0.0.1', '--dir', primary.server.dir, '--dbfilename', `replica-${port}.rdb`, '--save', '', '--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.server.port), '--repl-diskless-sync-delay', '0']);
     onReplica = replica.client();
-    await until('the replica to be in sync', async () => /slave0:.*state=online/.test(await onPrimary.info('replication')));
+    await until('the replica to be in sync', async () => /slave0:.*state=online/.test(await primary.client.info('replication')));
   });
-  after(async () => {
-    onPrimary.disconnect();
+  primary.beforeClose(async () => {
     onReplica.disconnect();
     await replica.kill();
-    await primary.close();
   });
 
   it('a record that a failover rolled back is continued by nobody, its holder included, and the next term starts a new generation', async () => {
     const signal = AbortSignal.timeout(20_000);
     const options = { name: 'epochs', replicationEpochs: true };
-    const a = new RedisLeaseLock({ ...options, connection: onPrimary, identity: 'A' });
+    const a = new RedisLeaseLock({ ...options, connection: primary.client, identity: 'A' });
     // Term 0 of A, replicated.
     await a.create(record('A', 0), signal);
     const replicated = await a.update(record('A', 0), (await a.get(signal)).version, signal);
-    assert.equal(await onPrimary.wait(1, 2_000), 1);
+    assert.equal(await primary.client.wait(1, 2_000), 1);
 
     // The replica is promoted (a failover) while A goes on writing to the old primary: a takeover of
     // its own record (term 1), which the promoted node never receives.
