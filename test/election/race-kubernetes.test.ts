@@ -10,6 +10,6 @@ after(async () => {
   await server.close();
 });
 
-it('5 electors on the Kubernetes Lease lock, 20 s of kills and graceful stops: never two leaders, transitions rise', { timeout: 120_000 }, async (t) => {
+it('5 electors on the Kubernetes Lease lock, 10 kills and graceful stops (half at the leader): never two leaders, transitions rise', { timeout: 120_000 }, async (t) => {
   await raceAndCheck({ lock: 'kubernetes', apiServer: server.url }, (m) => t.diagnostic(m));
 });

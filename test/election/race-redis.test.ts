@@ -10,6 +10,6 @@ after(async () => {
   await redis.close();
 });
 
-it('5 electors on the Redis lock, 20 s of kills and graceful stops: never two leaders, transitions rise', { timeout: 90_000 }, async (t) => {
+it('5 electors on the Redis lock, 10 kills and graceful stops (half at the leader): never two leaders, transitions rise', { timeout: 90_000 }, async (t) => {
   await raceAndCheck({ lock: 'redis', redisUrl: redis.url }, (m) => t.diagnostic(m));
 });

@@ -49,14 +49,15 @@ export interface RaceReport {
  * when that came first: after it the producer refuses to enqueue even if a starved event loop has not
  * yet aborted the leader signal.
  *
- * Runs `instances` elector processes for `durationMs`, killing (SIGKILL) or stopping (SIGTERM) one at
- * random every few hundred milliseconds and starting a replacement, then checks the timeline: no two
+ * Runs `instances` elector processes through `faults` faults, killing (SIGKILL) or stopping (SIGTERM) one
+ * (every other one the leader) every `faultEveryMs` or so and starting a replacement, then checks the timeline: no two
  * terms overlap and leaderTransitions strictly increase from term to term.
  */
 export async function runRace(options: {
   seed: number;
   instances: number;
-  durationMs: number;
+  /** How many faults to inject: a count, not a duration, so a loaded machine (slow restarts) sees as many. */
+  faults: number;
   faultEveryMs: number;
   process: Omit<ElectorProcessOptions, 'identity'>;
 }): Promise<RaceReport> {
@@ -107,8 +108,9 @@ export async function runRace(options: {
     child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
 
   await Promise.all(Array.from({ length: options.instances }, launch));
-  const end = Date.now() + options.durationMs;
-  while (Date.now() < end) {
+  // The count decides; the deadline only keeps a race whose electors never come up from spinning for ever.
+  const deadline = Date.now() + 20 * options.faults * options.faultEveryMs;
+  while (faults.length < options.faults && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, options.faultEveryMs * (0.5 + random())));
     // Every other fault aims at the leader (waiting for one to be elected): that is where failover happens.
     const aimAtLeader = faults.length % 2 === 0;
@@ -181,11 +183,11 @@ export function summarize(values: number[]): string {
   return `n=${sorted.length} min=${sorted[0]!.toFixed(0)} ms median=${at(0.5).toFixed(0)} ms p99=${at(0.99).toFixed(0)} ms max=${sorted.at(-1)!.toFixed(0)} ms`;
 }
 
-/** Election timings of the race tests: short, so that 20 s hold several failovers. */
+/** Election timings of the race tests: short, so that each failover takes seconds. */
 export const RACE_TIMING = { leaseDurationMs: 2000, renewDeadlineMs: 1500, retryPeriodMs: 250 };
 
 /**
- * The race test shared by both locks: 5 electors for 20 s of seeded kills and graceful stops, reported
+ * The race test shared by both locks: 5 electors for 10 seeded kills and graceful stops, reported
  * through `diagnostic` and checked: no overlapping terms, strictly increasing transitions, working releases.
  */
 export async function raceAndCheck(
@@ -193,7 +195,7 @@ export async function raceAndCheck(
   diagnostic: (message: string) => void,
 ): Promise<void> {
   const seed = Number(process.env.RACE_SEED ?? Date.now() % 100_000);
-  const report = await runRace({ seed, instances: 5, durationMs: 20_000, faultEveryMs: 1800, process: { ...lock, ...RACE_TIMING } });
+  const report = await runRace({ seed, instances: 5, faults: 10, faultEveryMs: 1800, process: { ...lock, ...RACE_TIMING } });
   diagnostic(`seed ${seed} (replay with RACE_SEED=${seed}); ${report.terms.length} terms, ${report.faults.length} faults`);
   diagnostic(
     `crash failover (SIGKILL of the leader → next term): ${summarize(report.crashFailoverMs)}; ` +
