@@ -1,58 +1,52 @@
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
-import { KeySpace } from '../../src/redis/keys.js';
-import { ScriptProtocolError } from '../../src/ledger/script-codes.js';
-import { TickLedger } from '../../src/ledger/tick-ledger.js';
+import * as codes from '../../src/ledger/script-codes.js';
+import { ScriptProtocolError, scriptCode } from '../../src/ledger/script-codes.js';
 
-/**
- * A Redis whose every script answers `reply`: what a ledger of another version (or a broken script) would
- * look like to this one. Only EVALSHA is needed: LuaScript runs scripts with it, and the ledger's write
- * path (directWrites) goes through LuaScript.
- */
-function answering(reply: unknown): Redis {
-  return { evalsha: () => Promise.resolve(reply) } as unknown as Redis;
-}
+/** Every table of named return codes the Lua scripts answer with (script-codes.ts exports them all). */
+const TABLES = Object.entries(codes).filter((entry): entry is [string, Record<string, number>] => {
+  const [, value] = entry;
+  return typeof value === 'object' && value !== null && Object.values(value).every((code) => typeof code === 'number');
+});
 
-const token = { generation: 'g', leaderTransitions: 1 };
+const src = new URL('../../src/', import.meta.url).pathname;
 
-/** Every TickLedger method that runs a script with return codes, called once. */
-const CALLS: Array<[script: string, call: (ledger: TickLedger) => Promise<unknown>, wrap: (code: unknown) => unknown]> = [
-  ['raiseFence', (l) => l.raiseFence(token, 'a', 1), (code) => [code]],
-  ['claimTicks', (l) => l.claim(token, 'j', 1000, 'j@1000'), (code) => [code, '']],
-  ['confirmTicks', (l) => l.confirm(token, 'j', 1000, 'j@1000', 1), (code) => [code]],
-  ['markUnstaging', (l) => l.markUnstaging(token, 'j', 1000, 'j@1000', 'paused', 'q'), (code) => code],
-  ['settleUnstaging', (l) => l.settleUnstaging('j', 1000, 'runs'), (code) => code],
-  ['skipRange', (l) => l.skipRange(token, 'j', { from: 1, to: 2, count: 2, reason: 'missed-window' }), (code) => code],
-  ['markReviewed', (l) => l.markReviewed(token, ['j']), (code) => code],
-  ['pulse', (l) => l.pulse(token), (code) => code],
-  ['stagedRunMayStart', (l) => l.stagedRunMayStart(token, 'j', 1, 1000), (code) => code],
-  ['claimTrigger', (l) => l.claimTrigger(token, { job: 'j', id: 'r', deadline: 1 }, 'j@manual-r', ''), (code) => [code]],
-  ['confirmTrigger', (l) => l.confirmTrigger(token, 'j', 'r', 'j@manual-r', '{}'), (code) => code],
-];
+/** Scripts that answer data, not a code: a count, rows, or a best-effort take-back whose answer is only logged. */
+const ANSWER_DATA = new Set(['pruneLedger', 'takeOver', 'abandonStart']);
 
-describe('TickLedger: script return codes', () => {
-  for (const [script, call, wrap] of CALLS) {
-    it(`${script}: an unknown code is a ScriptProtocolError, never read as some answer`, async () => {
-      for (const code of [99, -99, null, 'fenced']) {
-        const ledger = new TickLedger(answering(wrap(code)), new KeySpace('test', 'codes'));
-        await assert.rejects(
-          call(ledger),
-          (error: unknown) => error instanceof ScriptProtocolError && error.script === script && error.code === code,
-          `${script} answering ${JSON.stringify(code)}`,
+describe('script return codes: named, and an unknown one is an error', () => {
+  it('every Lua script that answers a code has it decoded by scriptCode, under its own name', () => {
+    const callers = readdirSync(src, { recursive: true, encoding: 'utf8' })
+      .filter((path) => path.endsWith('.ts'))
+      .map((path) => readFileSync(`${src}${path}`, 'utf8'))
+      .join('\n');
+    const scripts = readdirSync(src, { recursive: true, encoding: 'utf8' })
+      .filter((path) => /(ledger|producing|workers)\/lua\/[A-Za-z]+\.lua$/.test(path))
+      .map((path) => path.replace(/^.*\/([A-Za-z]+)\.lua$/, '$1'));
+    assert.ok(scripts.length >= 18, `scripts: ${scripts.join(', ')}`);
+    const undecoded = scripts.filter((name) => !ANSWER_DATA.has(name) && !new RegExp(`scriptCode\\(\\s*'${name}'`).test(callers));
+    assert.deepEqual(undecoded, []);
+  });
+
+  it('finds every code table', () => {
+    assert.ok(TABLES.length >= 14, `code tables: ${TABLES.map(([name]) => name).join(', ')}`);
+  });
+
+  for (const [name, table] of TABLES) {
+    it(`${name}: each known code reads as itself (as a number or as Redis' string), anything else is a ScriptProtocolError`, () => {
+      for (const code of Object.values(table)) {
+        assert.equal(scriptCode(name, table, code), code);
+        assert.equal(scriptCode(name, table, String(code)), code, 'a code inside a string reply');
+      }
+      const unknown = Math.max(...Object.values<number>(table)) + 1;
+      for (const reply of [unknown, -99, null, undefined, '', 'fenced']) {
+        assert.throws(
+          () => scriptCode(name, table, reply),
+          (error: unknown) => error instanceof ScriptProtocolError && error.script === name && error.code === reply,
+          `${name} answering ${JSON.stringify(reply)}`,
         );
       }
     });
   }
-
-  it('claimTicks: a per-tick `fenced` (only the whole batch may answer it, alone) is an error too', async () => {
-    const ledger = new TickLedger(answering([1, '', -1, '']), new KeySpace('test', 'codes'));
-    await assert.rejects(
-      ledger.claimTicks(token, [
-        { job: 'j', tick: 1000, jobId: 'j@1000' },
-        { job: 'j', tick: 2000, jobId: 'j@2000' },
-      ]),
-      ScriptProtocolError,
-    );
-  });
 });
