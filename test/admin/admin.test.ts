@@ -4,11 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { formatJobLine } from '../../src/admin/admin.js';
 import { AdminError, createAdmin, createScheduler, KubernetesLeaseLock, type Admin, type Scheduler } from '../../src/index.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 
 /** A flow job whose children and parent run one handler: the children's values add up in the parent. */
@@ -25,39 +24,34 @@ const FLOW_JOB = `export default {
 `;
 
 describe('createAdmin on a running instance', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let dir: string;
   let scheduler: Scheduler;
   let admin: Admin;
   before(async () => {
-    server = await startRedis();
-    redis = server.client();
     dir = await mkdtemp(join(tmpdir(), 'leasebeat-admin-'));
     await writeFile(join(dir, 'fan-in.mjs'), FLOW_JOB);
     scheduler = createScheduler({
-      connection: server.url,
+      connection: redis.server.url,
       jobsDir: dir,
       identity: 'admin-a',
       election: { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 },
       members: { heartbeatIntervalMs: 200, graceMs: 1_000 },
     });
     await scheduler.start();
-    admin = createAdmin({ connection: server.url, jobsDir: dir, timeoutMs: 10_000 });
+    admin = createAdmin({ connection: redis.server.url, jobsDir: dir, timeoutMs: 10_000 });
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     await admin.close();
     await scheduler.stop();
-    redis.disconnect();
-    await server.close();
-    await rm(dir, { recursive: true, force: true });
   });
+  after(() => rm(dir, { recursive: true, force: true }));
 
   it('trigger runs a flow job as a tick would: every child runs, then the parent with their values', { timeout: 60_000 }, async () => {
     const result = await admin.trigger('fan-in');
     assert.equal(result.flow, true);
     assert.equal(result.queue, 'admin-test');
-    const queue = new Queue('admin-test', { connection: redis });
+    const queue = new Queue('admin-test', { connection: redis.client });
     try {
       await until('the flow to complete', async () => (await queue.getJobState(result.jobId)) === 'completed', 30_000);
       const parent = await queue.getJob(result.jobId);
@@ -108,7 +102,7 @@ describe('createAdmin on a running instance', () => {
     assert.equal(status.jobs.find((entry) => entry.name === 'fan-in')?.schedule, '0 0 1 1 *');
     assert.equal(status.jobsDir?.loaded, 1);
     const result = await scheduler.admin.trigger('fan-in');
-    const queue = new Queue('admin-test', { connection: redis });
+    const queue = new Queue('admin-test', { connection: redis.client });
     try {
       await until('the flow to complete', async () => (await queue.getJobState(result.jobId)) === 'completed', 30_000);
     } finally {
@@ -119,7 +113,7 @@ describe('createAdmin on a running instance', () => {
   it('with the lock API hung, status still answers from Redis and says the lease did not answer', { timeout: 30_000 }, async () => {
     const api = await FakeLeaseServer.start();
     const k8sAdmin = createAdmin({
-      connection: server.url,
+      connection: redis.server.url,
       lock: new KubernetesLeaseLock({ namespace: 'ops', name: 'leasebeat', identity: 'admin', kubeConfig: api.kubeConfig() }),
       timeoutMs: 2_000,
     });

@@ -4,13 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { createAdmin, formatRuns, type Admin, type RecentRun } from '../../src/admin/admin.js';
 import { tickJobId } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { runCli } from '../support/cli.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { tickJobData } from '../support/scheduled-job.js';
 import { until } from '../support/until.js';
 import { leadInProcess } from '../support/trigger-leader.js';
@@ -19,8 +18,7 @@ const JOBS = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
 const SECOND = 1_000;
 
 describe('runs: the ticks, skipped ranges and manual runs of a job, each run with its BullMQ state as Redis has it', () => {
-  let server: TestRedis;
-  let client: Redis;
+  const redis = useRedis();
   let leader: Awaited<ReturnType<typeof leadInProcess>>;
   /** No jobs folder: as from a machine or folder without jobs/, every answer must come from Redis. */
   let admin: Admin;
@@ -30,16 +28,14 @@ describe('runs: the ticks, skipped ranges and manual runs of a job, each run wit
   const t0 = Date.UTC(2026, 0, 1, 12);
 
   before(async () => {
-    server = await startRedis();
-    client = server.client();
-    leader = await leadInProcess(client, JOBS);
-    admin = createAdmin({ connection: server.url, timeoutMs: 10_000 });
+    leader = await leadInProcess(redis.client, JOBS);
+    admin = createAdmin({ connection: redis.server.url, timeoutMs: 10_000 });
     elsewhere = await mkdtemp(join(tmpdir(), 'leasebeat-runs-'));
-    ops = new Queue('ops', { connection: client });
+    ops = new Queue('ops', { connection: redis.client });
 
     // `sweep`, a job this leader does not load, recorded through the ledger's own scripts under its term,
     // its runs added to a queue of its own, which only BullMQ's keys name.
-    const ledger = new TickLedger(client, new KeySpace());
+    const ledger = new TickLedger(redis.client, new KeySpace());
     const token = { generation: 'test-gen', leaderTransitions: 1 };
     await until('the leader to raise its fence', async () => (await ledger.fence()).generation === token.generation);
     const run = async (tick: number, previousTick?: number): Promise<void> => {
@@ -52,14 +48,12 @@ describe('runs: the ticks, skipped ranges and manual runs of a job, each run wit
     assert.equal(await ledger.skipRange(token, 'sweep', { from: t0 + SECOND, to: t0 + 3 * SECOND, count: 3, reason: 'catchup-limit' }), 'recorded');
     await run(t0 + 4 * SECOND, t0 + 3 * SECOND);
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     await admin?.close();
     await ops?.close();
     await leader?.stop();
-    client?.disconnect();
-    await server?.close();
-    await rm(elsewhere, { recursive: true, force: true });
   });
+  after(() => rm(elsewhere, { recursive: true, force: true }));
 
   const shape = (run: RecentRun) => [run.kind, run.tick, run.to, run.count, run.fate, run.reason, run.jobId, run.queue, run.state];
 
@@ -93,14 +87,14 @@ describe('runs: the ticks, skipped ranges and manual runs of a job, each run wit
   });
 
   it('`leasebeat runs` from a folder without jobs/ still gives each run its BullMQ state', async () => {
-    const result = await runCli(['runs', 'sweep', '--json'], { env: { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: '' }, cwd: elsewhere });
+    const result = await runCli(['runs', 'sweep', '--json'], { env: { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: '' }, cwd: elsewhere });
     assert.equal(result.code, 0, result.stderr);
     const runs = JSON.parse(result.stdout) as RecentRun[];
     assert.deepEqual(runs.filter((run) => run.jobId).map((run) => [run.jobId, run.queue, run.state]), [
       [`sweep@${t0 + 4 * SECOND}`, 'ops', 'waiting'],
       [`sweep@${t0}`, 'ops', 'waiting'],
     ]);
-    const text = await runCli(['runs', 'sweep'], { env: { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: '' }, cwd: elsewhere });
+    const text = await runCli(['runs', 'sweep'], { env: { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: '' }, cwd: elsewhere });
     assert.equal(text.code, 0, text.stderr);
     assert.deepEqual(text.stdout.trimEnd().split('\n'), formatRuns('sweep', runs));
   });

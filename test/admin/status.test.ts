@@ -1,28 +1,26 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { createAdmin, formatJobLine, type Admin, type AdminJobStatus } from '../../src/admin/admin.js';
 import { createScheduler, type Scheduler } from '../../src/scheduler.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 
 const JOBS = new URL('../serving/fixtures/jobs-ticking/', import.meta.url).pathname;
 
 describe('status of a job whose ticks are staged ahead of their due time', () => {
-  let server: TestRedis;
+  const redis = useRedis();
   let scheduler: Scheduler;
   let admin: Admin;
 
   before(async () => {
-    server = await startRedis();
     // every-second is staged 2 s ahead (the default): the ledger records each tick before it is due.
-    scheduler = createScheduler({ connection: server.url, jobsDir: JOBS, identity: 'stager', election: { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 } });
+    scheduler = createScheduler({ connection: redis.server.url, jobsDir: JOBS, identity: 'stager', election: { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 } });
     await scheduler.start();
-    admin = createAdmin({ connection: server.url, jobsDir: JOBS, timeoutMs: 10_000 });
+    admin = createAdmin({ connection: redis.server.url, jobsDir: JOBS, timeoutMs: 10_000 });
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     await admin?.close();
     await scheduler?.stop();
-    await server?.close();
   });
 
   it('shows the last tick due and, apart, the staged ones: never a "last" in the future', { timeout: 60_000 }, async () => {

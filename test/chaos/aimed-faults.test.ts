@@ -1,25 +1,19 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { CommandWatch, unquote } from '../../scripts/chaos/aimed-faults.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 describe('chaos: the MONITOR watch that aimed kills wait on', () => {
-  let server: TestRedis;
-  before(async () => {
-    server = await startRedis();
-  });
-  after(async () => {
-    await server.close();
-  });
+  const redis = useRedis();
 
   it("reads Redis' own quoting back: quotes, newlines, binary bytes", () => {
     assert.deepEqual(unquote(' "HSET" "k" "a \\"b\\"\\r\\n\\\\" "\\x00\\xff"'), ['HSET', 'k', 'a "b"\r\n\\', '\x00\xff']);
   });
 
   it('sees the commands scripts run, with their arguments, from the moment it is opened', async () => {
-    const client = server.client();
+    const client = redis.server.client();
     await client.set('before', '1');
-    const watch = await CommandWatch.open(server);
+    const watch = await CommandWatch.open(redis.server);
     try {
       const claim = watch.next((args) => args[0] === 'HSET' && args[1] === 'ledger', 2000);
       await client.eval("redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return 1", 1, 'ledger', '1000', 'claimed|g|1|job@1000 "x"\n');

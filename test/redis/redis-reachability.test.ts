@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { RedisReachability } from '../../src/redis/redis-reachability.js';
 import { ManualClock } from '../support/manual-clock.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 /** Checked every 250 ms. */
@@ -11,21 +11,19 @@ const LIMIT = 1_000;
 const HOUR = 3_600_000;
 
 describe('RedisReachability measures unreachability on the monotonic clock', () => {
-  let server: TestRedis;
+  const backend = useRedis();
   let proxy: TcpProxy;
   let redis: Redis;
 
   before(async () => {
-    server = await startRedis();
-    proxy = await TcpProxy.start({ port: server.port });
+    proxy = await TcpProxy.start({ port: backend.server.port });
     redis = new Redis({ port: proxy.port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
     redis.on('error', () => undefined);
     await redis.ping();
   });
-  after(async () => {
+  backend.beforeClose(async () => {
     redis.disconnect();
     await proxy.close();
-    await server.close();
   });
 
   /** Watches Redis on a fresh manual clock, recording every report of a loss. */
