@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import { audit, COMPLETION_SLACK_MS, laneStalls, leaseInvariants, secondRuns, serialRuns } from '../../scripts/chaos/audit.js';
 import type { ExecutedFault } from '../../scripts/chaos/faults.js';
@@ -10,7 +10,7 @@ import { KeySpace } from '../../src/redis/keys.js';
 import { tickJobId } from '../../src/ledger/job-data.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 const LEASE_MS = 2000;
 
@@ -193,29 +193,22 @@ describe('chaos audit: stalled lanes', () => {
 });
 
 describe('chaos audit on a real Redis: a lost staged run', () => {
-  let server: TestRedis;
-  before(async () => {
-    server = await startRedis();
-  });
-  after(async () => {
-    await server.close();
-  });
+  const redis = useRedis();
 
   it('flags a tick recorded enqueued that never ran and is not in BullMQ; one that ran, and a recorded skip, pass', async () => {
-    const redis = server.client();
     const validated = validateJobDefinition({ name: 'every-second', every: '1s', attempts: 1, handler: () => undefined }, '/jobs/every-second.ts');
     assert.ok(validated.ok);
     const job = validated.job;
-    const queue = new Queue(job.queue, { connection: redis });
-    const ledger = new TickLedger(redis, new KeySpace());
+    const queue = new Queue(job.queue, { connection: redis.client });
+    const ledger = new TickLedger(redis.client, new KeySpace());
     try {
       const from = Math.floor(Date.now() / 1000) * 1000 - 10_000;
       const [ran, lost, skipped] = [from + 1000, from + 2000, from + 3000];
       const token = { generation: 'g', leaderTransitions: 1 };
       await queue.add(job.name, { tick: ran, token, data: undefined, manual: false }, { jobId: tickJobId(job.name, ran) });
-      await redis.hset(ledger.keys.ledger(job.name), String(ran), `enqueued|${tickJobId(job.name, ran)}`, String(lost), `enqueued|${tickJobId(job.name, lost)}`, String(skipped), 'skipped|overlap');
+      await redis.client.hset(ledger.keys.ledger(job.name), String(ran), `enqueued|${tickJobId(job.name, ran)}`, String(lost), `enqueued|${tickJobId(job.name, lost)}`, String(skipped), 'skipped|overlap');
       const result = await audit({
-        jobs: [job], window: { from, to: skipped }, redis, ledger, queues: new Map([[job.queue, queue]]), logs: [],
+        jobs: [job], window: { from, to: skipped }, redis: redis.client, ledger, queues: new Map([[job.queue, queue]]), logs: [],
         // The lost run's add was seen on BullMQ's event stream 2 s before its tick, before the failover took it away.
         writes: new Map([[tickJobId(job.name, ran), { addedAt: ran - 2000, repeats: [] }], [tickJobId(job.name, lost), { addedAt: lost - 2000, repeats: [] }]]),
         runs: [runOf(tickJobId(job.name, ran), 'p1', ran + 3)], faults: [], steadyJob: job.name, lease: { writes: [], source: 'api' }, runEnds: [], exits: new Map(), timings: CHAOS_TIMINGS,
@@ -233,7 +226,6 @@ describe('chaos audit on a real Redis: a lost staged run', () => {
       assert.deepEqual(result.secondRuns, { explained: [], duplicates: [] });
     } finally {
       await queue.close();
-      redis.disconnect();
     }
   });
 });

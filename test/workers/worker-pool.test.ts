@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { before, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FlowProducer, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -8,7 +8,7 @@ import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker
 import { testWorkerPool } from '../support/worker-pool.js';
 import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { startRedis, useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 
 function scheduled(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
@@ -20,28 +20,23 @@ function scheduled(definition: Partial<JobDefinition> & { name: string }): Sched
 const tickData = (data: unknown = {}) => ({ tick: Date.UTC(2026, 0, 1), token: { generation: 'g', leaderTransitions: 4 }, data, manual: false });
 
 describe('WorkerPool on a real Redis and BullMQ', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis();
   let queue: Queue;
   let events: QueueEvents;
   let eventsConnection: Redis;
   let pool: WorkerPool | undefined;
 
   before(async () => {
-    server = await startRedis();
-    redis = server.client();
-    queue = new Queue('leasebeat', { connection: redis });
-    eventsConnection = server.client();
+    queue = new Queue('leasebeat', { connection: redis.client });
+    eventsConnection = redis.server.client();
     events = new QueueEvents('leasebeat', { connection: eventsConnection });
     await events.waitUntilReady();
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     await pool?.close(1000);
     await events.close();
     eventsConnection.disconnect();
     await queue.close();
-    redis.disconnect();
-    await server.close();
   });
   beforeEach(async () => {
     await pool?.close(1000);
@@ -51,7 +46,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
 
   it('dispatches by job name and hands the handler the tick, token, data and a logger', async () => {
     let seen: unknown;
-    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
     pool.update(new Map([['report', scheduled({ name: 'report', handler: (job, ctx) => ((seen = { tick: ctx.tick.toISOString(), token: ctx.token, data: ctx.data, manual: ctx.manual, id: job.id }), 'ok') })]]));
     const job = await queue.add('report', tickData({ to: 'ops' }), { jobId: 'report@1767225600000' });
     assert.equal(await job.waitUntilFinished(events, 10_000), 'ok');
@@ -60,7 +55,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
 
   it('a throwing handler fails the run and BullMQ retries it; the process carries on', async () => {
     let calls = 0;
-    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
     pool.update(new Map([['flaky', scheduled({ name: 'flaky', handler: () => {
       calls++;
       if (calls < 3) throw new Error(`attempt ${calls} failed`);
@@ -75,7 +70,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
   });
 
   it('a run of a job this instance does not know fails with a message that says why', async () => {
-    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
     pool.update(new Map([['known', scheduled({ name: 'known', handler: () => 1 })]]));
     const job = await queue.add('unknown', tickData());
     await assert.rejects(job.waitUntilFinished(events, 10_000), /every instance must load the same jobs\/ folder/);
@@ -83,12 +78,12 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
 
   it("a flow's children run the handler of the job that started the flow, which switches on job.name", async () => {
     const seen: string[] = [];
-    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
     pool.update(new Map([['fan-out', scheduled({ name: 'fan-out', handler: async (job) => {
       seen.push(job.name);
       return job.name === 'shard' ? (job.data as unknown as { shard: number }).shard : Object.values(await job.getChildrenValues()).length;
     } })]]));
-    const flows = new FlowProducer({ connection: redis });
+    const flows = new FlowProducer({ connection: redis.client });
     const tree = await flows.add({
       name: 'fan-out',
       queueName: 'leasebeat',
@@ -104,7 +99,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
   it('respects per-job concurrency on an instance, and close() waits for active runs', async () => {
     let running = 0;
     let peak = 0;
-    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
     const slow = scheduled({ name: 'slow', concurrency: 1, handler: async () => {
       running++;
       peak = Math.max(peak, running);
@@ -144,7 +139,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     };
     const jobs = new Map(Array.from({ length: 40 }, (_, i) => [`tenant-${i}`, scheduled({ name: `tenant-${i}`, handler })]));
     jobs.set('wide', scheduled({ name: 'wide', concurrency: 3, handler }));
-    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning: { concurrency: 6 } });
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), tuning: { concurrency: 6 } });
     pool.update(jobs);
     const runs = [
       ...(await Promise.all(Array.from({ length: 5 }, () => queue.add('wide', tickData())))),
@@ -169,7 +164,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       await gate;
     };
     const jobs = new Map(Array.from({ length: 80 }, (_, i) => [`tenant-${i}`, scheduled({ name: `tenant-${i}`, handler })]));
-    pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }) });
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
     pool.update(jobs);
     const runs = await Promise.all([...jobs.keys()].map((name) => queue.add(name, tickData())));
     await until('64 runs to start', () => active === DEFAULT_WORKER_TUNING.concurrency);
@@ -207,7 +202,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       const stubbornGate = new Promise<void>((resolve) => (releaseStubborn = resolve));
       const aborted: string[] = [];
       const started = new Set<string>();
-      const first = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning });
+      const first = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), tuning });
       first.update(new Map([
         // Ignores its signal: only the gate ends it, after the pool has closed.
         ['stubborn', scheduled({ name: 'stubborn', handler: async (_job, ctx) => {
@@ -237,7 +232,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       assert.equal(first.state(), 'stopped');
       releaseStubborn();
 
-      pool = testWorkerPool({ connection: redis, logger: pino({ level: 'silent' }), tuning });
+      pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), tuning });
       pool.update(new Map(['stubborn', 'polite'].map((name) => [name, scheduled({ name, handler: () => 'second' })])));
       for (const job of jobs) {
         // 'first' or a failure here would mean the closed pool still wrote an outcome.
