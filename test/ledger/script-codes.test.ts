@@ -5,7 +5,7 @@ import * as codes from '../../src/ledger/script-codes.js';
 import { ScriptProtocolError, scriptCode } from '../../src/ledger/script-codes.js';
 
 /** Every table of named return codes the Lua scripts answer with (script-codes.ts exports them all). */
-const TABLES = Object.entries(codes).filter((entry): entry is [string, Record<string, number>] => {
+const TABLES = (Object.entries(codes) as Array<[string, unknown]>).filter((entry): entry is [string, Record<string, number>] => {
   const [, value] = entry;
   return typeof value === 'object' && value !== null && Object.values(value).every((code) => typeof code === 'number');
 });

@@ -1,0 +1,3 @@
+import { CHAOS_CASES, chaosTest } from './chaos-case.js';
+
+chaosTest(CHAOS_CASES.aimedOnCluster);

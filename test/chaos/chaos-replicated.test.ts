@@ -1,0 +1,4 @@
+import { CHAOS_CASES, chaosTest } from './chaos-case.js';
+
+chaosTest(CHAOS_CASES.sentinel);
+chaosTest(CHAOS_CASES.kubernetesOnCluster);

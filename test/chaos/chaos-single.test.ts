@@ -1,0 +1,4 @@
+import { CHAOS_CASES, chaosTest } from './chaos-case.js';
+
+chaosTest(CHAOS_CASES.redis);
+chaosTest(CHAOS_CASES.kubernetes);
