@@ -30,7 +30,7 @@ import { dirname, join, posix, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import ts from 'typescript';
-import { startRedis, freePort, type TestRedis } from '../support/redis-server.js';
+import { freePort, useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 import { dockerignorePatterns, execForm, ignored, parseDockerfile, type Stage } from './dockerfile.js';
 
@@ -213,15 +213,13 @@ function replay(root: string): StageState {
 describe('the Dockerfile replayed without Docker: the image it builds starts and serves', () => {
   let root: string;
   let image: StageState;
-  let redis: TestRedis;
+  const redis = useRedis();
 
-  before(async () => {
+  before(() => {
     root = mkdtempSync(join(tmpdir(), 'leasebeat-image-'));
-    redis = await startRedis();
     image = replay(root);
   });
-  after(async () => {
-    await redis?.close();
+  after(() => {
     if (root) rmSync(root, { recursive: true, force: true });
   });
 
@@ -258,7 +256,7 @@ describe('the Dockerfile replayed without Docker: the image it builds starts and
       HOME: root,
       TMPDIR: join(root, 'tmp'),
       ...image.env,
-      LEASEBEAT_REDIS_URL: redis.url,
+      LEASEBEAT_REDIS_URL: redis.server.url,
       LEASEBEAT_HTTP_PORT: String(port),
       // The image listens on 0.0.0.0, which needs credentials, as in the Kubernetes Deployment.
       LEASEBEAT_BOARD_TOKEN: 'image-test-token',

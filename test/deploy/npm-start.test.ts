@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { after, before, describe, it } from 'node:test';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { describe, it } from 'node:test';
+import { useRedis } from '../support/redis-server.js';
 import { alive } from '../support/process.js';
 import { until } from '../support/until.js';
 
@@ -10,18 +10,12 @@ const root = new URL('../../', import.meta.url).pathname;
 const goodJobs = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
 
 describe('npm start under a process manager', () => {
-  let server: TestRedis;
-  before(async () => {
-    server = await startRedis();
-  });
-  after(async () => {
-    await server.close();
-  });
+  const redis = useRedis();
 
   it('SIGTERM to npm reaches leasebeat, which shuts down gracefully', { timeout: 120_000 }, async () => {
     const npm = spawn('npm', ['start', '--silent'], {
       cwd: root,
-      env: { ...process.env, LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: goodJobs, LEASEBEAT_HTTP_PORT: '0', LEASEBEAT_PREFIX: 'npm-start', LEASEBEAT_LOG_LEVEL: 'info' },
+      env: { ...process.env, LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: goodJobs, LEASEBEAT_HTTP_PORT: '0', LEASEBEAT_PREFIX: 'npm-start', LEASEBEAT_LOG_LEVEL: 'info' },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const lines: Array<{ pid?: number; msg?: string }> = [];

@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { createAdmin, type Admin } from '../../src/admin/admin.js';
 import { MemberStore } from '../../src/members/store.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
 import { rawRequest } from '../support/http-request.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { leadInProcess } from '../support/trigger-leader.js';
 import { basicAuth, fixedSource } from './fixture.js';
 
@@ -18,32 +17,27 @@ const PASSWORD = 'pw';
 
 /** The CLI's admin API served over HTTP, on a real Redis with the real job definitions. */
 describe('the admin API over HTTP', () => {
-  let redis: TestRedis;
-  let client: Redis;
+  const redis = useRedis();
   let admin: Admin;
   let server: HttpServerHandle;
   let readOnly: HttpServerHandle;
   const auth = { authorization: basicAuth(USER, PASSWORD) };
 
   before(async () => {
-    redis = await startRedis();
-    client = redis.client();
-    admin = createAdmin({ connection: redis.url, jobsDir: JOBS, timeoutMs: 5_000 });
+    admin = createAdmin({ connection: redis.server.url, jobsDir: JOBS, timeoutMs: 5_000 });
     const source = Object.assign(fixedSource([]), { admin });
     const options = { host: '127.0.0.1', port: 0, source, metrics: createMetrics() };
     server = await startHttpServer({ ...options, board: { user: USER, password: PASSWORD } });
     readOnly = await startHttpServer({ ...options, board: { user: USER, password: PASSWORD, readOnly: true } });
-    await new MemberStore(client, new KeySpace()).beat({
+    await new MemberStore(redis.client, new KeySpace()).beat({
       identity: 'pod-a_1', version: 'test', startedAt: 0, seq: 1, role: 'follower', workers: 'running',
       activeJobs: 0, activeJobIds: [], cordoned: false, draining: false, ready: true,
     });
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     await server.close();
     await readOnly.close();
     await admin.close();
-    client.disconnect();
-    await redis.close();
   });
 
   const post = (path: string, payload?: unknown, base = server.url) =>
@@ -54,7 +48,7 @@ describe('the admin API over HTTP', () => {
     });
 
   it('triggers a job through the leader, as a tick; a paused job answers 409 with its code', async () => {
-    const leader = await leadInProcess(client, JOBS);
+    const leader = await leadInProcess(redis.client, JOBS);
     let response: Awaited<ReturnType<typeof post>>;
     let paused: Awaited<ReturnType<typeof post>>;
     try {
@@ -69,7 +63,7 @@ describe('the admin API over HTTP', () => {
     assert.equal((JSON.parse(paused.body) as { code: string }).code, 'paused');
     assert.equal(response.status, 200, response.body);
     const { jobId, queue } = JSON.parse(response.body) as { jobId: string; queue: string };
-    const bull = new Queue(queue, { connection: client });
+    const bull = new Queue(queue, { connection: redis.client });
     try {
       assert.equal((await bull.getJob(jobId))?.name, 'nightly-report');
     } finally {

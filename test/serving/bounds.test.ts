@@ -1,36 +1,32 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { fixedSource, sampleSnapshot } from './fixture.js';
 
 /** Every answer of the status endpoints goes through Redis here, as the scheduler's do. */
 describe('the status endpoints with Redis hung', () => {
-  let redis: TestRedis;
-  let client: Redis;
+  const redis = useRedis();
   let admin: Redis;
   let server: HttpServerHandle;
 
   before(async () => {
-    redis = await startRedis();
-    client = redis.client();
-    admin = redis.client();
+    await redis.client.ping(); // connected before a test pauses the server, as the scheduler's connection is
+    admin = redis.server.client();
     const source = fixedSource([]);
-    source.status = async () => (await client.ping(), sampleSnapshot());
-    source.readiness = async () => [{ name: 'redis', ok: (await client.ping()) === 'PONG' }];
+    source.status = async () => (await redis.client.ping(), sampleSnapshot());
+    source.readiness = async () => [{ name: 'redis', ok: (await redis.client.ping()) === 'PONG' }];
     source.history = async () => {
-      await client.ping();
+      await redis.client.ping();
       return { generatedAt: 0, lateAfterMs: 1000, jobs: [], leadership: { source: 'none', terms: [] } };
     };
     server = await startHttpServer({ host: '127.0.0.1', port: 0, source, metrics: createMetrics(), requestTimeoutMs: 300 });
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     await server.close();
-    client.disconnect();
     await admin.quit();
-    await redis.close();
   });
 
   it('answers 503 naming what timed out, within the bound, instead of hanging', async () => {

@@ -1,24 +1,20 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { HistoryReader, kubernetesHistoryNote, TermFolder, type HistorySnapshot, type LeaseWrite } from '../../src/serving/history.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { startRedis, useRedis } from '../support/redis-server.js';
 import { seedHistory, type SeededHistory } from './fixture.js';
 
 describe('HistoryReader over real ledger, BullMQ and lease records', () => {
-  let redis: TestRedis;
+  const redis = useRedis();
   let seeded: SeededHistory;
   let history: HistorySnapshot;
   before(async () => {
-    redis = await startRedis();
-    seeded = await seedHistory(redis);
+    seeded = await seedHistory(redis.server);
     history = await seeded.reader.read();
   });
-  after(async () => {
-    await seeded?.close();
-    await redis?.close();
-  });
+  redis.beforeClose(() => seeded?.close());
 
   it("gives each job's newest ticks, oldest first, with the fate and lag of each", () => {
     const heartbeat = history.jobs.find((job) => job.name === 'heartbeat')!;
@@ -77,7 +73,7 @@ describe('HistoryReader over real ledger, BullMQ and lease records', () => {
 
   it('asks BullMQ again only about runs that may still change', async () => {
     const { ticks } = seeded;
-    const connection = redis.client();
+    const connection = redis.server.client();
     try {
       // Retention removes a completed run and a failed one from BullMQ after they were shown.
       await connection.del(`leasebeat-test:ops:heartbeat@${ticks.heartbeat.ran}`, `leasebeat-test:ops:heartbeat@${ticks.heartbeat.failed}`);

@@ -1,25 +1,24 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { createScheduler, type Scheduler } from '../../src/scheduler.js';
 import type { HistorySnapshot } from '../../src/serving/history.js';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { until } from '../members/support.js';
 
 const JOBS = new URL('./fixtures/jobs-ticking/', import.meta.url).pathname;
 
 /** The HTTP surface over a real scheduler: what `leasebeat start` serves (needs the Scheduler wiring of history() and metricLabels()). */
 describe('the status API, history and metrics of a running scheduler', () => {
-  let redis: TestRedis;
+  const redis = useRedis();
   let scheduler: Scheduler;
   let server: HttpServerHandle;
   const metrics = createMetrics();
 
   before(async () => {
-    redis = await startRedis();
     scheduler = createScheduler({
-      connection: redis.url,
+      connection: redis.server.url,
       jobsDir: JOBS,
       identity: 'pod-live',
       election: { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 },
@@ -28,10 +27,9 @@ describe('the status API, history and metrics of a running scheduler', () => {
     });
     server = await startHttpServer({ host: '127.0.0.1', port: 0, source: scheduler, metrics });
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     await server?.close();
     await scheduler?.stop();
-    await redis?.close();
   });
 
   it("shows the job's ticks as they run, the leader's term, and BullMQ's real completed total", { timeout: 60_000 }, async () => {

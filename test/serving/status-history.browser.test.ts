@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
 import type { MemberStatus } from '../../src/members/status.js';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
 import { launchChromium, screenshot, watchPage } from '../support/browser.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { fixedSource, sampleSnapshot, seedHistory, type FixedSource, type SeededHistory } from './fixture.js';
 
 const USER = 'ops';
@@ -40,7 +40,7 @@ async function startAttacker(target: string): Promise<{ url: string; server: Ser
 }
 
 describe('the status page history views and the hardened board, in a real browser', () => {
-  let redis: TestRedis;
+  const redis = useRedis();
   let seeded: SeededHistory;
   let source: FixedSource;
   let server: HttpServerHandle;
@@ -51,9 +51,8 @@ describe('the status page history views and the hardened board, in a real browse
   let ops: Queue;
 
   before(async () => {
-    redis = await startRedis();
-    seeded = await seedHistory(redis);
-    ops = new Queue('ops', { connection: { host: '127.0.0.1', port: redis.port }, prefix: 'leasebeat-test' });
+    seeded = await seedHistory(redis.server);
+    ops = new Queue('ops', { connection: { host: '127.0.0.1', port: redis.server.port }, prefix: 'leasebeat-test' });
     source = fixedSource([ops]);
     const snapshot = sampleSnapshot();
     snapshot.instance.identity = 'pod-c';
@@ -75,12 +74,11 @@ describe('the status page history views and the hardened board, in a real browse
     page = await context.newPage();
     watched = watchPage(page, server.url);
   });
-  after(async () => {
+  redis.beforeClose(async () => {
     await browser?.close();
     await server?.close();
     await ops?.close();
     await seeded?.close();
-    await redis?.close();
   });
 
   it('shows a strip of recent ticks per job, coloured by fate, with the lag on hover, and a lag chart', async () => {
