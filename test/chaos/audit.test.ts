@@ -9,8 +9,8 @@ import { CHAOS_TIMINGS } from '../../scripts/chaos/suite.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { tickJobId } from '../../src/ledger/job-data.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { useRedis } from '../support/redis-server.js';
+import { scheduledJob } from '../support/scheduled-job.js';
 
 const LEASE_MS = 2000;
 
@@ -196,9 +196,7 @@ describe('chaos audit on a real Redis: a lost staged run', () => {
   const redis = useRedis();
 
   it('flags a tick recorded enqueued that never ran and is not in BullMQ; one that ran, and a recorded skip, pass', async () => {
-    const validated = validateJobDefinition({ name: 'every-second', every: '1s', attempts: 1, handler: () => undefined }, '/jobs/every-second.ts');
-    assert.ok(validated.ok);
-    const job = validated.job;
+    const job = scheduledJob({ name: 'every-second', every: '1s', attempts: 1, handler: () => undefined });
     const queue = new Queue(job.queue, { connection: redis.client });
     const ledger = new TickLedger(redis.client, new KeySpace());
     try {

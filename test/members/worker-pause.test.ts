@@ -4,8 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { silentLogger } from '../../src/util/logger.js';
-import { scheduledJob } from '../scheduling/helpers.js';
 import { useRedis } from '../support/redis-server.js';
+import { scheduledJob } from '../support/scheduled-job.js';
 import { until } from './support.js';
 
 describe('WorkerPool pause and resume (what a cordon does to the workers), on real BullMQ', () => {

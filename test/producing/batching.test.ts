@@ -11,9 +11,9 @@ import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { waitFor } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
+import { scheduledJob } from '../support/scheduled-job.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 /**
@@ -27,11 +27,7 @@ const JOBS = 1000;
 
 function schedules(every: string, { count = JOBS, startAt }: { count?: number; startAt?: Date } = {}): Map<string, ScheduledJob> {
   const jobs = new Map<string, ScheduledJob>();
-  for (let i = 0; i < count; i++) {
-    const result = validateJobDefinition({ name: `j${i}`, every, startAt, queue: 'burst', handler: () => undefined }, `/jobs/j${i}.ts`);
-    if (!result.ok) throw new Error(result.errors.join('\n'));
-    jobs.set(result.job.name, result.job);
-  }
+  for (let i = 0; i < count; i++) jobs.set(`j${i}`, scheduledJob({ name: `j${i}`, every, startAt, queue: 'burst', handler: () => undefined }));
   return jobs;
 }
 

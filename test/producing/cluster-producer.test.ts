@@ -10,9 +10,9 @@ import { QueueSet } from '../../src/redis/queue-set.js';
 import { RedisConnections } from '../../src/redis/redis-topology.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { waitFor } from '../support/ledger-audit.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
+import { scheduledJob } from '../support/scheduled-job.js';
 
 /**
  * The batched scripts (claims, confirmations, takeover reads of many jobs in one script) and the trigger
@@ -41,11 +41,7 @@ describe('Producer on Redis Cluster', () => {
     const ledger = new TickLedger(redis, keys);
     const queues = new QueueSet({ connection: redis, prefix: connections.bullPrefix(undefined) });
     const jobs = new Map<string, ScheduledJob>();
-    for (let i = 0; i < JOBS; i++) {
-      const result = validateJobDefinition({ name: `j${i}`, every: '1s', queue: 'cluster', handler: () => undefined }, `/jobs/j${i}.ts`);
-      if (!result.ok) throw new Error(result.errors.join('\n'));
-      jobs.set(result.job.name, result.job);
-    }
+    for (let i = 0; i < JOBS; i++) jobs.set(`j${i}`, scheduledJob({ name: `j${i}`, every: '1s', queue: 'cluster', handler: () => undefined }));
     const stop = new AbortController();
     const run = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger }).run(term, stop.signal);
     try {

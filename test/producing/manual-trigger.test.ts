@@ -9,9 +9,9 @@ import { manualJobId, submitTrigger, triggerOutcome, type TriggerOutcome } from 
 import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { useRedis } from '../support/redis-server.js';
+import { scheduledJobWith } from '../support/scheduled-job.js';
 import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
@@ -19,11 +19,7 @@ const keys = new KeySpace();
 const YEARLY = '0 0 1 1 *';
 
 /** A job that never ticks during a test (once a year): only triggers add its runs. */
-function yearly(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
-  const result = validateJobDefinition({ schedule: YEARLY, queue: 'manual-test', handler: () => undefined, ...definition }, `/jobs/${definition.name}.ts`);
-  if (!result.ok) throw new Error(result.errors.join('\n'));
-  return result.job;
-}
+const yearly = scheduledJobWith({ schedule: YEARLY, queue: 'manual-test', handler: () => undefined });
 
 const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
 

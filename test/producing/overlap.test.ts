@@ -9,19 +9,15 @@ import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { OverlapPolicy, ScheduledJob } from '../../src/scheduling/define-job.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { waitFor } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
 import { RunRecorder } from '../support/run-recorder.js';
+import { scheduledJob } from '../support/scheduled-job.js';
 
 const logger = pino({ level: 'silent' });
 const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
 
-function slowJob(overlap: OverlapPolicy): ScheduledJob {
-  const result = validateJobDefinition({ name: 'slow', every: '1s', overlap, handler: () => undefined }, '/jobs/slow.ts');
-  if (!result.ok) throw new Error(result.errors.join('\n'));
-  return result.job;
-}
+const slowJob = (overlap: OverlapPolicy): ScheduledJob => scheduledJob({ name: 'slow', every: '1s', overlap, handler: () => undefined });
 
 /** Runs take 1.5 s on a 1 s schedule, so every other tick meets an unfinished run. */
 const RUN_MS = 1_500;

@@ -8,19 +8,15 @@ import { KeySpace } from '../../src/redis/keys.js';
 import { Producer, type CannotProduceReason } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
+import { scheduledJobWith } from '../support/scheduled-job.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 const logger = pino({ level: 'silent' });
 
-function scheduled(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
-  const result = validateJobDefinition({ every: '1s', handler: () => undefined, ...definition }, `/jobs/${definition.name}.ts`);
-  if (!result.ok) throw new Error(result.errors.join('\n'));
-  return result.job;
-}
+const scheduled = scheduledJobWith({ every: '1s', handler: () => undefined });
 
 const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
 

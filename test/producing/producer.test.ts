@@ -9,21 +9,17 @@ import type { ProducerMetrics } from '../../src/producing/lane-term.js';
 import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { nextTick } from '../../src/scheduling/plan.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { systemClock, type Clock } from '../../src/util/clock.js';
 import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
+import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 
 const logger = pino({ level: 'silent' });
 
-function scheduled(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
-  const result = validateJobDefinition({ every: '1s', handler: () => undefined, ...definition }, `/jobs/${definition.name}.ts`);
-  if (!result.ok) throw new Error(result.errors.join('\n'));
-  return result.job;
-}
+const scheduled = scheduledJobWith({ every: '1s', handler: () => undefined });
 
 class CountingMetrics implements ProducerMetrics {
   enqueuedTotal = 0;

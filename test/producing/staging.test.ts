@@ -8,10 +8,10 @@ import { KeySpace } from '../../src/redis/keys.js';
 import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger, type UnstageReason } from '../../src/ledger/tick-ledger.js';
-import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
+import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { waitFor } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
-import { scheduledJob } from '../support/scheduled-job.js';
+import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 
 const logger = pino({ level: process.env.TEST_LOG ?? 'silent' });
@@ -24,8 +24,7 @@ const ROOM_MS = 1_200;
 /** The fencing token `lead(1)` produces under (see test/support/term.ts). */
 const TERM_1 = { generation: 'gen-1', leaderTransitions: 1 };
 
-const job = (definition: Partial<JobDefinition> & { name: string }): ScheduledJob =>
-  scheduledJob({ every: EVERY, handler: () => undefined, ...definition } as Partial<JobDefinition> & { name: string });
+const job = scheduledJobWith({ every: EVERY, handler: () => undefined });
 
 describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due time', () => {
   const redis = useRedis({ flush: true });

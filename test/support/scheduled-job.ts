@@ -2,11 +2,20 @@ import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-jo
 import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 
-/** A job definition validated as the loader would (default trigger: every minute), for WorkerPool tests. */
+/**
+ * A job definition validated as the loader would, from `/jobs/<name>.ts`; throws what the loader would
+ * report. The trigger is every minute unless the definition sets `schedule` or `every`.
+ */
 export function scheduledJob(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
-  const result = validateJobDefinition({ every: '1m', ...definition }, `/jobs/${definition.name}.ts`);
+  const trigger = definition.schedule === undefined && definition.every === undefined ? { every: '1m' } : {};
+  const result = validateJobDefinition({ ...trigger, ...definition }, `/jobs/${definition.name}.ts`);
   if (!result.ok) throw new Error(result.errors.join('\n'));
   return result.job;
+}
+
+/** {@link scheduledJob} with fields a test's jobs share (such as `every` and `handler`); a job's own win. */
+export function scheduledJobWith(defaults: Partial<JobDefinition>): (definition: Partial<JobDefinition> & { name: string }) => ScheduledJob {
+  return (definition) => scheduledJob({ ...defaults, ...definition } as Partial<JobDefinition> & { name: string });
 }
 
 /** The data of a tick's BullMQ job, as the producer writes it. */

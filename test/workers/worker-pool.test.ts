@@ -6,18 +6,9 @@ import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker-pool.js';
 import { testWorkerPool } from '../support/worker-pool.js';
-import type { JobDefinition, ScheduledJob } from '../../src/scheduling/define-job.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
+import { scheduledJob, tickJobData } from '../support/scheduled-job.js';
 import { until } from '../support/until.js';
-
-function scheduled(definition: Partial<JobDefinition> & { name: string }): ScheduledJob {
-  const result = validateJobDefinition({ every: '1m', ...definition }, `/jobs/${definition.name}.ts`);
-  if (!result.ok) throw new Error(result.errors.join('\n'));
-  return result.job;
-}
-
-const tickData = (data: unknown = {}) => ({ tick: Date.UTC(2026, 0, 1), token: { generation: 'g', leaderTransitions: 4 }, data, manual: false });
 
 describe('WorkerPool on a real Redis and BullMQ', () => {
   const redis = useRedis();
@@ -47,8 +38,8 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
   it('dispatches by job name and hands the handler the tick, token, data and a logger', async () => {
     let seen: unknown;
     pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
-    pool.update(new Map([['report', scheduled({ name: 'report', handler: (job, ctx) => ((seen = { tick: ctx.tick.toISOString(), token: ctx.token, data: ctx.data, manual: ctx.manual, id: job.id }), 'ok') })]]));
-    const job = await queue.add('report', tickData({ to: 'ops' }), { jobId: 'report@1767225600000' });
+    pool.update(new Map([['report', scheduledJob({ name: 'report', handler: (job, ctx) => ((seen = { tick: ctx.tick.toISOString(), token: ctx.token, data: ctx.data, manual: ctx.manual, id: job.id }), 'ok') })]]));
+    const job = await queue.add('report', tickJobData({ to: 'ops' }), { jobId: 'report@1767225600000' });
     assert.equal(await job.waitUntilFinished(events, 10_000), 'ok');
     assert.deepEqual(seen, { tick: '2026-01-01T00:00:00.000Z', token: { generation: 'g', leaderTransitions: 4 }, data: { to: 'ops' }, manual: false, id: 'report@1767225600000' });
   });
@@ -56,30 +47,30 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
   it('a throwing handler fails the run and BullMQ retries it; the process carries on', async () => {
     let calls = 0;
     pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
-    pool.update(new Map([['flaky', scheduled({ name: 'flaky', handler: () => {
+    pool.update(new Map([['flaky', scheduledJob({ name: 'flaky', handler: () => {
       calls++;
       if (calls < 3) throw new Error(`attempt ${calls} failed`);
       return 'third time lucky';
     } })]]));
-    const job = await queue.add('flaky', tickData(), { attempts: 3 });
+    const job = await queue.add('flaky', tickJobData(), { attempts: 3 });
     assert.equal(await job.waitUntilFinished(events, 10_000), 'third time lucky');
     assert.equal(calls, 3);
-    const failing = await queue.add('flaky', tickData(), { attempts: 1 });
+    const failing = await queue.add('flaky', tickJobData(), { attempts: 1 });
     calls = 0;
     await assert.rejects(failing.waitUntilFinished(events, 10_000), /attempt 1 failed/);
   });
 
   it('a run of a job this instance does not know fails with a message that says why', async () => {
     pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
-    pool.update(new Map([['known', scheduled({ name: 'known', handler: () => 1 })]]));
-    const job = await queue.add('unknown', tickData());
+    pool.update(new Map([['known', scheduledJob({ name: 'known', handler: () => 1 })]]));
+    const job = await queue.add('unknown', tickJobData());
     await assert.rejects(job.waitUntilFinished(events, 10_000), /every instance must load the same jobs\/ folder/);
   });
 
   it("a flow's children run the handler of the job that started the flow, which switches on job.name", async () => {
     const seen: string[] = [];
     pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
-    pool.update(new Map([['fan-out', scheduled({ name: 'fan-out', handler: async (job) => {
+    pool.update(new Map([['fan-out', scheduledJob({ name: 'fan-out', handler: async (job) => {
       seen.push(job.name);
       return job.name === 'shard' ? (job.data as unknown as { shard: number }).shard : Object.values(await job.getChildrenValues()).length;
     } })]]));
@@ -87,7 +78,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     const tree = await flows.add({
       name: 'fan-out',
       queueName: 'leasebeat',
-      data: tickData(),
+      data: tickJobData(),
       opts: { jobId: 'fan-out@1767225600000' },
       children: [0, 1, 2].map((shard) => ({ name: 'shard', queueName: 'leasebeat', data: { shard } })),
     });
@@ -100,20 +91,20 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     let running = 0;
     let peak = 0;
     pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
-    const slow = scheduled({ name: 'slow', concurrency: 1, handler: async () => {
+    const slow = scheduledJob({ name: 'slow', concurrency: 1, handler: async () => {
       running++;
       peak = Math.max(peak, running);
       await sleep(300);
       running--;
       return 'done';
     } });
-    pool.update(new Map([['slow', slow], ['other', scheduled({ name: 'other', concurrency: 3, handler: () => 1 })]]));
-    const jobs = await Promise.all([1, 2, 3].map(() => queue.add('slow', tickData())));
+    pool.update(new Map([['slow', slow], ['other', scheduledJob({ name: 'other', concurrency: 3, handler: () => 1 })]]));
+    const jobs = await Promise.all([1, 2, 3].map(() => queue.add('slow', tickJobData())));
     await sleep(150);
     assert.equal(pool.activeCount(), 1);
     await Promise.all(jobs.map((job) => job.waitUntilFinished(events, 10_000)));
     assert.equal(peak, 1, 'never two runs of a concurrency-1 job at once on one instance');
-    const last = await queue.add('slow', tickData());
+    const last = await queue.add('slow', tickJobData());
     await sleep(100);
     await pool.close(5_000);
     assert.equal(await last.getState(), 'completed', 'close() let the active run finish');
@@ -137,13 +128,13 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       active--;
       return 'done';
     };
-    const jobs = new Map(Array.from({ length: 40 }, (_, i) => [`tenant-${i}`, scheduled({ name: `tenant-${i}`, handler })]));
-    jobs.set('wide', scheduled({ name: 'wide', concurrency: 3, handler }));
+    const jobs = new Map(Array.from({ length: 40 }, (_, i) => [`tenant-${i}`, scheduledJob({ name: `tenant-${i}`, handler })]));
+    jobs.set('wide', scheduledJob({ name: 'wide', concurrency: 3, handler }));
     pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), tuning: { concurrency: 6 } });
     pool.update(jobs);
     const runs = [
-      ...(await Promise.all(Array.from({ length: 5 }, () => queue.add('wide', tickData())))),
-      ...(await Promise.all([...jobs.keys()].filter((name) => name !== 'wide').map((name) => queue.add(name, tickData())))),
+      ...(await Promise.all(Array.from({ length: 5 }, () => queue.add('wide', tickJobData())))),
+      ...(await Promise.all([...jobs.keys()].filter((name) => name !== 'wide').map((name) => queue.add(name, tickJobData())))),
     ];
     await until('the worker to fill its slots', () => active === 6);
     // Slots stay full; nothing past the bound starts however long the runs take.
@@ -163,10 +154,10 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       active++;
       await gate;
     };
-    const jobs = new Map(Array.from({ length: 80 }, (_, i) => [`tenant-${i}`, scheduled({ name: `tenant-${i}`, handler })]));
+    const jobs = new Map(Array.from({ length: 80 }, (_, i) => [`tenant-${i}`, scheduledJob({ name: `tenant-${i}`, handler })]));
     pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
     pool.update(jobs);
-    const runs = await Promise.all([...jobs.keys()].map((name) => queue.add(name, tickData())));
+    const runs = await Promise.all([...jobs.keys()].map((name) => queue.add(name, tickJobData())));
     await until('64 runs to start', () => active === DEFAULT_WORKER_TUNING.concurrency);
     await sleep(300);
     assert.equal(active, 64);
@@ -181,7 +172,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     client.on('error', () => {});
     try {
       const idle = testWorkerPool({ connection: client, logger: pino({ level: 'silent' }) });
-      idle.update(new Map([['any', scheduled({ name: 'any', handler: () => 1 })]]));
+      idle.update(new Map([['any', scheduledJob({ name: 'any', handler: () => 1 })]]));
       const deadline = Date.now() + 10_000;
       while (idle.state() !== 'running' && Date.now() < deadline) await sleep(10);
       await doomed.stop(true);
@@ -205,19 +196,19 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       const first = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), tuning });
       first.update(new Map([
         // Ignores its signal: only the gate ends it, after the pool has closed.
-        ['stubborn', scheduled({ name: 'stubborn', handler: async (_job, ctx) => {
+        ['stubborn', scheduledJob({ name: 'stubborn', handler: async (_job, ctx) => {
           started.add('stubborn');
           ctx.signal.addEventListener('abort', () => aborted.push('stubborn'));
           await stubbornGate;
           return 'first';
         } })],
         // Honours its signal by throwing: that must not fail the run (attempts 1) once it is abandoned.
-        ['polite', scheduled({ name: 'polite', handler: (_job, ctx) => {
+        ['polite', scheduledJob({ name: 'polite', handler: (_job, ctx) => {
           started.add('polite');
           return new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => (aborted.push('polite'), reject(new Error('aborted')))));
         } })],
       ]));
-      const jobs = await Promise.all(['stubborn', 'polite'].map((name) => queue.add(name, tickData(), { jobId: name, attempts: 1 })));
+      const jobs = await Promise.all(['stubborn', 'polite'].map((name) => queue.add(name, tickJobData(), { jobId: name, attempts: 1 })));
       const deadline = Date.now() + 10_000;
       while (started.size < 2 && Date.now() < deadline) await sleep(10);
       assert.equal(started.size, 2, 'both runs started');
@@ -233,7 +224,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       releaseStubborn();
 
       pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), tuning });
-      pool.update(new Map(['stubborn', 'polite'].map((name) => [name, scheduled({ name, handler: () => 'second' })])));
+      pool.update(new Map(['stubborn', 'polite'].map((name) => [name, scheduledJob({ name, handler: () => 'second' })])));
       for (const job of jobs) {
         // 'first' or a failure here would mean the closed pool still wrote an outcome.
         assert.equal(await job.waitUntilFinished(events, 15_000), 'second');
