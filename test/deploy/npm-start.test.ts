@@ -19,6 +19,8 @@ describe('npm start under a process manager', () => {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const lines: Array<{ pid?: number; msg?: string }> = [];
+    let outputEnded = false;
+    npm.stdout.once('close', () => (outputEnded = true));
     createInterface({ input: npm.stdout }).on('line', (text) => {
       try {
         lines.push(JSON.parse(text) as { pid?: number; msg?: string });
@@ -32,8 +34,9 @@ describe('npm start under a process manager', () => {
       pid = serving.pid!;
       assert.notEqual(pid, npm.pid, 'leasebeat runs under npm');
       npm.kill('SIGTERM');
-      await until('the leasebeat process to exit', () => !alive(pid!) || undefined, 60_000);
-      assert.ok(lines.some((line) => line.msg === 'shut down'), 'it shut down gracefully');
+      // Its last lines pass through npm's pipe after it exited: read them all before looking.
+      await until('the leasebeat process to exit and its output to end', () => (!alive(pid!) && outputEnded) || undefined, 60_000);
+      assert.ok(lines.some((line) => line.msg === 'shut down'), `it shut down gracefully; its last lines: ${lines.slice(-3).map((line) => line.msg).join(' | ')}`);
     } finally {
       if (pid !== undefined && alive(pid)) process.kill(pid, 'SIGKILL');
       if (npm.exitCode === null && npm.signalCode === null) npm.kill('SIGKILL');
