@@ -1,12 +1,14 @@
 import type { Logger } from 'pino';
 import { tickJobId } from '../ledger/job-data.js';
 import { claimingTerm, takeBackInProgress } from '../ledger/records.js';
-import type { ClaimRequest, FencingToken, TickRecord, UnstageReason } from '../ledger/tick-ledger.js';
+import type { ClaimRequest, FencingToken, UnstageReason } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
 import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
+import { LaneCursor } from './lane-cursor.js';
 import type { LaneTerm } from './lane-term.js';
+import { StagedRuns, stagedBefore, unstageReason } from './staged-runs.js';
 import type { StagedRun } from './staging.js';
 
 /** What a step asks for: to go on at once, or to sleep (`wakeable`: a redefinition or a notice may cut it short). */
@@ -34,10 +36,8 @@ const MAX_SLEEP_MS = 60_000;
  * same lane, before the next tick is decided, so runs never overlap and start in tick order.
  */
 export class JobLane implements Sleeper {
-  /** Every tick at or before this instant is recorded (or, once the takeover is done, owed to no one). */
-  private cursor = -Infinity;
-  /** The newest recorded tick: the `previousTick` of the next claim. */
-  private watermark: number | undefined;
+  /** Where the lane stands in its walk through the ticks: its position, watermark and rewind (see LaneCursor). */
+  private readonly ticks = new LaneCursor();
   /** A tick claimed as buffered, waiting for the previous run to finish. */
   private buffered: number | undefined;
   /** A claimed tick whose BullMQ add has not succeeded yet; it is finished before anything else. */
@@ -48,17 +48,11 @@ export class JobLane implements Sleeper {
   /** The definition changed since the lane last planned its sleep. */
   private redefined = false;
   /** Runs this lane staged (or found staged at takeover) whose due time may not have come, oldest first. */
-  private staged: StagedRun[] = [];
+  private readonly staged = new StagedRuns();
   /** A redefinition or a pause notice since the staged runs were last checked against them. */
   private recheckStaged = false;
   /** The lane slept before its next tick (or while a tick is buffered): the buffered tick is released first on waking. */
   private releaseDue = false;
-  /** Redefined: the cursor may have run ahead of now (staged ticks), past ticks the new schedule has. */
-  private rewind = false;
-  /** Ticks recorded while still ahead of now (staged, or skipped early), not yet folded into {@link dueCursor}. */
-  private recordedAhead: number[] = [];
-  /** Every tick at or before this is recorded (or owed to no one): where a rewind may walk back to. */
-  private dueCursor = -Infinity;
   private stopped = false;
   /** The lane's pending wake-up on the term's timer while it sleeps, and whether a redefinition may cut it short. */
   private alarm: Alarm | undefined;
@@ -91,7 +85,7 @@ export class JobLane implements Sleeper {
   wake(): void {
     this.redefined = true;
     this.recheckStaged = true;
-    this.rewind = true;
+    this.ticks.redefined();
     this.interrupt();
   }
 
@@ -201,15 +195,9 @@ export class JobLane implements Sleeper {
         throw error;
       });
     }
-    if (this.rewind) {
-      // Staging moved the cursor up to a horizon past now. A new schedule may have ticks between the
-      // newest tick recorded by now and there: walk them again. Those recorded already (a staged run
-      // the edit kept) are answered `settled` by the ledger, which accepts a new tick below the
-      // watermark (it refuses only holes).
-      this.rewind = false;
-      this.cursor = Math.min(this.cursor, this.recordedBy(this.term.now()));
-    }
-    const tick = nextTick(job, this.cursor);
+    // Redefined: walk back to the newest tick recorded by now (see LaneCursor.rewind).
+    if (this.ticks.rewindPending) this.ticks.rewind(this.term.now());
+    const tick = nextTick(job, this.ticks.position);
     const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job) - this.term.now();
     if (untilDue > 0) {
       this.behind = false;
@@ -230,7 +218,7 @@ export class JobLane implements Sleeper {
   /** Records one due tick, or, when the lane fell behind past the catch-up window, the ticks it missed. */
   private async fire(job: ScheduledJob, tick: number): Promise<void> {
     if (this.behind) {
-      const missed = missedWindow(job, this.cursor, this.term.now());
+      const missed = missedWindow(job, this.ticks.position, this.term.now());
       if (missed) return void (await this.recordSkips(job, missed));
     }
     await this.decide(job, tick);
@@ -254,9 +242,7 @@ export class JobLane implements Sleeper {
     // again nor loses them, but takes back those a pause or a new schedule no longer wants (below), and
     // decides those that came due without a worker starting them as missed ticks.
     const now0 = this.term.now();
-    const stagedEarlier = this.stagedBefore(job, taken.recent);
-    this.staged = stagedEarlier.filter((run) => run.dueAt > now0);
-    const late = stagedEarlier.filter((run) => run.dueAt <= now0);
+    const late = this.staged.takeOver(stagedBefore(job, taken.recent), now0);
     for (const { tick, state } of taken.pending) {
       const takingBack = takeBackInProgress(state);
       if (takingBack) {
@@ -285,21 +271,15 @@ export class JobLane implements Sleeper {
     const paused = job.paused || taken.paused;
     if (!(await this.reviewStaged(job, paused))) return false;
     const now = this.term.now();
-    // A job no term has ticked yet owes its ticks from the moment a leader first saw it, so a failover
-    // before its first tick cannot lose that tick. (Finishing pending ticks above never moves the
-    // watermark: they are recorded already.)
-    const owedSince = taken.scheduledSince;
+    // The watermark is the ledger's; the walk starts where takeoverCursor says (a job no term ticked yet
+    // owes its ticks since a leader first saw it; with ticks staged past now, from the newest recorded by now).
     const { lastScheduledTick } = taken.state;
-    this.watermark = lastScheduledTick;
-    // With ticks staged past now, start from the newest tick recorded by now: walking the staged ones
-    // again costs a `settled` answer each, and finds the ticks a schedule edited since then put between.
-    this.cursor = lastScheduledTick === undefined ? owedSince : lastScheduledTick <= now ? lastScheduledTick : (taken.newestDueTick ?? now);
-    const plan = planCatchup(job, this.cursor, now, paused);
+    const from = this.ticks.takeOver({ lastScheduledTick, scheduledSince: taken.scheduledSince, newestDueTick: taken.newestDueTick }, now);
+    const plan = planCatchup(job, from, now, paused);
     if (!(await this.takeBackLate(job, late, plan, now, paused))) return false;
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
     for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;
-    this.cursor = Math.max(now, this.cursor);
-    this.dueCursor = Math.max(this.dueCursor, now);
+    this.ticks.tookOver(now);
     // Only now may workers start what earlier terms staged (they hold such runs until this mark).
     if (!(await this.writable())) return false;
     if (!(await this.term.markReviewed(job.name))) {
@@ -337,7 +317,7 @@ export class JobLane implements Sleeper {
   /** Decides one tick's fate (paused, overlap) and claims it; adds it when it runs now. True once recorded. */
   private async decide(job: ScheduledJob, tick: number): Promise<boolean> {
     if (!(await this.writable())) return false;
-    const request: ClaimRequest = { previousTick: this.watermark };
+    const request: ClaimRequest = { previousTick: this.ticks.watermark };
     if (job.paused) request.skip = 'paused';
     else if (job.overlap !== 'allow') {
       const decision = decideOverlap(job.overlap, await this.term.previousRun(job), this.buffered !== undefined);
@@ -412,10 +392,7 @@ export class JobLane implements Sleeper {
     const addedAt = this.term.now();
     if (!(await this.confirmAdded(job, tick, jobId))) return;
     this.unadded = undefined;
-    if (dueAt > addedAt) {
-      this.staged = this.staged.filter((run) => run.dueAt > addedAt);
-      this.staged.push({ tick, jobId, queue: job.queue, dueAt });
-    }
+    if (dueAt > addedAt) this.staged.added({ tick, jobId, queue: job.queue, dueAt }, addedAt);
     // A staged run is in BullMQ before its tick: its lag is BullMQ's promotion, not measured here.
     this.term.metrics?.enqueued(job.name, Math.max(0, addedAt - tick) / 1000);
   }
@@ -457,35 +434,20 @@ export class JobLane implements Sleeper {
   }
 
   /**
-   * Runs earlier terms may have staged: the `enqueued` ticks within the staging reach the takeover read,
-   * due or not (a due one may also have been added at its tick: takeBackLate asks BullMQ).
-   */
-  private stagedBefore(job: ScheduledJob, recent: TickRecord[]): StagedRun[] {
-    const runs: StagedRun[] = [];
-    for (const { tick, state } of recent) {
-      if (state.kind === 'enqueued') runs.push({ tick, jobId: state.jobId, queue: job.queue, dueAt: tick + jitterMs(job, tick) });
-    }
-    return runs;
-  }
-
-  /**
    * Takes back the staged runs that the job (undefined once removed) no longer wants: all of them once
    * it is removed or paused (by its definition or at run time), those of ticks its schedule no longer
    * has. A run whose due time has passed is out of reach: BullMQ has promoted it. True once every
    * unwanted run is taken back or found promoted; false when the term cannot write now (self-fence).
    */
   private async reviewStaged(job: ScheduledJob | undefined, knownPaused?: boolean): Promise<boolean> {
-    const now = this.term.now();
-    // A take-back that started is finished whatever the time: its record says `unstaging` until then.
-    this.staged = this.staged.filter((run) => run.dueAt > now || run.takingBack);
-    if (this.staged.length === 0) return true;
+    // Runs past their due time are dropped, but a take-back that started is carried on (see StagedRuns.dropDue).
+    if (this.staged.dropDue(this.term.now()) === 0) return true;
     const paused = job !== undefined && (knownPaused ?? (job.paused || (await this.term.ledger.isPaused(job.name))));
-    for (const run of [...this.staged]) {
-      const reason: UnstageReason | undefined =
-        run.takingBack ?? (!job ? 'removed' : paused ? 'paused' : nextTick(job, run.tick - 1) !== run.tick ? 'rescheduled' : undefined);
+    for (const run of this.staged.list()) {
+      const reason: UnstageReason | undefined = unstageReason(run, job, paused);
       if (!reason) continue;
       if (!(await this.writable())) return false;
-      run.takingBack = reason;
+      this.staged.takingBack(run, reason);
       const keepMs = job ? retentionMs(job) : MIN_RETENTION_MS;
       const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, keepMs);
       this.term.reached();
@@ -493,7 +455,7 @@ export class JobLane implements Sleeper {
         this.term.fenced();
         return false;
       }
-      this.staged = this.staged.filter((other) => other !== run);
+      this.staged.settled(run);
       if (outcome === 'taken-back') {
         this.log.info({ tick: new Date(run.tick), reason }, 'took back a staged run before its due time');
       } else {
@@ -534,17 +496,7 @@ export class JobLane implements Sleeper {
   }
 
   private recorded(tick: number): void {
-    this.watermark = Math.max(tick, this.watermark ?? -Infinity);
-    this.cursor = Math.max(tick, this.cursor);
-    if (tick > this.term.now()) this.recordedAhead.push(tick);
-    else this.dueCursor = Math.max(this.dueCursor, tick);
-  }
-
-  /** Where the lane's walk through the ticks stood at `now`: every tick at or before it is recorded. */
-  private recordedBy(now: number): number {
-    for (const tick of this.recordedAhead) if (tick <= now) this.dueCursor = Math.max(this.dueCursor, tick);
-    this.recordedAhead = this.recordedAhead.filter((tick) => tick > now);
-    return this.dueCursor;
+    this.ticks.recorded(tick, this.term.now());
   }
 
   /** Waits out a self-fence pause; owed ticks stay owed meanwhile. False when the term ended first. */
