@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { RedisProcess } from '../support/redis-process.js';
 import { TcpProxy, type TcpProxyOptions } from '../support/tcp-proxy.js';
-import { until as untilAsync } from '../support/until.js';
+import { until } from '../support/until.js';
 
 /** A client connection whose received bytes and closure the test can watch. */
 interface Client {
@@ -29,13 +29,8 @@ async function dial(port: number): Promise<Client> {
   return { socket, received: () => data, closed: () => closed };
 }
 
-async function until(what: string, probe: () => boolean): Promise<void> {
-  const deadline = Date.now() + 2000;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
+/** The waits on sockets here: 2 s at most, polled every 5 ms (a loopback socket answers within milliseconds). */
+const soon = (what: string, probe: () => boolean): Promise<true> => until(what, probe, 2_000, 5);
 
 describe('TcpProxy: partitions for the chaos suite', () => {
   let echo: Server;
@@ -62,7 +57,7 @@ describe('TcpProxy: partitions for the chaos suite', () => {
   it('forwards both ways while open', async () => {
     const client = await dial(proxy.port);
     client.socket.write('ping');
-    await until('the echo', () => client.received() === 'ping');
+    await soon('the echo', () => client.received() === 'ping');
     client.socket.destroy();
   });
 
@@ -77,7 +72,7 @@ describe('TcpProxy: partitions for the chaos suite', () => {
     assert.equal(late.received(), '');
     proxy.heal('deliver');
     open.socket.write('c');
-    await until('the held bytes', () => open.received() === 'ac' && late.received() === 'b');
+    await soon('the held bytes', () => open.received() === 'ac' && late.received() === 'b');
     open.socket.destroy();
     late.socket.destroy();
   });
@@ -88,24 +83,24 @@ describe('TcpProxy: partitions for the chaos suite', () => {
     client.socket.write('lost');
     await sleep(50);
     proxy.heal('reset');
-    await until('the reset', () => client.closed());
+    await soon('the reset', () => client.closed());
     assert.equal(client.received(), '');
     const next = await dial(proxy.port);
     next.socket.write('fresh');
-    await until('a new connection to work', () => next.received() === 'fresh');
+    await soon('a new connection to work', () => next.received() === 'fresh');
     next.socket.destroy();
   });
 
   it('reject resets open connections and refuses new ones until healed', async () => {
     const client = await dial(proxy.port);
     proxy.partition('reject');
-    await until('the reset', () => client.closed());
+    await soon('the reset', () => client.closed());
     const refused = await dial(proxy.port);
-    await until('the refusal', () => refused.closed());
+    await soon('the refusal', () => refused.closed());
     proxy.heal();
     const next = await dial(proxy.port);
     next.socket.write('back');
-    await until('traffic again', () => next.received() === 'back');
+    await soon('traffic again', () => next.received() === 'back');
     next.socket.destroy();
   });
 
@@ -116,13 +111,13 @@ describe('TcpProxy: partitions for the chaos suite', () => {
       const client = await dial(own.port);
       client.socket.write('x');
       // Handed to the client's socket is not yet read by the client (in this process, a poll later).
-      await until('the echo to be delivered and read', () => delivered.join('') === 'x' && client.received() === 'x');
+      await soon('the echo to be delivered and read', () => delivered.join('') === 'x' && client.received() === 'x');
       own.partition('blackhole');
       client.socket.write('y');
       await sleep(100);
       assert.equal(delivered.join(''), 'x', 'held bytes are not delivered');
       own.heal('deliver');
-      await until('the held bytes', () => delivered.join('') === 'xy' && client.received() === 'xy');
+      await soon('the held bytes', () => delivered.join('') === 'xy' && client.received() === 'xy');
       client.socket.destroy();
     } finally {
       await own.close();
@@ -184,16 +179,16 @@ describe('TcpProxy.switchTo: one connection moved between two real redis-servers
     const proxy = await proxyToA();
     const client = await dial(proxy.port);
     client.socket.write(command('GET', 'k'));
-    await until("A's reply", () => client.received() === bulk('a'));
+    await soon("A's reply", () => client.received() === bulk('a'));
     proxy.switchTo({ port: b.port }, 'mid-stream');
     assert.equal(proxy.target.port, b.port);
     client.socket.write(command('GET', 'k'));
-    await until("B's reply on the same socket", () => client.received() === bulk('a') + bulk('b'));
+    await soon("B's reply on the same socket", () => client.received() === bulk('a') + bulk('b'));
     assert.equal(client.closed(), false);
     assert.equal(proxy.connections, 1);
     const next = await dial(proxy.port);
     next.socket.write(command('GET', 'k'));
-    await until('a new connection to reach B', () => next.received() === bulk('b'));
+    await soon('a new connection to reach B', () => next.received() === bulk('b'));
     client.socket.destroy();
     next.socket.destroy();
   });
@@ -252,15 +247,15 @@ describe('TcpProxy.switchTo: one connection moved between two real redis-servers
     a.freeze();
     client.socket.write(command('GET', 'k'));
     // Seen, so forwarded to A (synchronously after the callback); frozen, A has not answered.
-    await until('the GET to be forwarded to A', () => seen.length === 1);
+    await soon('the GET to be forwarded to A', () => seen.length === 1);
     proxy.switchTo({ port: b.port }, 'mid-stream', { staleReplies: 'deliver' });
     const getsOnB = await calls(onB, 'get');
     client.socket.write(command('GET', 'k'));
-    await untilAsync('B to have answered', async () => (await calls(onB, 'get')) > getsOnB);
+    await until('B to have answered', async () => (await calls(onB, 'get')) > getsOnB);
     await sleep(50);
     assert.equal(client.received(), '', "B's reply waits for A's");
     a.resume();
-    await until('both replies, in order', () => client.received() === bulk('a') + bulk('b'));
+    await soon('both replies, in order', () => client.received() === bulk('a') + bulk('b'));
     client.socket.destroy();
   });
 
@@ -270,10 +265,10 @@ describe('TcpProxy.switchTo: one connection moved between two real redis-servers
     const client = await dial(proxy.port);
     a.freeze();
     client.socket.write(command('GET', 'k'));
-    await until('the GET to be forwarded to A', () => seen.length === 1);
+    await soon('the GET to be forwarded to A', () => seen.length === 1);
     proxy.switchTo({ port: b.port }, 'mid-stream', { staleReplies: 'drop' });
     client.socket.write(command('GET', 'k'));
-    await until("B's reply", () => client.received() === bulk('b'));
+    await soon("B's reply", () => client.received() === bulk('b'));
     a.resume();
     // A serves again (and has read what the dropped connection sent it): still nothing of A's arrives.
     assert.equal(await onA.ping(), 'PONG');
@@ -291,7 +286,7 @@ describe('TcpProxy.switchTo: one connection moved between two real redis-servers
     let reconnects = 0;
     client.on('reconnecting', () => reconnects++);
     proxy.switchTo({ port: b.port }, 'reconnect');
-    await until('the raw connection to be reset', () => raw.closed());
+    await soon('the raw connection to be reset', () => raw.closed());
     assert.equal(await client.get('k'), 'b', 'ioredis reconnected, to B');
     assert.ok(reconnects >= 1);
   });
@@ -300,14 +295,14 @@ describe('TcpProxy.switchTo: one connection moved between two real redis-servers
     const proxy = await proxyToA();
     const client = await dial(proxy.port);
     client.socket.write(command('GET', 'k'));
-    await until("A's reply", () => client.received() === bulk('a'));
+    await soon("A's reply", () => client.received() === bulk('a'));
     proxy.partition('blackhole');
     proxy.switchTo({ port: b.port }, 'mid-stream');
     client.socket.write(command('GET', 'k'));
     await sleep(50);
     assert.equal(client.received(), bulk('a'), 'held by the blackhole');
     proxy.heal('deliver');
-    await until("B's reply", () => client.received() === bulk('a') + bulk('b'));
+    await soon("B's reply", () => client.received() === bulk('a') + bulk('b'));
     client.socket.destroy();
   });
 });

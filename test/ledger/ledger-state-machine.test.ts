@@ -10,11 +10,12 @@ import { ClaimCode, ScriptProtocolError, scriptCode } from '../../src/ledger/scr
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { nextTick } from '../../src/scheduling/plan.js';
-import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
+import { silentGaps, ticksBetween } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { term } from '../support/term.js';
+import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
 const termA = { generation: 'uid-a', leaderTransitions: 3 };
@@ -108,11 +109,11 @@ describe('a producer over a ledger that a failover left inconsistent', () => {
       await redis.client.hset(ledger.keys.ledger(job.name), String(t), `enqueued|${tickJobId(job.name, t)}`);
       const stop = new AbortController();
       const run = producer(redis.client, job, ledger, queues).run(term(5, 'uid-a'), stop.signal);
-      const until = Date.now() + 1_000;
-      await waitFor('the ticks after the lost claim to be enqueued', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) >= until, 15_000);
+      const upTo = Date.now() + 1_000;
+      await until('the ticks after the lost claim to be enqueued', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) >= upTo, 15_000);
       stop.abort();
       await run;
-      assert.deepEqual(await silentGaps(ledger, job.name, ticksBetween(t - 1000, until, 1000)), []);
+      assert.deepEqual(await silentGaps(ledger, job.name, ticksBetween(t - 1000, upTo, 1000)), []);
       const state = await ledger.jobState(job.name);
       assert.deepEqual(state.skipped, {}, 'nothing was given up as missed');
     } finally {
@@ -157,8 +158,8 @@ describe('a producer over a ledger that a failover left inconsistent', () => {
     try {
       const stop = new AbortController();
       const run = producer(viaProxy, job, new TickLedger(viaProxy, keys), queues).run(term(1, 'uid-a'), stop.signal);
-      await waitFor('a confirm to be held while its claim is lost', () => lost);
-      await waitFor('the ticks after it to be enqueued', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) >= lost! + 2_000, 15_000);
+      await until('a confirm to be held while its claim is lost', () => lost, 10_000);
+      await until('the ticks after it to be enqueued', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) >= lost! + 2_000, 15_000);
       stop.abort();
       await run;
       assert.equal(await ledger.tickState(job.name, lost!), `enqueued|${tickJobId(job.name, lost!)}`, 'recorded as the run it is');

@@ -12,7 +12,8 @@ import { KeySpace } from '../../src/redis/keys.js';
 import type { StatusSnapshot } from '../../src/serving/sources.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
-import { leasebeatCli, until } from './support.js';
+import { until } from '../support/until.js';
+import { leasebeatCli } from './support.js';
 
 const JOBS = new URL('./fixtures/gated-jobs/', import.meta.url).pathname;
 
@@ -88,7 +89,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const victimId = await until('the run to start on a follower', async () => {
       for (const [identity, { record }] of await store.list()) if (record.activeJobIds.includes('kill-long/long-1')) return identity;
       return undefined;
-    });
+    }, 30_000);
     const victim = followers.find((f) => f.identity === victimId)!;
     const survivor = followers.find((f) => f !== victim)!;
     const killedAt = Date.now();
@@ -99,7 +100,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const judged = await until('the killed member to be Unknown', async () => {
       const member = (await store.health())?.members.find((m) => m.identity === victimId);
       return member?.condition === 'Unknown' ? member : undefined;
-    });
+    }, 30_000);
     const unknownAt = Date.now();
     assert.deepEqual(judged.activeJobsWhenUnknown, ['kill-long/long-1']);
     // Not before the grace period, less the heartbeat that may have been the last one before the kill.
@@ -152,15 +153,15 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const mine = queue('cordon', 'cordon-leader-only');
     // Gated: the run is still active when the draining report is checked, however slow the takeover is.
     await mine.add('gated-run', gatedRun('drain-1'), { jobId: 'drain-1', attempts: 1 });
-    await until('the run to start on the leader', async () => (await store.get(leader.identity))?.activeJobIds.includes('cordon-leader-only/drain-1'));
+    await until('the run to start on the leader', async () => (await store.get(leader.identity))?.activeJobIds.includes('cordon-leader-only/drain-1'), 30_000);
 
     const drain = leasebeatCli(['drain', leader.identity, '--wait', '--timeout', '60s'], clusterEnv('cordon'));
-    await until('the cordon to be stored', async () => (await redis.client.hexists('leasebeat:{cordon}:cordons', leader.identity)) === 1);
+    await until('the cordon to be stored', async () => (await redis.client.hexists('leasebeat:{cordon}:cordons', leader.identity)) === 1, 30_000);
     const cordonedAt = Date.now();
     const successor = await until('a follower to lead', async () => {
       const holder = await leaseHolder('cordon');
       return holder && holder !== leader.identity ? holder : undefined;
-    });
+    }, 30_000);
     const newLeaderAt = Date.now();
     assert.ok(followers.some((f) => f.identity === successor));
     assert.ok(newLeaderAt - cordonedAt < 5_000, `takeover in ${newLeaderAt - cordonedAt} ms, well inside the 10 s lease`);
@@ -169,7 +170,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const draining = await until('the leader to report draining', async () => {
       const record = await store.get(leader.identity);
       return record?.cordoned && record.draining ? record : undefined;
-    });
+    }, 30_000);
     assert.deepEqual([draining.role, draining.workers, draining.activeJobs], ['follower', 'draining', 1]);
     const releasedAt = Date.now();
     openGate('drain-1');
@@ -198,6 +199,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     assert.equal(((await mine.getJob('drain-2')) as Job<TickJobData, { ranOn: string }>).returnvalue.ranOn, leader.identity);
     await until('the member to campaign again', async () =>
       leader.logs.filter((l) => l.msg === 'attempting to acquire the leader lease').length === 2 && (await store.get(leader.identity))?.cordoned === false,
+      30_000,
     );
     t.diagnostic(`cordon of the leader → a follower leads: ${newLeaderAt - cordonedAt} ms (RetryPeriod 250 ms, heartbeat 250 ms, lease 10 s)`);
     t.diagnostic(`cordon → drain --wait returned: ${drainedAt - cordonedAt} ms (its active run was let finish ${releasedAt - cordonedAt} ms after the cordon)`);
@@ -211,13 +213,13 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     await until('three Ready members', () => readyMembers(store, 3), 60_000);
 
     dead!.child.kill('SIGKILL');
-    await until("the dead member's last write to be older than the 2 s grace, by Redis' clock", async () => ((await store.list()).get(dead!.identity)?.ageMs ?? 0) > 2_000);
+    await until("the dead member's last write to be older than the 2 s grace, by Redis' clock", async () => ((await store.list()).get(dead!.identity)?.ageMs ?? 0) > 2_000, 30_000);
     leader.child.kill('SIGTERM');
     // Polled every 25 ms, so this is the heir's first judgement (it publishes one per 250 ms heartbeat).
     const first = await until('the heir to publish its first judgement', async () => {
       const view = await store.health();
       return view?.leader === heir!.identity ? view : undefined;
-    });
+    }, 30_000);
     const judged = first.members.find((m) => m.identity === dead!.identity);
     assert.equal(judged?.condition, 'Unknown', 'not Ready for a grace period because the judge is new');
     assert.ok(judged.heartbeatAgeMs > 2_000, `its age counts from its last write (${judged.heartbeatAgeMs} ms)`);
@@ -235,6 +237,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     dead!.child.kill('SIGKILL');
     await until('the leader to judge the killed member Unknown', async () =>
       (await store.health())?.members.find((m) => m.identity === dead!.identity)?.condition === 'Unknown',
+      30_000,
     );
 
     const cordon = await leasebeatCli(['cordon', spare!.identity], env);
@@ -261,7 +264,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const forced = await leasebeatCli(['drain', leader.identity, '--force', '--wait', '--timeout', '30s'], env);
     assert.equal(forced.code, 0, forced.stderr);
     assert.match(forced.stdout, /^drained last-leader: cordoned, no active jobs$/m);
-    await until('the lease to be released', async () => (await leaseHolder('last')) === '');
+    await until('the lease to be released', async () => (await leaseHolder('last')) === '', 30_000);
   });
 
   it('SIGTERM drains: the member reports draining, its active run finishes, then it exits and leaves the registry', { timeout: 120_000 }, async (t) => {
@@ -270,14 +273,14 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     await until('a Ready member', () => readyMembers(store, 1), 60_000);
     const work = queue('term', 'term-long');
     await work.add('gated-run', gatedRun('term-1'), { jobId: 'term-1', attempts: 1 });
-    await until('the run to start', async () => (await store.get(instance.identity))?.activeJobs === 1);
+    await until('the run to start', async () => (await store.get(instance.identity))?.activeJobs === 1, 30_000);
 
     const signalledAt = Date.now();
     instance.child.kill('SIGTERM');
     const draining = await until('the record to say draining', async () => {
       const record = await store.get(instance.identity);
       return record?.draining ? record : undefined;
-    });
+    }, 30_000);
     assert.deepEqual([draining.ready, draining.reason, draining.activeJobIds], [false, 'shutting down', ['term-long/term-1']]);
     const releasedAt = Date.now();
     openGate('term-1');
@@ -301,7 +304,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const work = queue('abandon', 'abandon-long');
     // The gate stays shut until a successor runs it again: the first run never ends on its own.
     await work.add('gated-run', gatedRun('abandon-1'), { jobId: 'abandon-1', attempts: 1 });
-    await until('the run to start', async () => (await store.get(first.identity))?.activeJobs === 1);
+    await until('the run to start', async () => (await store.get(first.identity))?.activeJobs === 1, 30_000);
 
     const signalledAt = Date.now();
     first.child.kill('SIGTERM');
@@ -322,7 +325,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
     const job = await until('the run to complete on the successor', async () => {
       const current = (await work.getJob('abandon-1')) as Job<TickJobData, { ranOn: string }> | undefined;
       return current?.finishedOn ? current : undefined;
-    });
+    }, 30_000);
     assert.equal(await job.getState(), 'completed');
     assert.equal(job.returnvalue.ranOn, successor.identity);
     assert.equal(job.stalledCounter, 1, 'recovered by BullMQ as a stalled job');

@@ -10,7 +10,7 @@ import { KeySpace } from '../../src/redis/keys.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { ManualClock } from '../support/manual-clock.js';
 import { useRedis } from '../support/redis-server.js';
-import { until } from './support.js';
+import { until } from '../support/until.js';
 
 function record(identity: string, role: MemberRecord['role'], seq: number): MemberRecord {
   return { identity, version: 'test', startedAt: 0, seq, role, workers: 'running', activeJobs: 0, activeJobIds: [], cordoned: false, draining: false, ready: true };

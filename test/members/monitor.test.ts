@@ -12,7 +12,8 @@ import type { Clock } from '../../src/util/clock.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { ManualClock } from '../support/manual-clock.js';
 import { useRedis } from '../support/redis-server.js';
-import { SkewedClock, until } from './support.js';
+import { until } from '../support/until.js';
+import { SkewedClock } from './support.js';
 
 /** The defaults: heartbeat 5 s, grace 20 s, removal 60 s, 0.1 removals/s, 0.01 in partial disruption. */
 const SETTINGS: MemberSettings = resolveMemberSettings();
@@ -282,7 +283,7 @@ describe('member health on a real Redis, stepped with a manual clock', () => {
     h.add('gone', { activeJobIds: ['reports/nightly@1'] });
     await h.beatAll();
     h.members.get('gone')!.alive = false;
-    await until("gone's last write to be older than the grace by Redis' clock", async () => ((await h.store.list()).get('gone')?.ageMs ?? 0) > settings.graceMs);
+    await until("gone's last write to be older than the grace by Redis' clock", async () => ((await h.store.list()).get('gone')?.ageMs ?? 0) > settings.graceMs, 30_000);
     await h.beatAll();
 
     const takeover = h.elapsed();
@@ -311,7 +312,7 @@ describe('member health on a real Redis, stepped with a manual clock', () => {
     const leading = await until('the first pass', async () => {
       const text = await h.metrics.registry.metrics();
       return /^leasebeat_members\{condition="Ready"\} 2$/m.test(text) ? text : undefined;
-    });
+    }, 30_000);
     assert.match(leading, /^leasebeat_disruption_state 0$/m);
     leadership.abort();
     await running;

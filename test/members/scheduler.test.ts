@@ -7,7 +7,7 @@ import type { TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { createScheduler } from '../../src/scheduler.js';
 import { useRedis } from '../support/redis-server.js';
-import { until } from './support.js';
+import { until } from '../support/until.js';
 
 const JOBS = new URL('./fixtures/jobs/', import.meta.url).pathname;
 
@@ -47,7 +47,7 @@ describe('createScheduler and cordons (in process, real Redis)', () => {
 
       assert.equal(await scheduler.members.uncordon('pod-0'), true);
       await until('it to lead and run the job', async () => scheduler.elector.isLeader() && (await queue.getJobState('after-restart')) === 'completed', 20_000);
-      await until('the record to show it', async () => (await scheduler.members.get('pod-0'))?.role === 'leader');
+      await until('the record to show it', async () => (await scheduler.members.get('pod-0'))?.role === 'leader', 30_000);
       assert.deepEqual((await scheduler.members.get('pod-0'))?.workers, 'running');
     } finally {
       await scheduler.stop();

@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../../src/util/clock.js';
 import type { ManualClock } from '../support/manual-clock.js';
 
@@ -25,17 +24,6 @@ export class SkewedClock implements Clock {
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
     return this.base.sleep(ms, signal);
-  }
-}
-
-/** Polls `probe` every 25 ms until it returns a value (not undefined/false), or throws after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
   }
 }
 

@@ -6,7 +6,7 @@ import { testWorkerPool } from '../support/worker-pool.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
-import { until } from './support.js';
+import { until } from '../support/until.js';
 
 describe('WorkerPool pause and resume (what a cordon does to the workers), on real BullMQ', () => {
   const redis = useRedis();
@@ -27,7 +27,7 @@ describe('WorkerPool pause and resume (what a cordon does to the workers), on re
     try {
       assert.equal(pool.state(), 'running');
       await first.add('slow', {}, { jobId: 'one' });
-      await until('run one to start', () => Promise.resolve(gates.has('one')));
+      await until('run one to start', () => Promise.resolve(gates.has('one')), 30_000);
       assert.deepEqual(pool.activeJobIds(), ['pause-a/one']);
 
       let drained = false;
@@ -59,11 +59,11 @@ describe('WorkerPool pause and resume (what a cordon does to the workers), on re
       assert.equal(pool.state(), 'paused');
 
       pool.resume();
-      await until('both waiting runs to start', () => Promise.resolve(gates.has('two') && gates.has('three')));
+      await until('both waiting runs to start', () => Promise.resolve(gates.has('two') && gates.has('three')), 30_000);
       assert.equal(pool.state(), 'running');
       gates.get('two')!();
       gates.get('three')!();
-      await until('both to complete', async () => (await first.getJobState('two')) === 'completed' && (await second.getJobState('three')) === 'completed');
+      await until('both to complete', async () => (await first.getJobState('two')) === 'completed' && (await second.getJobState('three')) === 'completed', 30_000);
     } finally {
       for (const release of gates.values()) release();
       await pool.close(5_000);

@@ -11,10 +11,10 @@ import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { waitFor } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { until } from '../support/until.js';
 
 /**
  * What a burst of due ticks and a takeover cost in Redis commands, counted on the producer's own
@@ -87,12 +87,12 @@ describe('Producer batching, by Redis commands', () => {
     const tick = Math.ceil((Date.now() + 10_000) / 1000) * 1000;
     const running = start(schedules('1h', { startAt: new Date(tick) }));
     try {
-      await waitFor('every job taken over', takenOver, 30_000, 100);
+      await until('every job taken over', takenOver, 30_000, 100);
       // The last reads of a takeover come right after `scheduledSince` is set.
       await sleep(500);
       assert.ok(Date.now() < tick - 500, 'the takeover ended well before the tick');
       const burst = countFromNow();
-      await waitFor(
+      await until(
         `every job's tick ${tick} enqueued`,
         async () => (await fieldOfAll((job) => [keys.ledger(job), String(tick)])).every((v) => v?.startsWith('enqueued|')),
         tick - Date.now() + 10_000,
@@ -110,7 +110,7 @@ describe('Producer batching, by Redis commands', () => {
   it(`the takeover of ${JOBS} jobs reads them in batches, not one job at a time`, { timeout: 60_000 }, async () => {
     const running = start(schedules('1h'));
     try {
-      await waitFor('every job taken over', takenOver, 30_000, 100);
+      await until('every job taken over', takenOver, 30_000, 100);
       // The last reads of a takeover come right after `scheduledSince` is set.
       await sleep(500);
       const counts = Object.fromEntries(counter.byCommand);
@@ -123,7 +123,7 @@ describe('Producer batching, by Redis commands', () => {
   it('an idle leader waits for trigger requests on a blocking read instead of polling, and still runs a request', { timeout: 30_000 }, async () => {
     const running = start(schedules('1h', { count: 1 }));
     try {
-      await waitFor('the job taken over', async () => (await redis.client.hget(keys.jobState('j0'), 'scheduledSince')) !== null, 10_000, 50);
+      await until('the job taken over', async () => (await redis.client.hget(keys.jobState('j0'), 'scheduledSince')) !== null, 10_000, 50);
       await sleep(500);
       const idle = countFromNow();
       await sleep(4_000);
@@ -131,7 +131,7 @@ describe('Producer batching, by Redis commands', () => {
       const reads = (counts.XREAD ?? 0) + (counts.XRANGE ?? 0);
       assert.ok(reads <= 2, `stream reads by an idle leader in 4 s: ${reads} (${JSON.stringify(counts)})`);
       const request = await submitTrigger(redis.client, keys, 'j0', 10_000);
-      const outcome = await waitFor('the trigger outcome', () => triggerOutcome(redis.client, keys, request.id), 10_000, 25);
+      const outcome = await until('the trigger outcome', () => triggerOutcome(redis.client, keys, request.id), 10_000, 25);
       assert.deepEqual(outcome, { jobId: `j0@manual-${request.id}`, queue: 'burst', flow: false });
     } finally {
       await running.stop();

@@ -10,9 +10,9 @@ import { QueueSet } from '../../src/redis/queue-set.js';
 import { RedisConnections } from '../../src/redis/redis-topology.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { waitFor } from '../support/ledger-audit.js';
 import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
 import { scheduledJob } from '../support/scheduled-job.js';
+import { until } from '../support/until.js';
 
 /**
  * The batched scripts (claims, confirmations, takeover reads of many jobs in one script) and the trigger
@@ -45,15 +45,15 @@ describe('Producer on Redis Cluster', () => {
     const stop = new AbortController();
     const run = new Producer({ redis, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger }).run(term, stop.signal);
     try {
-      const tick = await waitFor('a tick of j0 enqueued', async () => (await ledger.jobState('j0')).lastEnqueuedAt !== undefined && (await ledger.jobState('j0')).lastScheduledTick, 30_000, 100);
-      await waitFor(
+      const tick = await until('a tick of j0 enqueued', async () => (await ledger.jobState('j0')).lastEnqueuedAt !== undefined && (await ledger.jobState('j0')).lastScheduledTick, 30_000, 100);
+      await until(
         `every job's tick ${tick} enqueued`,
         async () => (await Promise.all([...jobs.keys()].map((job) => ledger.tickState(job, tick)))).every((state) => state?.startsWith('enqueued|')),
         15_000,
         100,
       );
       const request = await submitTrigger(redis, keys, 'j7', 10_000);
-      const outcome = await waitFor('the trigger outcome', () => triggerOutcome(redis, keys, request.id), 10_000, 50);
+      const outcome = await until('the trigger outcome', () => triggerOutcome(redis, keys, request.id), 10_000, 50);
       assert.deepEqual(outcome, { jobId: `j7@manual-${request.id}`, queue: 'cluster', flow: false });
     } finally {
       stop.abort();

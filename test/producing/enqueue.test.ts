@@ -5,7 +5,7 @@ import { addRun } from '../../src/producing/enqueue.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJob, tickJobData } from '../support/scheduled-job.js';
-import { waitFor } from '../support/ledger-audit.js';
+import { until } from '../support/until.js';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { silentLogger } from '../../src/util/logger.js';
 
@@ -51,7 +51,7 @@ describe('addRun on a real Redis and BullMQ', () => {
     const queue = new Queue('kept', { connection: redis.client });
     try {
       pool.update(new Map([[job.name, job]]));
-      await waitFor('the flow to complete', async () => (await queue.getJobState('kept@1000')) === 'completed');
+      await until('the flow to complete', async () => (await queue.getJobState('kept@1000')) === 'completed', 10_000);
       const parent = await queue.getJob('kept@1000');
       assert.deepEqual(parent?.opts.removeOnComplete, { age: 3600 }, 'kept for the ledger\'s retention, as an age');
       assert.deepEqual(parent?.opts.removeOnFail, { age: 3600 }, 'a count would remove it whatever its age');
@@ -59,7 +59,7 @@ describe('addRun on a real Redis and BullMQ', () => {
       await addRun(queues, job, tickJobData({}, 1000), opts);
       // A run added after the re-add is taken after anything the re-add put in the queue.
       await queue.add('kept', tickJobData({}, 2000), { jobId: 'after' });
-      await waitFor('the run added after it to run', () => runs.includes('after'));
+      await until('the run added after it to run', () => runs.includes('after'), 10_000);
       assert.deepEqual(runs.sort(), ['after', 'kept@1000', 'kept@1000/0'], 'parent and child ran once each');
       assert.equal(await queue.getJobState('kept@1000'), 'completed');
     } finally {

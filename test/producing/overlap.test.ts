@@ -9,10 +9,10 @@ import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { OverlapPolicy, ScheduledJob } from '../../src/scheduling/define-job.js';
-import { waitFor } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
 import { RunRecorder } from '../support/run-recorder.js';
 import { scheduledJob } from '../support/scheduled-job.js';
+import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
 const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
@@ -65,23 +65,23 @@ describe('Overlap policies with real workers: runs never overlap and start in ti
     const first = new AbortController();
     const run1 = producer().run(term(1), first.signal);
     // No worker yet: the first run stays waiting and the next tick is buffered behind it.
-    const [running, buffered] = await waitFor('a buffered tick', async () => {
+    const [running, buffered] = await until('a buffered tick', async () => {
       const pending = await ledger.pendingTicks(job.name);
       const states = await Promise.all(pending.map((tick) => ledger.tickState(job.name, tick)));
       const index = states.findIndex((state) => state?.startsWith('buffered|'));
       const previous = Number((await ledger.jobState(job.name)).lastJobTick);
       return index >= 0 && [previous, pending[index]!];
-    });
+    }, 10_000);
     first.abort();
     await run1;
     const second = new AbortController();
     const run2 = producer().run(term(2), second.signal);
-    await waitFor('the second term to tick', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) > buffered + 1000);
+    await until('the second term to tick', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) > buffered + 1000, 10_000);
     assert.match((await ledger.tickState(job.name, buffered)) ?? '', /^buffered\|/, 'still buffered behind a waiting run');
     assert.equal(await queues.get('leasebeat').getJob(`slow@${buffered}`), undefined);
     const connection = redis.server.client();
     const worker = new Worker('leasebeat', () => sleep(100), { connection });
-    await waitFor('the buffered tick to be added', async () => (await ledger.tickState(job.name, buffered))?.startsWith('enqueued|'));
+    await until('the buffered tick to be added', async () => (await ledger.tickState(job.name, buffered))?.startsWith('enqueued|'), 10_000);
     second.abort();
     await run2;
     const previousRun = await queues.get('leasebeat').getJob(`slow@${running}`);

@@ -9,10 +9,11 @@ import { Producer, type CannotProduceReason } from '../../src/producing/producer
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
+import { silentGaps, ticksBetween } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -21,7 +22,7 @@ const scheduled = scheduledJobWith({ every: '1s', handler: () => undefined });
 const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
 
 /** Waits until the wall clock reaches `at` (ms since the epoch). */
-const until = (at: number): Promise<void> => sleep(Math.max(0, at - Date.now()));
+const sleepUntil = (at: number): Promise<void> => sleep(Math.max(0, at - Date.now()));
 
 /**
  * A producer whose Redis traffic (ledger and BullMQ) goes through a TCP proxy the test can partition, with
@@ -74,15 +75,15 @@ describe('Producer under Redis faults', () => {
     const leader = new ProxiedProducer(proxy, jobs);
     const first = new AbortController();
     const run = leader.producer.run(term(1), first.signal);
-    const t0 = await waitFor('a first enqueued tick', async () => (await ledger.jobState('fast')).enqueued >= 1 && (await ledger.jobState('fast')).lastScheduledTick);
+    const t0 = await until('a first enqueued tick', async () => (await ledger.jobState('fast')).enqueued >= 1 && (await ledger.jobState('fast')).lastScheduledTick, 10_000);
     // The claims of t0+1 s and t0+2 s are held, then fail when the connection resets; Redis is
     // reachable again before t0+3 s comes due.
-    await until(t0 + 500);
+    await sleepUntil(t0 + 500);
     proxy.partition('blackhole');
-    await until(t0 + 2_900);
+    await sleepUntil(t0 + 2_900);
     proxy.heal('reset');
     // Killed after t0+3 s came due, before any retry of the failed ticks.
-    await waitFor('t0+3 s to be due', () => Date.now() >= t0 + 3_300, 10_000, 5);
+    await until('t0+3 s to be due', () => Date.now() >= t0 + 3_300, 10_000, 5);
     first.abort();
     await run;
     await leader.close();
@@ -91,10 +92,10 @@ describe('Producer under Redis faults', () => {
     const queues = new QueueSet({ connection: redis.client });
     const successor = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
     const running = successor.run(term(2), next.signal);
-    const last = await waitFor('the next term to produce', async () => {
+    const last = await until('the next term to produce', async () => {
       const tick = (await ledger.jobState('fast')).lastScheduledTick ?? 0;
       return tick >= t0 + 4_000 && tick;
-    });
+    }, 10_000);
     next.abort();
     await running;
     await queues.close();
@@ -108,12 +109,12 @@ describe('Producer under Redis faults', () => {
     const leader = new ProxiedProducer(proxy, jobs, limitMs);
     const stop = new AbortController();
     const run = leader.producer.run(term(1), stop.signal);
-    await waitFor('the fence to rise', async () => (await ledger.fence()).leaderTransitions === 1);
+    await until('the fence to rise', async () => (await ledger.fence()).leaderTransitions === 1, 10_000);
     await sleep(2 * limitMs); // quiet, but reachable: its probes keep it healthy
     assert.deepEqual(leader.calls, []);
     proxy.partition('blackhole');
     const cutAt = Date.now();
-    const [call] = await waitFor('onCannotProduce', () => leader.calls.length > 0 && leader.calls, limitMs + 3_000);
+    const [call] = await until('onCannotProduce', () => leader.calls.length > 0 && leader.calls, limitMs + 3_000);
     assert.equal(call!.reason, 'redis-unreachable');
     const after = call!.at - cutAt;
     assert.ok(after >= limitMs - 1_000 && after <= limitMs + 2_000, `reported ${after} ms after the partition (limit ${limitMs} ms)`);
@@ -131,11 +132,11 @@ describe('Producer under Redis faults', () => {
     const leader = new ProxiedProducer(proxy, jobs, 1_000);
     const stop = new AbortController();
     const run = leader.producer.run(term(1), stop.signal);
-    const [call] = await waitFor('onCannotProduce', () => leader.calls.length > 0 && leader.calls, 5_000);
+    const [call] = await until('onCannotProduce', () => leader.calls.length > 0 && leader.calls, 5_000);
     assert.equal(call!.reason, 'redis-unreachable');
     // Redis back before the scheduler resigned: the term produces.
     proxy.heal();
-    await waitFor('an enqueue after Redis came back', async () => (await ledger.jobState('fast')).enqueued >= 1, 15_000);
+    await until('an enqueue after Redis came back', async () => (await ledger.jobState('fast')).enqueued >= 1, 15_000);
     stop.abort();
     await run;
     await leader.close();

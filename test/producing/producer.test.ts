@@ -12,10 +12,11 @@ import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { nextTick } from '../../src/scheduling/plan.js';
 import { systemClock, type Clock } from '../../src/util/clock.js';
-import { silentGaps, ticksBetween, waitFor } from '../support/ledger-audit.js';
+import { silentGaps, ticksBetween } from '../support/ledger-audit.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
+import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -95,7 +96,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const enqueued = async (): Promise<number> => (await ledger.jobState('fast')).enqueued;
     const onTime = async (what: string): Promise<void> => {
       const before = await enqueued();
-      await waitFor(`two more ticks ${what}`, async () => (await enqueued()) >= before + 2);
+      await until(`two more ticks ${what}`, async () => (await enqueued()) >= before + 2, 10_000);
       const { lastScheduledTick } = await ledger.jobState('fast');
       // Redis' clock is this machine's: the newest tick recorded is due by now, not an hour away.
       assert.ok(lastScheduledTick! <= Date.now(), `${what}: claimed ${new Date(lastScheduledTick!).toISOString()} at ${new Date().toISOString()}`);
@@ -158,13 +159,13 @@ describe('Producer on a real Redis and BullMQ', () => {
     const run = producer({ stillLeading })
       .run(term(1), stop.signal)
       .finally(() => (ended = true));
-    await waitFor('a first enqueue', async () => (await ledger.jobState('fast')).enqueued >= 1);
+    await until('a first enqueue', async () => (await ledger.jobState('fast')).enqueued >= 1, 10_000);
     leading = false;
     const pausedAt = Date.now();
     // A claim or add already past its self-fence check may still land. A lane's step asks at most five
     // times before it parks; past that the asking is the pause's poll (every 100 ms), so the lane is
     // parked and nothing of it is on the wire.
-    await waitFor('the producer to park on the self-fence', () => deniedChecks >= 10);
+    await until('the producer to park on the self-fence', () => deniedChecks >= 10, 10_000);
     const atLoss = await ledger.jobState('fast');
     await sleep(2_200 - (Date.now() - pausedAt)); // two ticks come due while paused
     assert.deepEqual(await ledger.jobState('fast'), atLoss, 'no claim and no add while self-fenced');
@@ -172,13 +173,17 @@ describe('Producer on a real Redis and BullMQ', () => {
     assert.equal(ended, false, 'a late renewal does not end the term');
     leading = true;
     const resumedAt = Date.now();
-    const last = await waitFor('the owed ticks', async () => {
-      const state = await ledger.jobState('fast');
-      return (state.lastScheduledTick ?? 0) >= Math.floor(resumedAt / 1000) * 1000 && state.lastScheduledTick;
-    });
+    // Stop once every tick owed up to the resume second is recorded as added: not at its claim, which
+    // may come just before its add and confirm.
+    const first = atLoss.lastScheduledTick!;
+    const last = await until('the owed ticks, each added', async () => {
+      const { lastScheduledTick } = await ledger.jobState('fast');
+      if ((lastScheduledTick ?? 0) < Math.floor(resumedAt / 1000) * 1000) return undefined;
+      const states = await Promise.all(ticksBetween(first, lastScheduledTick!, 1000).map((tick) => ledger.tickState('fast', tick)));
+      return states.every((state) => state?.startsWith('enqueued|')) && lastScheduledTick;
+    }, 10_000);
     stop.abort();
     await run;
-    const first = atLoss.lastScheduledTick!;
     const owed = ticksBetween(first, last, 1000);
     assert.ok(owed.length >= 3, `owed ${owed.length} ticks`);
     for (const tick of owed) assert.equal(await ledger.tickState('fast', tick), `enqueued|fast@${tick}`, `tick ${new Date(tick).toISOString()}`);
@@ -308,7 +313,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const stop = new AbortController();
     const run = producer().run(term(2), stop.signal);
     // The takeover records at least the 9 missed ticks (a 10th may come due meanwhile, also paused).
-    await waitFor('the missed ticks recorded', async () => ((await ledger.jobState('fast')).lastScheduledTick ?? 0) >= watermark + 9_000);
+    await until('the missed ticks recorded', async () => ((await ledger.jobState('fast')).lastScheduledTick ?? 0) >= watermark + 9_000, 10_000);
     stop.abort();
     await run;
     const state = await ledger.jobState('fast');
@@ -368,7 +373,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const stop = new AbortController();
     const run = producer().run(term(1), stop.signal);
     try {
-      await waitFor('a tick of the flow job', async () => (await ledger.jobState('fan')).enqueued >= 1);
+      await until('a tick of the flow job', async () => (await ledger.jobState('fan')).enqueued >= 1, 10_000);
     } finally {
       stop.abort();
       await run;
@@ -408,7 +413,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const fastTicks = fast.map((job) => (job.data as { tick: number }).tick).sort((a, b) => a - b);
     assert.deepEqual(fastTicks, fastTicks.map((_, i) => fastTicks[0]! + i * 1000), 'the other job ran each of its ticks');
     broken = false;
-    await waitFor('the held-back ticks of the broken job', async () => (await ledger.jobState('broken')).enqueued >= 2, 10_000);
+    await until('the held-back ticks of the broken job', async () => (await ledger.jobState('broken')).enqueued >= 2, 10_000);
     stop.abort();
     await run;
     const ticks = (await redis.client.zrange(ledger.keys.ledgerIndex('broken'), 0, -1)).map(Number);
@@ -448,7 +453,7 @@ describe('Producer across a Redis restart', () => {
       await sleep(2_500);
       await server.restart();
       const back = Date.now();
-      await waitFor('an enqueue of a tick due after Redis came back', async () => {
+      await until('an enqueue of a tick due after Redis came back', async () => {
         const ticks = (await redis.zrange(ledger.keys.ledgerIndex('fast'), 0, -1)).map(Number);
         const states = await Promise.all(ticks.filter((tick) => tick > back).map((tick) => ledger.tickState('fast', tick)));
         return states.some((state) => state?.startsWith('enqueued|'));

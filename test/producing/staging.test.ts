@@ -9,10 +9,10 @@ import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger, type UnstageReason } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { waitFor } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
+import { until } from '../support/until.js';
 
 const logger = pino({ level: process.env.TEST_LOG ?? 'silent' });
 const QUEUE = 'leasebeat';
@@ -81,10 +81,10 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
   /** A run of `name` staged in BullMQ's delayed set with at least {@link ROOM_MS} before its tick. */
   const stagedRun = (name: string): Promise<Job<TickJobData>> =>
-    waitFor(`a staged run of ${name} with ${ROOM_MS} ms to go`, async () => {
+    until(`a staged run of ${name} with ${ROOM_MS} ms to go`, async () => {
       const delayed = (await queue.getJobs(['delayed'])) as Array<Job<TickJobData>>;
       return delayed.find((run) => run.name === name && run.data.tick - Date.now() >= ROOM_MS);
-    });
+    }, 10_000);
 
   const state = (name: string, tick: number): Promise<string | undefined> => ledger.tickState(name, tick);
 
@@ -109,8 +109,8 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     assert.equal(staged.id, `steady@${tick}`);
     assert.equal(staged.timestamp + staged.opts.delay!, tick, 'the delayed score is the tick on the authoritative clock');
     assert.equal(await state('steady', tick), `enqueued|steady@${tick}`, 'claimed under the fence and confirmed before the tick');
-    await waitFor('the staged run to start', () => runs.find((run) => run.tick === tick), 10_000);
-    await waitFor('two more ticks', () => runs.filter((run) => run.tick > tick).length >= 2, 10_000);
+    await until('the staged run to start', () => runs.find((run) => run.tick === tick), 10_000);
+    await until('two more ticks', () => runs.filter((run) => run.tick > tick).length >= 2, 10_000);
     await leader.stop();
     for (const run of runs) {
       assert.ok(run.startedAt >= run.tick - 50, `tick ${run.tick} started ${run.tick - run.startedAt} ms early`);
@@ -130,10 +130,10 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     work();
     const leader = lead(1);
     const states = ['completed', 'active', 'waiting', 'delayed', 'waiting-children'] as const;
-    await waitFor('three ticks of each job', async () => {
+    await until('three ticks of each job', async () => {
       const all = await queue.getJobs([...states]);
       return names.every((name) => all.filter((run) => run.name === name).length >= 3);
-    });
+    }, 10_000);
     await leader.stop();
     const stoppedAt = Date.now();
     const all = (await queue.getJobs([...states])) as Array<Job<TickJobData>>;
@@ -154,10 +154,10 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const staged = await stagedRun('pausable');
     const tick = staged.data.tick;
     await ledger.pause('pausable', 'maintenance');
-    await waitFor('the staged run to be taken back', async () => (await state('pausable', tick)) === 'skipped|paused');
+    await until('the staged run to be taken back', async () => (await state('pausable', tick)) === 'skipped|paused', 10_000);
     assert.equal(await queue.getJobState(staged.id!), 'unknown', 'its BullMQ job is gone');
     assert.equal(await redis.client.zscore(ledger.keys.pending('pausable'), String(tick)), null, 'nothing left pending');
-    await waitFor('the tick to pass', () => Date.now() > tick + 800);
+    await until('the tick to pass', () => Date.now() > tick + 800, 10_000);
     assert.deepEqual(runs.filter((run) => run.tick >= tick), [], 'no run of the paused job started');
     const { enqueued, skipped } = await ledger.jobState('pausable');
     assert.equal(enqueued, runs.length, 'the taken-back run no longer counts as enqueued');
@@ -165,7 +165,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
     await ledger.resume('pausable');
     const again = await stagedRun('pausable');
-    await waitFor('a run after the resume', () => runs.find((run) => run.tick === again.data.tick), 10_000);
+    await until('a run after the resume', () => runs.find((run) => run.tick === again.data.tick), 10_000);
   });
 
   it('a job removed by hot reload has its staged runs taken back', { timeout: 30_000 }, async () => {
@@ -176,9 +176,9 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const staged = await stagedRun('removed');
     jobs.delete('removed');
     producer.reload();
-    await waitFor('the staged run to be taken back', async () => (await state('removed', staged.data.tick)) === 'skipped|removed');
+    await until('the staged run to be taken back', async () => (await state('removed', staged.data.tick)) === 'skipped|removed', 10_000);
     assert.equal(await queue.getJobState(staged.id!), 'unknown');
-    await waitFor('the tick to pass', () => Date.now() > staged.data.tick + 800);
+    await until('the tick to pass', () => Date.now() > staged.data.tick + 800, 10_000);
     assert.equal(runs.filter((run) => run.id === staged.id).length, 0, 'the removed job did not run');
     assert.ok(runs.some((run) => run.tick === staged.data.tick && run.id.startsWith('kept@')), 'the other job ran at that tick');
   });
@@ -200,9 +200,9 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const earlier = next.data.tick - 500;
     jobs.set('edited', job({ name: 'edited', startAt: new Date(earlier) }));
     producer.reload();
-    await waitFor('the rescheduled tick to be taken back', async () => (await state('edited', next.data.tick)) === 'skipped|rescheduled');
+    await until('the rescheduled tick to be taken back', async () => (await state('edited', next.data.tick)) === 'skipped|rescheduled', 10_000);
     assert.equal(await queue.getJobState(next.id!), 'unknown');
-    await waitFor('the new schedule’s earlier tick to be enqueued', async () => (await state('edited', earlier)) === `enqueued|edited@${earlier}`);
+    await until('the new schedule’s earlier tick to be enqueued', async () => (await state('edited', earlier)) === `enqueued|edited@${earlier}`, 10_000);
   });
 
   it('a term that ends between staging and the tick leaves a valid run: the next leader neither stages it again nor loses it', { timeout: 30_000 }, async () => {
@@ -210,8 +210,8 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const runs = work();
     const staged = await stagedByEndedTerm('handover');
     lead(2);
-    await waitFor('the staged run to start', () => runs.find((run) => run.tick === staged.data.tick), 10_000);
-    await waitFor('a run of the new term', () => runs.find((run) => run.tick > staged.data.tick), 10_000);
+    await until('the staged run to start', () => runs.find((run) => run.tick === staged.data.tick), 10_000);
+    await until('a run of the new term', () => runs.find((run) => run.tick > staged.data.tick), 10_000);
     const ofTick = runs.filter((run) => run.tick === staged.data.tick);
     assert.equal(ofTick.length, 1, 'the tick ran once');
     const added = (await queue.getJobs(['completed'])) as Array<Job<TickJobData>>;
@@ -225,11 +225,11 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const staged = await stagedRun('densified');
     const tick = staged.data.tick;
     // Past T − 2 s, with T staged: a new schedule every second has a tick that is already due, T − 2 s.
-    await waitFor('T − 1.9 s', () => Date.now() > tick - 1_900);
+    await until('T − 1.9 s', () => Date.now() > tick - 1_900, 10_000);
     jobs.set('densified', job({ name: 'densified', every: '1s', catchup: { mode: 'all', window: '1m' } }));
     producer.reload();
     for (const due of [tick - 2_000, tick - 1_000, tick]) {
-      await waitFor(`the new schedule's tick ${due - tick} ms to be enqueued`, async () => (await state('densified', due)) === `enqueued|densified@${due}`);
+      await until(`the new schedule's tick ${due - tick} ms to be enqueued`, async () => (await state('densified', due)) === `enqueued|densified@${due}`, 10_000);
     }
   });
 
@@ -239,8 +239,8 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const earlier = staged.data.tick - 500;
     jobs.set('moved', job({ name: 'moved', startAt: new Date(earlier) }));
     lead(2);
-    await waitFor('the lost tick to be taken back', async () => (await state('moved', staged.data.tick)) === 'skipped|rescheduled');
-    await waitFor('the gained tick to be enqueued', async () => (await state('moved', earlier)) === `enqueued|moved@${earlier}`);
+    await until('the lost tick to be taken back', async () => (await state('moved', staged.data.tick)) === 'skipped|rescheduled', 10_000);
+    await until('the gained tick to be enqueued', async () => (await state('moved', earlier)) === `enqueued|moved@${earlier}`, 10_000);
   });
 
   it('the next leader takes back a run staged by an earlier term when the job is paused', { timeout: 30_000 }, async () => {
@@ -249,7 +249,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     // Paused while no instance leads: the notice reaches nobody, the takeover reads the pause.
     await ledger.pause('inherited');
     lead(2);
-    await waitFor('the inherited staged run to be taken back', async () => (await state('inherited', staged.data.tick)) === 'skipped|paused');
+    await until('the inherited staged run to be taken back', async () => (await state('inherited', staged.data.tick)) === 'skipped|paused', 10_000);
     assert.equal(await queue.getJobState(staged.id!), 'unknown');
   });
 
@@ -269,7 +269,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
         const data: TickJobData = { tick, token: TERM_1, data: undefined, manual: false, dueAt: tick };
         await queue.add(name, data, { jobId, delay: Math.max(1, tick - Date.now()) });
       }
-      await waitFor('the claimed tick to be past due', () => Date.now() > tick + 200, 10_000);
+      await until('the claimed tick to be past due', () => Date.now() > tick + 200, 10_000);
       return tick;
     };
 
@@ -279,7 +279,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
         const tick = await claimedThenDied('claimed-ahead', added);
         await ledger.pause('claimed-ahead');
         lead(2);
-        await waitFor('the claimed tick to be decided', async () => (await state('claimed-ahead', tick))?.startsWith('skipped|'), 10_000);
+        await until('the claimed tick to be decided', async () => (await state('claimed-ahead', tick))?.startsWith('skipped|'), 10_000);
         assert.equal(await state('claimed-ahead', tick), 'skipped|paused');
         assert.equal(await queue.getJobState(`claimed-ahead@${tick}`), 'unknown', 'no run of the tick is left in BullMQ');
       });
@@ -290,7 +290,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       const tick = await claimedThenDied('kept', false);
       const runs = work();
       lead(2);
-      await waitFor('the claimed tick to run', () => runs.find((run) => run.tick === tick), 10_000);
+      await until('the claimed tick to run', () => runs.find((run) => run.tick === tick), 10_000);
       assert.equal(await state('kept', tick), `enqueued|kept@${tick}`);
       assert.equal(runs.filter((run) => run.tick === tick).length, 1);
     });
@@ -299,7 +299,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       jobs.set('none', job({ name: 'none', catchup: { mode: 'none' } }));
       const tick = await claimedThenDied('none', true);
       lead(2);
-      await waitFor('the claimed tick to be decided', async () => (await state('none', tick))?.startsWith('skipped|'), 10_000);
+      await until('the claimed tick to be decided', async () => (await state('none', tick))?.startsWith('skipped|'), 10_000);
       assert.match((await state('none', tick)) ?? '', /^skipped\|(catchup-limit|missed-window)$/);
     });
   });
@@ -316,7 +316,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       const staged = await stagedThenStopped();
       jobs.delete('gone');
       lead(2);
-      await waitFor('the removed job’s staged run to be taken back', async () => (await state('gone', staged.data.tick)) === 'skipped|removed');
+      await until('the removed job’s staged run to be taken back', async () => (await state('gone', staged.data.tick)) === 'skipped|removed', 10_000);
       assert.equal(await queue.getJobState(staged.id!), 'unknown');
     });
 
@@ -325,7 +325,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       assert.equal(await markedByTerm1('gone', staged, 'removed'), 'marked');
       jobs.delete('gone');
       lead(2);
-      await waitFor('the take-back to be finished', async () => (await state('gone', staged.data.tick)) === 'skipped|removed');
+      await until('the take-back to be finished', async () => (await state('gone', staged.data.tick)) === 'skipped|removed', 10_000);
       assert.equal(await redis.client.zscore(ledger.keys.pending('gone'), String(staged.data.tick)), null, 'nothing left pending');
     });
   });
@@ -343,11 +343,11 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const finishedByNextLeader = async ({ tick, id }: { tick: number; id: string }): Promise<void> => {
       const runs = work();
       lead(2);
-      await waitFor('the take-back to be finished', async () => (await state('interrupted', tick)) === 'skipped|paused');
+      await until('the take-back to be finished', async () => (await state('interrupted', tick)) === 'skipped|paused', 10_000);
       assert.equal(await queue.getJobState(id), 'unknown', 'the run is in no list');
       assert.ok((await redis.client.pttl(queue.toKey(id))) > 0, 'its hash is kept, to expire: a late add of the same id stays a no-op');
       assert.equal(await redis.client.zscore(ledger.keys.pending('interrupted'), String(tick)), null, 'nothing left pending');
-      await waitFor('the tick to pass', () => Date.now() > tick + 800);
+      await until('the tick to pass', () => Date.now() > tick + 800, 10_000);
       assert.equal(runs.filter((run) => run.tick === tick).length, 0, 'the taken-back run never started');
     };
 
@@ -372,12 +372,12 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     await redis.client.rename(delayed, `${delayed}:aside`);
     await redis.client.set(delayed, 'not a sorted set');
     await ledger.pause('stubborn');
-    await waitFor('the take-back to be marked', async () => (await state('stubborn', staged.data.tick))?.startsWith('unstaging|'));
-    await waitFor('the due time to pass', () => Date.now() > staged.data.tick + 1_000, 10_000);
+    await until('the take-back to be marked', async () => (await state('stubborn', staged.data.tick))?.startsWith('unstaging|'), 10_000);
+    await until('the due time to pass', () => Date.now() > staged.data.tick + 1_000, 10_000);
     // Back, with no worker yet to promote the run (a promotion winning now would be a fair outcome too).
     await redis.client.del(delayed);
     await redis.client.rename(`${delayed}:aside`, delayed);
-    await waitFor('the take-back to finish', async () => (await state('stubborn', staged.data.tick)) === 'skipped|paused', 15_000);
+    await until('the take-back to finish', async () => (await state('stubborn', staged.data.tick)) === 'skipped|paused', 15_000);
     assert.equal(await redis.client.zscore(ledger.keys.pending('stubborn'), String(staged.data.tick)), null, 'nothing left pending');
     assert.equal(await queue.getJobState(staged.id!), 'unknown', 'the run is in no list: no worker can take it');
   });
@@ -387,7 +387,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const failing: Worker = new Worker(QUEUE, (): Promise<void> => Promise.reject(new Error('first attempt fails')), { connection: redis.client.duplicate({ maxRetriesPerRequest: null }) });
     workers.push(failing);
     const staged = await stagedByEndedTerm('retried');
-    await waitFor('the first attempt to fail into its retry delay', async () => {
+    await until('the first attempt to fail into its retry delay', async () => {
       const run = await queue.getJob(staged.id!);
       return run?.attemptsMade === 1 && (await run.getState()) === 'delayed';
     }, 15_000);
@@ -395,7 +395,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     await ledger.pause('retried');
     assert.equal(await markedByTerm1('retried', staged), 'marked');
     lead(2);
-    await waitFor('the take-back to settle', async () => (await state('retried', staged.data.tick)) === `enqueued|${staged.id}`);
+    await until('the take-back to settle', async () => (await state('retried', staged.data.tick)) === `enqueued|${staged.id}`, 10_000);
     assert.equal(await queue.getJobState(staged.id!), 'delayed', 'its retry stands');
   });
 
@@ -407,7 +407,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     await ledger.pause('late');
     assert.equal(await markedByTerm1('late', staged), 'marked');
     lead(2);
-    await waitFor('the take-back to settle', async () => (await state('late', staged.data.tick)) === 'skipped|paused');
+    await until('the take-back to settle', async () => (await state('late', staged.data.tick)) === 'skipped|paused', 10_000);
     assert.equal(await queue.getJobState(staged.id!), 'unknown', 'pulled from the wait list: no worker can take it');
   });
 
@@ -415,7 +415,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     jobs.set('fenced', job({ name: 'fenced' }));
     const staged = await stagedByEndedTerm('fenced');
     lead(2);
-    await waitFor('the second term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 2);
+    await until('the second term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 2, 10_000);
     assert.equal(await markedByTerm1('fenced', staged), 'fenced');
     const [outcome] = await ledger.claimTicks(TERM_1, [{ job: 'fenced', tick: staged.data.tick + 60_000, jobId: 'x', request: { previousTick: staged.data.tick } }]);
     assert.deepEqual(outcome, { kind: 'fenced' });
@@ -425,16 +425,16 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
   it('catch-up: ticks missed while no leader ran are added at once, then the next tick is staged', { timeout: 30_000 }, async () => {
     jobs.set('catching', job({ name: 'catching', every: '1s', catchup: { mode: 'all', window: '1m' } }));
     const first = lead(1, 0);
-    await waitFor('a first tick', async () => (await ledger.jobState('catching')).enqueued >= 1);
+    await until('a first tick', async () => (await ledger.jobState('catching')).enqueued >= 1, 10_000);
     await first.stop();
     const { lastScheduledTick } = await ledger.jobState('catching');
     await sleep(2_500);
     const since = Date.now();
     lead(2);
-    await waitFor('a staged run', async () => {
+    await until('a staged run', async () => {
       const delayed = (await queue.getJobs(['delayed'])) as Array<Job<TickJobData>>;
       return delayed.find((run) => run.data.tick > since + 500);
-    });
+    }, 10_000);
     const added = (await queue.getJobs(['waiting', 'delayed'])) as Array<Job<TickJobData>>;
     const missed = added.filter((run) => run.data.tick > lastScheduledTick! && run.data.tick <= since);
     assert.ok(missed.length >= 2, `the ticks missed during the outage were caught up (${missed.length})`);

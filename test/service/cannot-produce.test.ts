@@ -7,7 +7,7 @@ import { createScheduler, type Scheduler } from '../../src/scheduler.js';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
 import { useRedis } from '../support/redis-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { until } from '../members/support.js';
+import { until } from '../support/until.js';
 
 const JOBS = new URL('../fixtures/jobs-plain/', import.meta.url).pathname;
 const ELECTION = { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 };
@@ -41,7 +41,7 @@ describe('a leader that cannot produce gives the lease up', () => {
     const b = scheduler('b', redis.server.port);
     try {
       await a.start();
-      await until('a to lead and enqueue', async () => (await ledger.fence()).holder === 'a' && (await ledger.jobState('every-second')).enqueued >= 2);
+      await until('a to lead and enqueue', async () => (await ledger.fence()).holder === 'a' && (await ledger.jobState('every-second')).enqueued >= 2, 30_000);
       await b.start();
       proxy.partition('blackhole');
       const cutAt = Date.now();

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { waitFor } from '../support/ledger-audit.js';
+import { until } from '../support/until.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
 
@@ -22,7 +22,7 @@ describe('two deployments on one Redis (issue 19)', () => {
         const [runner, queue, run] = line.split('|') as [string, string, string];
         return { runner, queue, run };
       });
-    await waitFor('both deployments to run a few ticks', async () => {
+    await until('both deployments to run a few ticks', async () => {
       const seen = await records();
       return seen.filter((r) => r.runner === 'iso').length >= 4 && seen.filter((r) => r.runner === 'leasebeat').length >= 4;
     }, 40_000);

@@ -7,20 +7,11 @@ import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
+import { until } from '../support/until.js';
 
 const JOBS = new URL('../fixtures/jobs-multiprocess/', import.meta.url).pathname;
 const JOB = 'every-second';
 const LEASE_KEY = 'leasebeat:{leasebeat}:lease';
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 interface TickAudit {
   first: number;
@@ -84,7 +75,7 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     const byIdentity = (identity: string | null): Instance | undefined => instances.find((i) => i.identity === identity);
     const enqueued = async (): Promise<number> => (await ledger.jobState(JOB)).enqueued;
 
-    await until('ticks from the first leader', async () => (await enqueued()) >= 3 && true, 60_000);
+    await until('ticks from the first leader', async () => (await enqueued()) >= 3 && true, 60_000, 50);
     await sleep(9_000);
 
     const first = byIdentity(await redis.client.hget(LEASE_KEY, 'holderIdentity'));
@@ -95,8 +86,8 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     const second = await until('a new leader', async () => {
       const holder = await redis.client.hget(LEASE_KEY, 'holderIdentity');
       return holder && holder !== first.identity ? byIdentity(holder) : undefined;
-    });
-    await until('enqueues by the new leader', async () => (await enqueued()) > beforeKill);
+    }, 20_000, 50);
+    await until('enqueues by the new leader', async () => (await enqueued()) > beforeKill, 20_000, 50);
     t.diagnostic(`SIGKILL of the leader → first enqueue of the next term: ${Date.now() - killedAt} ms (lease 2 s, retry 250 ms)`);
     await sleep(9_000);
 
@@ -105,7 +96,7 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     second.child.kill('SIGTERM');
     assert.equal(await second.exited(), 0, 'SIGTERM exits cleanly');
     const third = instances.find((i) => i !== first && i !== second)!;
-    await until('enqueues by the last instance', async () => (await enqueued()) > beforeTerm);
+    await until('enqueues by the last instance', async () => (await enqueued()) > beforeTerm, 20_000, 50);
     t.diagnostic(`SIGTERM of the leader → first enqueue of the next term: ${Date.now() - stoppedAt} ms (release, then about one retry period)`);
     assert.ok(third.logs.some((l) => l.msg === 'acquired the leader lease'));
     await sleep(9_000);

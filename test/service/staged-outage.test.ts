@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import { waitFor } from '../support/ledger-audit.js';
+import { until } from '../support/until.js';
 import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
 
@@ -21,7 +21,7 @@ describe('runs staged by a leader that died before they were due (issue 19)', ()
     const first = startInstance('first', env);
     instances.push(first);
     // Both jobs have a run staged that is due at least 1.5 s from now: then the only instance dies.
-    const staged = await waitFor('a run of each job staged well ahead of its tick', async () => {
+    const staged = await until('a run of each job staged well ahead of its tick', async () => {
       const ticks = await Promise.all(['kept-paused', 'no-catchup'].map(async (job) => (await ledger.jobState(job)).lastScheduledTick ?? 0));
       return ticks.every((tick) => tick > Date.now() + 1_500) && ticks;
     }, 30_000);
@@ -29,16 +29,16 @@ describe('runs staged by a leader that died before they were due (issue 19)', ()
     await ledger.pause('kept-paused', 'paused while every instance is down');
     const [pausedTick, noCatchupTick] = staged as [number, number];
     // Both ticks come due with no instance alive, and the dead leader's last stamp grows old.
-    await waitFor('both ticks to be long past', () => Date.now() > Math.max(pausedTick, noCatchupTick) + 2_500, 15_000);
+    await until('both ticks to be long past', () => Date.now() > Math.max(pausedTick, noCatchupTick) + 2_500, 15_000);
     const next = startInstance('next', env);
     instances.push(next);
-    await waitFor('the next leader to decide both staged runs', async () =>
+    await until('the next leader to decide both staged runs', async () =>
       (await ledger.tickState('kept-paused', pausedTick))?.startsWith('skipped|') && (await ledger.tickState('no-catchup', noCatchupTick))?.startsWith('skipped|'),
     30_000);
     assert.equal(await ledger.tickState('kept-paused', pausedTick), 'skipped|paused');
     assert.match((await ledger.tickState('no-catchup', noCatchupTick)) ?? '', /^skipped\|(catchup-limit|missed-window)$/);
     // The next tick of the job with no catch-up runs as usual: the hold ends with the review.
-    await waitFor('a later run of no-catchup', async () =>
+    await until('a later run of no-catchup', async () =>
       (await redis.client.lrange('test:staged-outage', 0, -1)).some((run) => run.startsWith('no-catchup@') && Number(run.split('@')[1]) > noCatchupTick),
     30_000);
     const runs = await redis.client.lrange('test:staged-outage', 0, -1);

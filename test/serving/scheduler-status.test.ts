@@ -5,7 +5,7 @@ import type { HistorySnapshot } from '../../src/serving/history.js';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
 import { useRedis } from '../support/redis-server.js';
-import { until } from '../members/support.js';
+import { until } from '../support/until.js';
 
 const JOBS = new URL('./fixtures/jobs-ticking/', import.meta.url).pathname;
 

@@ -1,19 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { TickLedger } from '../../src/ledger/tick-ledger.js';
-
-type Truthy<T> = Exclude<T, false | 0 | '' | null | undefined>;
-
-/** Polls `condition` until it holds; fails with `what` after `timeoutMs`. Returns the truthy value. */
-export async function waitFor<T>(what: string, condition: () => Promise<T> | T, timeoutMs = 10_000, intervalMs = 25): Promise<Truthy<T>> {
-  // On the monotonic clock: a step of the wall clock must not end (or stretch) a wait.
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await condition();
-    if (value) return value as Truthy<T>;
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(intervalMs);
-  }
-}
 
 /**
  * The ticks among `ticks` that have neither a job (recorded `enqueued|…`, or `claimed|…`/`buffered|…`
