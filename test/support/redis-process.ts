@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis, type RedisOptions } from 'ioredis';
-import { freePort } from './redis-server.js';
+import { freePort, waitForPing } from './redis-server.js';
 
 /**
  * One `redis-server` process (data node, sentinel or cluster node) of a test topology, on a free loopback
@@ -49,22 +49,7 @@ export class RedisProcess {
   async launch(ping: RedisOptions = {}): Promise<void> {
     const proc = spawn('redis-server', this.args(this.port), { stdio: 'ignore' });
     this.child = proc;
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      if (proc.exitCode !== null) throw new Error(`redis-server ${this.args(this.port).join(' ')} exited with ${proc.exitCode}`);
-      const probe = new Redis({ host: '127.0.0.1', port: this.port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, ...ping });
-      probe.on('error', () => undefined);
-      try {
-        await probe.connect();
-        if ((await probe.ping()) === 'PONG') return;
-      } catch {
-        // not up yet
-      } finally {
-        probe.disconnect();
-      }
-      if (Date.now() > deadline) throw new Error(`redis-server on ${this.port} did not answer within 10 s`);
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    await waitForPing(this.port, proc, 10_000, ping);
   }
 
   /** SIGKILL, as a crash: whatever was not replicated is gone. */

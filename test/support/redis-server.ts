@@ -4,7 +4,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach } from 'node:test';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
+import { until } from './until.js';
 
 /** A private `redis-server` on a free loopback port, started and stopped by the test that owns it. */
 export interface TestRedis {
@@ -35,23 +36,24 @@ export async function freePort(): Promise<number> {
   });
 }
 
-async function waitForPing(port: number, child: ChildProcess, deadlineMs: number): Promise<void> {
-  const started = Date.now();
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
-    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+/**
+ * Waits until the redis-server `child` answers PING on `port`, on a new connection each time (`ping`: more
+ * options for it); fails at once if the process exits, and after `timeoutMs`.
+ */
+export async function waitForPing(port: number, child: ChildProcess, timeoutMs: number, ping: RedisOptions = {}): Promise<void> {
+  await until(`redis-server on ${port} to answer PING`, async () => {
+    if (child.exitCode !== null) throw new Error(`${child.spawnargs.join(' ')} exited with ${child.exitCode}`);
+    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, ...ping });
     probe.on('error', () => undefined);
     try {
       await probe.connect();
-      if ((await probe.ping()) === 'PONG') return;
+      return (await probe.ping()) === 'PONG';
     } catch {
-      // not up yet
+      return false; // not up yet
     } finally {
       probe.disconnect();
     }
-    if (Date.now() - started > deadlineMs) throw new Error(`redis-server on ${port} did not answer within ${deadlineMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  }, timeoutMs);
 }
 
 /** Starts a real redis-server for a test. `appendonly` turns on AOF for restart tests. */
