@@ -3,7 +3,6 @@ import { beforeEach, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import { pino } from 'pino';
 import { AdminError, createAdmin } from '../../src/index.js';
-import type { Term } from '../../src/election/record.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { manualJobId, submitTrigger, triggerOutcome, type TriggerOutcome } from '../../src/producing/manual-triggers.js';
 import { Producer } from '../../src/producing/producer.js';
@@ -12,6 +11,7 @@ import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
+import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
@@ -20,8 +20,6 @@ const YEARLY = '0 0 1 1 *';
 
 /** A job that never ticks during a test (once a year): only triggers add its runs. */
 const yearly = scheduledJobWith({ schedule: YEARLY, queue: 'manual-test', handler: () => undefined });
-
-const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
 
 describe('manual triggers: taken by the leader under the fence, at most once', () => {
   const redis = useRedis();

@@ -3,7 +3,6 @@ import { beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'bullmq';
 import { pino } from 'pino';
-import type { Term } from '../../src/election/record.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
@@ -12,10 +11,10 @@ import type { OverlapPolicy, ScheduledJob } from '../../src/scheduling/define-jo
 import { useRedis } from '../support/redis-server.js';
 import { RunRecorder } from '../support/run-recorder.js';
 import { scheduledJob } from '../support/scheduled-job.js';
+import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
-const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
 
 const slowJob = (overlap: OverlapPolicy): ScheduledJob => scheduledJob({ name: 'slow', every: '1s', overlap, handler: () => undefined });
 

@@ -3,7 +3,6 @@ import { beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import type { Term } from '../../src/election/record.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { Producer, type CannotProduceReason } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
@@ -13,13 +12,12 @@ import { silentGaps, ticksBetween } from '../support/ledger-audit.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
 
 const scheduled = scheduledJobWith({ every: '1s', handler: () => undefined });
-
-const term = (transitions: number): Term => ({ holderIdentity: `leader-${transitions}`, generation: 'gen-1', leaderTransitions: transitions, acquireTime: Date.now() });
 
 /** Waits until the wall clock reaches `at` (ms since the epoch). */
 const sleepUntil = (at: number): Promise<void> => sleep(Math.max(0, at - Date.now()));
