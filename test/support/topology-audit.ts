@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import type { Cluster, Redis } from 'ioredis';
 import type { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
@@ -18,6 +19,16 @@ export interface TickAudit {
    */
   unowed: string[];
   summary: Record<string, { owedSince: number | undefined; runs: number; ticks: number; skipped: number }>;
+}
+
+/**
+ * Asserts what a run through a fault must show: no (job, tick) ran twice, every run was of a tick the
+ * lease owed, and no tick was left without a run or a record (`gapsMessage`: what that means in the test).
+ */
+export function assertExactlyOnce(report: TickAudit, gapsMessage = 'every tick ran or has a recorded skip'): void {
+  assert.deepEqual(report.duplicates, [], 'no (job, tick) ran twice');
+  assert.deepEqual(report.unowed, [], 'every run is of a tick this lease owed');
+  assert.deepEqual(report.silentGaps, [], gapsMessage);
 }
 
 /**
