@@ -10,7 +10,7 @@ import { MemberStore } from '../../src/members/store.js';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import type { StatusSnapshot } from '../../src/serving/sources.js';
-import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
+import { FAST_ELECTION, killAll, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 import { leasebeatCli } from './support.js';
@@ -71,7 +71,7 @@ describe('member lifecycle with real `leasebeat start` processes on one Redis', 
   };
 
   redis.beforeClose(async () => {
-    for (const instance of instances) instance.child.kill('SIGKILL');
+    killAll(instances);
     await Promise.all(queues.map((q) => q.close()));
   });
   after(() => rmSync(gates, { recursive: true, force: true }));

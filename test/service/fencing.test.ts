@@ -5,7 +5,7 @@ import { Queue } from 'bullmq';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
+import { FAST_ELECTION, killAll, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
 
 const JOBS = new URL('../fixtures/jobs-multiprocess/', import.meta.url).pathname;
@@ -14,12 +14,7 @@ const LEASE_KEY = 'leasebeat:{leasebeat}:lease';
 describe('fencing across processes: a leader frozen past its lease', () => {
   const redis = useRedis();
   const instances: Instance[] = [];
-  redis.beforeClose(() => {
-    for (const instance of instances) {
-      instance.child.kill('SIGCONT');
-      instance.child.kill('SIGKILL');
-    }
-  });
+  redis.beforeClose(() => killAll(instances));
 
   it('SIGSTOP the leader past its lease, SIGCONT it: no enqueue from its term after the fence rose, no duplicates', { timeout: 120_000 }, async (t) => {
     const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '5s', ...FAST_ELECTION };

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { until } from '../support/until.js';
-import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
+import { FAST_ELECTION, killAll, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
 
 const JOBS = new URL('../fixtures/jobs-isolation/', import.meta.url).pathname;
@@ -9,9 +9,7 @@ const JOBS = new URL('../fixtures/jobs-isolation/', import.meta.url).pathname;
 describe('two deployments on one Redis (issue 19)', () => {
   const redis = useRedis();
   const instances: Instance[] = [];
-  redis.beforeClose(() => {
-    for (const instance of instances) instance.child.kill('SIGKILL');
-  });
+  redis.beforeClose(() => killAll(instances));
 
   it('with different prefixes share nothing: each runs only its own runs, each (job, tick) once per deployment', { timeout: 60_000 }, async () => {
     const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '2s', ...FAST_ELECTION };

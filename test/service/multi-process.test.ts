@@ -5,7 +5,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
+import { FAST_ELECTION, killAll, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 
@@ -65,7 +65,7 @@ describe('multi-process: three real `leasebeat start` processes on one Redis', (
     queue = new Queue('leasebeat', { connection: redis.client });
   });
   redis.beforeClose(async () => {
-    for (const instance of instances) instance.child.kill('SIGKILL');
+    killAll(instances);
     await queue.close();
   });
 

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { until } from '../support/until.js';
-import { FAST_ELECTION, startInstance, type Instance } from '../support/instance.js';
+import { FAST_ELECTION, killAll, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
 
 const JOBS = new URL('../fixtures/jobs-staged-outage/', import.meta.url).pathname;
@@ -11,9 +11,7 @@ const JOBS = new URL('../fixtures/jobs-staged-outage/', import.meta.url).pathnam
 describe('runs staged by a leader that died before they were due (issue 19)', () => {
   const redis = useRedis();
   const instances: Instance[] = [];
-  redis.beforeClose(() => {
-    for (const instance of instances) instance.child.kill('SIGKILL');
-  });
+  redis.beforeClose(() => killAll(instances));
 
   it('with every instance down across the tick, the next leader applies the pause and the catch-up policy before any worker starts them', { timeout: 90_000 }, async () => {
     const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_STAGE_AHEAD: '3s', ...FAST_ELECTION };

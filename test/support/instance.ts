@@ -71,3 +71,11 @@ export function startInstance(identity: string, env: Record<string, string>): In
     },
   };
 }
+
+/** Ends every instance at once, as a suite's cleanup: SIGKILL, after a SIGCONT for one a test froze. */
+export function killAll(instances: Instance[]): void {
+  for (const instance of instances) {
+    instance.child.kill('SIGCONT');
+    instance.child.kill('SIGKILL');
+  }
+}
