@@ -3,8 +3,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, beforeEach } from 'node:test';
+import { beforeEach } from 'node:test';
 import { Redis, type RedisOptions } from 'ioredis';
+import { useSuiteResource } from './suite-resource.js';
 import { until } from './until.js';
 
 /** A private `redis-server` on a free loopback port, started and stopped by the test that owns it. */
@@ -110,9 +111,8 @@ export interface RedisFixture {
   /** A client on the server, opened on first use and disconnected after the suite. */
   readonly client: Redis;
   /**
-   * Runs `close` after the suite, before the client disconnects and the server stops; the last one
-   * added runs first. For what holds a connection to the server (queues, producers), which would
-   * otherwise be closed after the server is gone: `after` hooks run in the order they are added.
+   * Runs `close` after the suite, before the client disconnects and the server stops (last added, first
+   * run): for what holds a connection to the server (queues, producers), see `SuiteResource.beforeClose`.
    */
   beforeClose(close: () => unknown): void;
 }
@@ -122,29 +122,20 @@ export interface RedisFixture {
  * hook). With `flush`, it also empties it before each test.
  */
 export function useRedis(options: { appendonly?: boolean; flush?: boolean } = {}): RedisFixture {
-  let server: TestRedis | undefined;
   let client: Redis | undefined;
-  const closers: Array<() => unknown> = [];
+  const server = useSuiteResource('useRedis: the server', () => startRedis({ appendonly: options.appendonly }), async (started) => {
+    client?.disconnect();
+    await started.close();
+  });
   const fixture: RedisFixture = {
     get server(): TestRedis {
-      if (!server) throw new Error('useRedis: the server starts in the suite\'s before hook; use it from a hook or a test');
-      return server;
+      return server.current;
     },
     get client(): Redis {
-      return (client ??= fixture.server.client());
+      return (client ??= server.current.client());
     },
-    beforeClose(close: () => unknown): void {
-      closers.push(close);
-    },
+    beforeClose: (close) => server.beforeClose(close),
   };
-  before(async () => {
-    server = await startRedis({ appendonly: options.appendonly });
-  });
   if (options.flush) beforeEach(() => fixture.client.flushall());
-  after(async () => {
-    for (const close of closers.reverse()) await close();
-    client?.disconnect();
-    await server?.close();
-  });
   return fixture;
 }
