@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import type { Term } from '../../src/election/record.js';
@@ -10,7 +10,7 @@ import { QueueSet } from '../../src/redis/queue-set.js';
 import { RedisConnections } from '../../src/redis/redis-topology.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
+import { useRedisCluster } from '../support/redis-cluster.js';
 import { scheduledJob } from '../support/scheduled-job.js';
 import { until } from '../support/until.js';
 
@@ -24,17 +24,10 @@ const term: Term = { holderIdentity: 'leader', generation: 'gen-1', leaderTransi
 const JOBS = 600;
 
 describe('Producer on Redis Cluster', () => {
-  let cluster: TestRedisCluster;
-
-  before(async () => {
-    cluster = await startRedisCluster();
-  });
-  after(async () => {
-    await cluster.close();
-  });
+  const cluster = useRedisCluster();
 
   it(`${JOBS} jobs ticking together (batches over 500) and a manual trigger, all on one slot`, { timeout: 120_000 }, async () => {
-    const connections = RedisConnections.fromUrl(cluster.url);
+    const connections = RedisConnections.fromUrl(cluster.current.url);
     const redis = connections.open('control') as Redis;
     redis.on('error', () => undefined);
     const keys = new KeySpace('leasebeat', 'cluster-producer');

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { RedisProcess } from './redis-process.js';
+import { useSuiteResource, type SuiteResource } from './suite-resource.js';
 import { until } from './until.js';
 
 const run = promisify(execFile);
@@ -28,6 +29,11 @@ export interface TestRedisCluster {
   /** Waits until a node other than `old` serves `slot` as a primary and the cluster state is ok. */
   waitForFailover(old: RedisProcess, slot: number, timeoutMs?: number): Promise<RedisProcess>;
   close(): Promise<void>;
+}
+
+/** A Redis Cluster for the calling suite: started in a `before` hook, closed in an `after` hook. */
+export function useRedisCluster(): SuiteResource<TestRedisCluster> {
+  return useSuiteResource('useRedisCluster: the cluster', startRedisCluster, (cluster) => cluster.close());
 }
 
 export async function startRedisCluster(): Promise<TestRedisCluster> {

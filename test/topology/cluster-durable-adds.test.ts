@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import type { Cluster, Redis } from 'ioredis';
 import { DurabilityError, ReplicaWait } from '../../src/redis/durability.js';
 import { FencedEnqueue } from '../../src/producing/fenced-enqueue.js';
@@ -9,7 +9,7 @@ import { CLUSTER_BULL_PREFIX, keySlot, RedisConnections } from '../../src/redis/
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import type { RedisProcess } from '../support/redis-process.js';
-import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
+import { useRedisCluster } from '../support/redis-cluster.js';
 import { scheduledJob } from '../support/scheduled-job.js';
 import { until } from '../support/until.js';
 
@@ -34,30 +34,26 @@ function enqueueOn(ledger: TickLedger, queues: QueueSet, wait: ReplicaWait): Fen
 }
 
 describe('BullMQ adds confirmed on their own shard (Redis Cluster: 3 primaries + 3 replicas)', () => {
-  let cluster: TestRedisCluster;
+  const cluster = useRedisCluster();
   let client: Cluster;
 
-  before(async () => {
-    cluster = await startRedisCluster();
-    client = RedisConnections.fromUrl(cluster.url).open('control') as Cluster;
+  before(() => {
+    client = RedisConnections.fromUrl(cluster.current.url).open('control') as Cluster;
     client.on('error', () => undefined);
   });
-  after(async () => {
-    client?.disconnect();
-    await cluster?.close();
-  });
+  cluster.beforeClose(() => client?.disconnect());
 
   it("with the replica of BullMQ's shard frozen, an add is not confirmed and the ledger is not told enqueued; once the replica is back it is", { timeout: 60_000 }, async () => {
     const bullSlot = keySlot(`${CLUSTER_BULL_PREFIX}:${QUEUE}:id`);
-    const bullPrimary = await cluster.primaryOf(bullSlot);
+    const bullPrimary = await cluster.current.primaryOf(bullSlot);
     // A ledger (its hash tag: the cluster name) on another shard than BullMQ's.
     let keys: KeySpace | undefined;
     for (let i = 0; !keys; i++) {
       const candidate = new KeySpace('leasebeat', `durable-adds-${i}`);
-      if ((await cluster.primaryOf(keySlot(candidate.fence))) !== bullPrimary) keys = candidate;
+      if ((await cluster.current.primaryOf(keySlot(candidate.fence))) !== bullPrimary) keys = candidate;
     }
-    const ledgerPrimary = await cluster.primaryOf(keySlot(keys.fence));
-    const [bullReplica] = await cluster.replicasOf(bullPrimary);
+    const ledgerPrimary = await cluster.current.primaryOf(keySlot(keys.fence));
+    const [bullReplica] = await cluster.current.replicasOf(bullPrimary);
     assert.ok(bullReplica, "BullMQ's shard has a replica");
     const onBullPrimary = bullPrimary.client();
     const onLedgerPrimary = ledgerPrimary.client();
@@ -123,7 +119,7 @@ describe('BullMQ adds confirmed on their own shard (Redis Cluster: 3 primaries +
     'a deciding write on a node whose connection the Cluster client has not opened yet is confirmed like any other',
     { timeout: 30_000 },
     async () => {
-      const fresh = RedisConnections.fromUrl(cluster.url).open('control') as Cluster;
+      const fresh = RedisConnections.fromUrl(cluster.current.url).open('control') as Cluster;
       fresh.on('error', () => undefined);
       try {
         await until('the slot map', () => fresh.status === 'ready', 10_000);

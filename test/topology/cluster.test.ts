@@ -1,35 +1,28 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Cluster, Redis } from 'ioredis';
 import { RedisConnections, keySlot } from '../../src/redis/redis-topology.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { createAdmin } from '../../src/admin/admin.js';
 import { createScheduler } from '../../src/scheduler.js';
-import { startRedisCluster, type TestRedisCluster } from '../support/redis-cluster.js';
+import { useRedisCluster } from '../support/redis-cluster.js';
 import { assertExactlyOnce } from '../support/topology-audit.js';
 import { until } from '../support/until.js';
 import { JOBS_DIR, TopologyRun } from './fixtures/runs.js';
 
 
 describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
-  let cluster: TestRedisCluster;
-
-  before(async () => {
-    cluster = await startRedisCluster();
-  });
-  after(async () => {
-    await cluster.close();
-  });
+  const cluster = useRedisCluster();
 
   it('runs jobs on several queues, and keeps every tick exactly once across a failover of the primary holding the lease and ledger', { timeout: 120_000 }, async (t) => {
-    const connections = RedisConnections.fromUrl(cluster.url);
+    const connections = RedisConnections.fromUrl(cluster.current.url);
     const bullPrefix = connections.bullPrefix(undefined);
     const observer = connections.open('control');
     observer.on('error', () => undefined);
     // Only the URL: the hash-tagged BullMQ prefix (the default, which no other test of this file may
     // take), the durable lock and ledger (WAIT on the node serving the keys' slot) are createScheduler's.
     // The elector, fence and ledger scripts all run on the Cluster client: a CROSSSLOT anywhere fails the run.
-    const run = new TopologyRun(cluster.url, 'cluster', { defaultBullPrefix: true });
+    const run = new TopologyRun(cluster.current.url, 'cluster', { defaultBullPrefix: true });
     const keys = run.keys;
     const scheduler = createScheduler(run.scheduler());
     const waitsOnLedgerNode = async (): Promise<number> => {
@@ -49,11 +42,11 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
       assert.deepEqual(new Set(scheduler.queues().map((q) => keySlot(`${bullPrefix}:${q.name}:wait`))).size, 1, 'every queue in the one tagged slot');
 
       const slot = keySlot(keys.fence);
-      const old = await cluster.primaryOf(slot);
+      const old = await cluster.current.primaryOf(slot);
       const faultAt = Date.now();
       const runsBefore = run.runs.length;
       await old.kill();
-      const promoted = await cluster.waitForFailover(old, slot);
+      const promoted = await cluster.current.waitForFailover(old, slot);
       // The promoted node has no replica of its own, so with minReplicas 1 nothing can be confirmed on it
       // until one follows it: the killed node restarts (as an orchestrator would) and rejoins as its replica.
       await old.launch();
@@ -66,7 +59,7 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
       await scheduler.stop();
 
       // The admin API (what the CLI runs) from the same URL finds the runs under the same prefix.
-      const admin = createAdmin({ connection: cluster.url, leaseName: run.leaseName, jobsDir: JOBS_DIR });
+      const admin = createAdmin({ connection: cluster.current.url, leaseName: run.leaseName, jobsDir: JOBS_DIR });
       try {
         const completed = (await admin.runs('alpha')).filter((entry) => entry.state === 'completed');
         assert.ok(completed.length >= 3, 'leasebeat runs alpha sees its runs completed in BullMQ, under the hash-tagged prefix');
