@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { RedisProcess } from './redis-process.js';
+import { RedisProcess, removeTopology } from './redis-process.js';
 import { useSuiteResource, type SuiteResource } from './suite-resource.js';
 import { until } from './until.js';
 
@@ -139,13 +139,11 @@ export async function startRedisCluster(): Promise<TestRedisCluster> {
           timeoutMs,
         ),
       close: async () => {
-        await Promise.all(nodes.map((node) => node.kill()));
-        await rm(dir, { recursive: true, force: true });
+        await removeTopology(nodes, dir);
       },
     };
   } catch (error) {
-    await Promise.all(nodes.map((node) => node.kill()));
-    await rm(dir, { recursive: true, force: true });
+    await removeTopology(nodes, dir);
     throw error;
   }
 }

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { rm } from 'node:fs/promises';
 import { Redis, type RedisOptions } from 'ioredis';
 import { freePort, waitForPing } from './redis-server.js';
 
@@ -70,4 +71,10 @@ export class RedisProcess {
   resume(): void {
     this.child?.kill('SIGCONT');
   }
+}
+
+/** A test topology's teardown: kills its nodes, then removes the directory that holds their files. */
+export async function removeTopology(nodes: RedisProcess[], dir: string): Promise<void> {
+  await Promise.all(nodes.map((node) => node.kill()));
+  await rm(dir, { recursive: true, force: true });
 }

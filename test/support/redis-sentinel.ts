@@ -1,8 +1,8 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { RedisProcess } from './redis-process.js';
+import { RedisProcess, removeTopology } from './redis-process.js';
 import { until } from './until.js';
 
 /** Timing of the test group: fast enough for CI, and what the failover tests reason about. */
@@ -168,13 +168,11 @@ export async function startSentinelGroup(options: { masterName?: string; timing?
       },
       close: async () => {
         for (const node of started) node.resume();
-        await Promise.all(started.map((node) => node.kill()));
-        await rm(dir, { recursive: true, force: true });
+        await removeTopology(started, dir);
       },
     };
   } catch (error) {
-    await Promise.all(started.map((node) => node.kill()));
-    await rm(dir, { recursive: true, force: true });
+    await removeTopology(started, dir);
     throw error;
   }
 }
