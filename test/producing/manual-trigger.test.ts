@@ -36,8 +36,9 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
     return entry;
   };
   const stopAll = async (): Promise<void> => {
-    for (const entry of running.splice(0)) entry.stop.abort();
-    await Promise.all(running.map((entry) => entry.run));
+    const stopping = running.splice(0);
+    for (const entry of stopping) entry.stop.abort();
+    await Promise.all(stopping.map((entry) => entry.run));
   };
   const outcomeOf = (id: string): Promise<TriggerOutcome> => until(`the outcome of ${id}`, () => triggerOutcome(redis.client, keys, id), 10_000);
   const queueJobs = async (name: string) => {
