@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { beforeEach, describe, it } from 'node:test';
 import { KeySpace } from '../../src/redis/keys.js';
 import {
   claimingTerm,
@@ -16,7 +15,7 @@ import {
   type TriggerRecord,
 } from '../../src/ledger/records.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 
 const term = { generation: '6f1c2a9e-0b7d-4d1e-9a51-3c2f8e4b7a10', leaderTransitions: 7 };
 
@@ -137,22 +136,12 @@ describe('ledger records: parse and format', () => {
 });
 
 describe('ledger records: what the Lua scripts write reads as the union', () => {
-  let server: TestRedis;
-  let redis: Redis;
+  const redis = useRedis({ flush: true });
   let ledger: TickLedger;
   const termA = { generation: 'uid-a', leaderTransitions: 3 };
 
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
-  });
   beforeEach(async () => {
-    await redis.flushall();
-    ledger = new TickLedger(redis, new KeySpace('test', 'records'));
+    ledger = new TickLedger(redis.client, new KeySpace('test', 'records'));
     assert.deepEqual(await ledger.raiseFence(termA, 'a', 1), { ok: true });
   });
 
@@ -197,11 +186,11 @@ describe('ledger records: what the Lua scripts write reads as the union', () => 
 
   it('a pending tick whose record is gone is left out of a takeover, and an unknown record is an error', async () => {
     await ledger.claim(termA, 'j', 1000, 'j@1000');
-    await redis.zadd(ledger.keys.pending('j'), 500, '500');
+    await redis.client.zadd(ledger.keys.pending('j'), 500, '500');
     const [taken] = await ledger.takeOverStates([{ job: 'j', stagedWithinMs: 0 }], 2000);
     assert.deepEqual(taken!.pending, [{ tick: 1000, state: { kind: 'claimed', term: termA, jobId: 'j@1000' } }]);
 
-    await redis.hset(ledger.keys.ledger('j'), '1000', 'launched|j@1000');
+    await redis.client.hset(ledger.keys.ledger('j'), '1000', 'launched|j@1000');
     await assert.rejects(ledger.takeOverStates([{ job: 'j', stagedWithinMs: 0 }], 2000), LedgerRecordError);
     await assert.rejects(ledger.tickRecord('j', 1000), (error: unknown) => error instanceof LedgerRecordError && error.record === 'launched|j@1000');
   });
@@ -209,7 +198,7 @@ describe('ledger records: what the Lua scripts write reads as the union', () => 
   it('trigger records: claimed, enqueued, refused (by a leader or by an admin giving up)', async () => {
     const request = { job: 'report', id: 'r1', deadline: Date.now() + 60_000 };
     const trigger = async (id: string): Promise<TriggerRecord> => {
-      const text = (await redis.hget(ledger.keys.manual('report'), id))!;
+      const text = (await redis.client.hget(ledger.keys.manual('report'), id))!;
       const record = parseTriggerRecord(text);
       assert.equal(formatTriggerRecord(record), text, 'the formatter writes what the script wrote');
       return record;
