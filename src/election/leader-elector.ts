@@ -464,7 +464,10 @@ export class LeaderElector {
     const leadership = new AbortController();
     this.leadership = leadership;
     const onCancel = (): void => leadership.abort(abortReason(signal));
-    signal.addEventListener('abort', onCancel, { once: true });
+    // A cancel may land after the acquire's last look at the signal: an abort listener added to an aborted
+    // signal never fires, and the term would renew (and its work run) until the process exits.
+    if (signal.aborted) onCancel();
+    else signal.addEventListener('abort', onCancel, { once: true });
     const term = this.termFromObserved();
     this.currentTerm = term;
     const { callbacks } = this.config;

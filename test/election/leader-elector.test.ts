@@ -311,6 +311,26 @@ describe('acquire and renew (client-go tryAcquireOrRenew scenarios, driven throu
 });
 
 describe('release at the end of a term (releaseOnCancel)', () => {
+  it('a cancel that lands between acquiring and the term starting ends the term at once and releases', async () => {
+    const h = harness({ releaseOnCancel: true });
+    const control = new AbortController();
+    // The lock records 'became leader' after the acquire's last look at the signal: a shutdown (SIGTERM)
+    // arriving there is the interleaving that kept a stopping instance producing until its exit budget.
+    const lock = (h.elector as unknown as { config: { lock: MemoryLock } }).config.lock;
+    const recordEvent = lock.recordEvent.bind(lock);
+    lock.recordEvent = (message: string): void => {
+      recordEvent(message);
+      if (message.endsWith('became leader')) control.abort(new Error('shutdown'));
+    };
+    const done = h.elector.run(control.signal);
+    let ended = false;
+    void done.then(() => (ended = true));
+    await settle();
+    assert.equal(ended, true, 'run() ended: the term saw the cancel');
+    assert.ok(h.leaderSignals.every((signal) => signal.aborted), 'the work of the term was told to stop');
+    assert.equal(h.store.record?.holderIdentity, '', 'the lease was released');
+  });
+
   it('one write on our own last version, no read: an empty holder, duration 1, the same transitions', async () => {
     const h = harness({ releaseOnCancel: true });
     h.store.put(held('', h.clock, { leaseDurationSeconds: 1, leaderTransitions: 4 }));
