@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { beforeEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'bullmq';
 import { pino } from 'pino';
-import { KeySpace } from '../../src/redis/keys.js';
 import { Producer } from '../../src/producing/producer.js';
-import { QueueSet } from '../../src/redis/queue-set.js';
-import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { OverlapPolicy, ScheduledJob } from '../../src/scheduling/define-job.js';
+import { useFreshLedger } from '../support/fresh-ledger.js';
 import { useRedis } from '../support/redis-server.js';
 import { RunRecorder } from '../support/run-recorder.js';
 import { scheduledJob } from '../support/scheduled-job.js';
@@ -23,16 +21,7 @@ const RUN_MS = 1_500;
 
 describe('Overlap policies with real workers: runs never overlap and start in tick order', () => {
   const redis = useRedis();
-  let ledger: TickLedger;
-  let queues: QueueSet;
-
-  redis.beforeClose(() => queues?.close());
-  beforeEach(async () => {
-    await queues?.close();
-    await redis.client.flushall();
-    ledger = new TickLedger(redis.client, new KeySpace());
-    queues = new QueueSet({ connection: redis.client });
-  });
+  const base = useFreshLedger(redis);
 
   /**
    * Two workers (two instances) run the job while the given terms produce one after another, each
@@ -46,7 +35,7 @@ describe('Overlap policies with real workers: runs never overlap and start in ti
     const producing: Array<{ stop: AbortController; run: Promise<void> }> = [];
     for (let i = 1; i <= terms; i++) {
       const stop = new AbortController();
-      const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+      const producer = new Producer({ redis: redis.client, ledger: base.ledger, queues: base.queues, jobs: () => jobs, stillLeading: () => true, logger });
       producing.push({ stop, run: producer.run(term(i), stop.signal) });
       await sleep(termMs);
     }
@@ -60,31 +49,31 @@ describe('Overlap policies with real workers: runs never overlap and start in ti
   it('bufferOne across a handover: the next term keeps the buffered tick until the run before it finished', { timeout: 30_000 }, async () => {
     const job = slowJob('bufferOne');
     const jobs = new Map([[job.name, job]]);
-    const producer = (): Producer => new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const producer = (): Producer => new Producer({ redis: redis.client, ledger: base.ledger, queues: base.queues, jobs: () => jobs, stillLeading: () => true, logger });
     const first = new AbortController();
     const run1 = producer().run(term(1), first.signal);
     // No worker yet: the first run stays waiting and the next tick is buffered behind it.
     const [running, buffered] = await until('a buffered tick', async () => {
-      const pending = await ledger.pendingTicks(job.name);
-      const states = await Promise.all(pending.map((tick) => ledger.tickState(job.name, tick)));
+      const pending = await base.ledger.pendingTicks(job.name);
+      const states = await Promise.all(pending.map((tick) => base.ledger.tickState(job.name, tick)));
       const index = states.findIndex((state) => state?.startsWith('buffered|'));
-      const previous = Number((await ledger.jobState(job.name)).lastJobTick);
+      const previous = Number((await base.ledger.jobState(job.name)).lastJobTick);
       return index >= 0 && [previous, pending[index]!];
     }, 10_000);
     first.abort();
     await run1;
     const second = new AbortController();
     const run2 = producer().run(term(2), second.signal);
-    await until('the second term to tick', async () => ((await ledger.jobState(job.name)).lastScheduledTick ?? 0) > buffered + 1000, 10_000);
-    assert.match((await ledger.tickState(job.name, buffered)) ?? '', /^buffered\|/, 'still buffered behind a waiting run');
-    assert.equal(await queues.get('leasebeat').getJob(`slow@${buffered}`), undefined);
+    await until('the second term to tick', async () => ((await base.ledger.jobState(job.name)).lastScheduledTick ?? 0) > buffered + 1000, 10_000);
+    assert.match((await base.ledger.tickState(job.name, buffered)) ?? '', /^buffered\|/, 'still buffered behind a waiting run');
+    assert.equal(await base.queues.get('leasebeat').getJob(`slow@${buffered}`), undefined);
     const connection = redis.server.client();
     const worker = new Worker('leasebeat', () => sleep(100), { connection });
-    await until('the buffered tick to be added', async () => (await ledger.tickState(job.name, buffered))?.startsWith('enqueued|'), 10_000);
+    await until('the buffered tick to be added', async () => (await base.ledger.tickState(job.name, buffered))?.startsWith('enqueued|'), 10_000);
     second.abort();
     await run2;
-    const previousRun = await queues.get('leasebeat').getJob(`slow@${running}`);
-    const releasedRun = await queues.get('leasebeat').getJob(`slow@${buffered}`);
+    const previousRun = await base.queues.get('leasebeat').getJob(`slow@${running}`);
+    const releasedRun = await base.queues.get('leasebeat').getJob(`slow@${buffered}`);
     assert.ok(previousRun?.finishedOn && releasedRun, 'both ran');
     assert.ok(releasedRun.timestamp >= previousRun.finishedOn, 'added only after the run before it finished');
     await worker.close();

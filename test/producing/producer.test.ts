@@ -13,6 +13,7 @@ import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { nextTick } from '../../src/scheduling/plan.js';
 import { systemClock, type Clock } from '../../src/util/clock.js';
 import { silentGaps, ticksBetween } from '../support/ledger-audit.js';
+import { useFreshLedger } from '../support/fresh-ledger.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
@@ -39,19 +40,13 @@ class CountingMetrics implements ProducerMetrics {
 
 describe('Producer on a real Redis and BullMQ', () => {
   const redis = useRedis();
-  let ledger: TickLedger;
-  let queues: QueueSet;
+  const base = useFreshLedger(redis);
   let jobs: Map<string, ScheduledJob>;
 
   const producer = (options: { stillLeading?: () => boolean; metrics?: ProducerMetrics; onTakenOver?: () => void } = {}): Producer =>
-    new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: options.stillLeading ?? (() => true), logger, metrics: options.metrics, onTakenOver: options.onTakenOver });
+    new Producer({ redis: redis.client, ledger: base.ledger, queues: base.queues, jobs: () => jobs, stillLeading: options.stillLeading ?? (() => true), logger, metrics: options.metrics, onTakenOver: options.onTakenOver });
 
-  redis.beforeClose(() => queues?.close());
-  beforeEach(async () => {
-    await queues?.close();
-    await redis.client.flushall();
-    ledger = new TickLedger(redis.client, new KeySpace());
-    queues = new QueueSet({ connection: redis.client });
+  beforeEach(() => {
     jobs = new Map();
   });
 
@@ -84,7 +79,7 @@ describe('Producer on a real Redis and BullMQ', () => {
       assert.ok(job.timestamp >= data.tick - 5, `enqueued ${data.tick - job.timestamp} ms before its tick`);
     }
     assert.equal(metrics.enqueuedTotal, added.length);
-    assert.equal((await ledger.jobState('fast')).enqueued, added.length);
+    assert.equal((await base.ledger.jobState('fast')).enqueued, added.length);
   });
 
   it("a step of the leader's wall clock moves no tick: an hour forward claims nothing early, an hour back holds nothing back", { timeout: 30_000 }, async () => {
@@ -92,12 +87,12 @@ describe('Producer on a real Redis and BullMQ', () => {
     let stepMs = 0;
     const stepped: Clock = { ...systemClock, now: () => Date.now() + stepMs };
     const stop = new AbortController();
-    const run = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, clock: stepped }).run(term(1), stop.signal);
-    const enqueued = async (): Promise<number> => (await ledger.jobState('fast')).enqueued;
+    const run = new Producer({ redis: redis.client, ledger: base.ledger, queues: base.queues, jobs: () => jobs, stillLeading: () => true, logger, clock: stepped }).run(term(1), stop.signal);
+    const enqueued = async (): Promise<number> => (await base.ledger.jobState('fast')).enqueued;
     const onTime = async (what: string): Promise<void> => {
       const before = await enqueued();
       await until(`two more ticks ${what}`, async () => (await enqueued()) >= before + 2, 10_000);
-      const { lastScheduledTick } = await ledger.jobState('fast');
+      const { lastScheduledTick } = await base.ledger.jobState('fast');
       // Redis' clock is this machine's: the newest tick recorded is due by now, not an hour away.
       assert.ok(lastScheduledTick! <= Date.now(), `${what}: claimed ${new Date(lastScheduledTick!).toISOString()} at ${new Date().toISOString()}`);
     };
@@ -115,7 +110,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     // Held back by an hour's step back it would be an hour late: a bound far from both a step and a loaded machine.
     for (const job of added) assert.ok(job.timestamp - (job.data as TickJobData).tick < 60_000, `${job.id} enqueued ${job.timestamp - (job.data as TickJobData).tick} ms after its tick`);
     const ticks = added.map((job) => (job.data as TickJobData).tick).sort((a, b) => a - b);
-    assert.deepEqual(await silentGaps(ledger, 'fast', ticksBetween(ticks[0]!, ticks.at(-1)!, 1000)), []);
+    assert.deepEqual(await silentGaps(base.ledger, 'fast', ticksBetween(ticks[0]!, ticks.at(-1)!, 1000)), []);
   });
 
   it('fencing: a stale leader that does not know it lost is rejected by Redis and stops', async () => {
@@ -128,7 +123,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const freshStop = new AbortController();
     const freshRun = producer().run(term(2), freshStop.signal);
     await staleRun; // ends by itself once a claim is fenced
-    const raisedAt = Number(await redis.client.hget(ledger.keys.fence, 'raisedAt'));
+    const raisedAt = Number(await redis.client.hget(base.ledger.keys.fence, 'raisedAt'));
     await sleep(2_200);
     freshStop.abort();
     await freshRun;
@@ -141,7 +136,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const ids = added.map((job) => job.id);
     assert.equal(new Set(ids).size, ids.length, 'no duplicate ticks');
     assert.ok(staleMetrics.fencedTotal >= 1, 'the stale leader counted its rejection');
-    assert.ok((await ledger.fence()).fenced >= 1, 'the fence counter records the rejected attempt');
+    assert.ok((await base.ledger.fence()).fenced >= 1, 'the fence counter records the rejected attempt');
     assert.ok(staleStop.signal.aborted === false, 'it stopped because of the fence, not because it was told to');
   });
 
@@ -159,17 +154,17 @@ describe('Producer on a real Redis and BullMQ', () => {
     const run = producer({ stillLeading })
       .run(term(1), stop.signal)
       .finally(() => (ended = true));
-    await until('a first enqueue', async () => (await ledger.jobState('fast')).enqueued >= 1, 10_000);
+    await until('a first enqueue', async () => (await base.ledger.jobState('fast')).enqueued >= 1, 10_000);
     leading = false;
     const pausedAt = Date.now();
     // A claim or add already past its self-fence check may still land. A lane's step asks at most five
     // times before it parks; past that the asking is the pause's poll (every 100 ms), so the lane is
     // parked and nothing of it is on the wire.
     await until('the producer to park on the self-fence', () => deniedChecks >= 10, 10_000);
-    const atLoss = await ledger.jobState('fast');
+    const atLoss = await base.ledger.jobState('fast');
     await sleep(2_200 - (Date.now() - pausedAt)); // two ticks come due while paused
-    assert.deepEqual(await ledger.jobState('fast'), atLoss, 'no claim and no add while self-fenced');
-    assert.equal((await ledger.fence()).fenced, 0, 'nothing even reached the fence');
+    assert.deepEqual(await base.ledger.jobState('fast'), atLoss, 'no claim and no add while self-fenced');
+    assert.equal((await base.ledger.fence()).fenced, 0, 'nothing even reached the fence');
     assert.equal(ended, false, 'a late renewal does not end the term');
     leading = true;
     const resumedAt = Date.now();
@@ -177,16 +172,16 @@ describe('Producer on a real Redis and BullMQ', () => {
     // may come just before its add and confirm.
     const first = atLoss.lastScheduledTick!;
     const last = await until('the owed ticks, each added', async () => {
-      const { lastScheduledTick } = await ledger.jobState('fast');
+      const { lastScheduledTick } = await base.ledger.jobState('fast');
       if ((lastScheduledTick ?? 0) < Math.floor(resumedAt / 1000) * 1000) return undefined;
-      const states = await Promise.all(ticksBetween(first, lastScheduledTick!, 1000).map((tick) => ledger.tickState('fast', tick)));
+      const states = await Promise.all(ticksBetween(first, lastScheduledTick!, 1000).map((tick) => base.ledger.tickState('fast', tick)));
       return states.every((state) => state?.startsWith('enqueued|')) && lastScheduledTick;
     }, 10_000);
     stop.abort();
     await run;
     const owed = ticksBetween(first, last, 1000);
     assert.ok(owed.length >= 3, `owed ${owed.length} ticks`);
-    for (const tick of owed) assert.equal(await ledger.tickState('fast', tick), `enqueued|fast@${tick}`, `tick ${new Date(tick).toISOString()}`);
+    for (const tick of owed) assert.equal(await base.ledger.tickState('fast', tick), `enqueued|fast@${tick}`, `tick ${new Date(tick).toISOString()}`);
     const enqueuedAt = (await queueJobs()).filter((job) => owed.includes((job.data as { tick: number }).tick));
     enqueuedAt.sort((a, b) => a.timestamp - b.timestamp);
     assert.deepEqual(enqueuedAt.map((job) => job.id), owed.map((tick) => `fast@${tick}`), 'owed ticks were added in tick order');
@@ -194,24 +189,24 @@ describe('Producer on a real Redis and BullMQ', () => {
 
   it('a raise refused by the fence tells the scheduler this leader cannot produce', async () => {
     jobs.set('fast', scheduled({ name: 'fast' }));
-    await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 5 }, 'newer', Date.now());
+    await base.ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 5 }, 'newer', Date.now());
     const calls: string[] = [];
     const stop = new AbortController();
-    const p = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
+    const p = new Producer({ redis: redis.client, ledger: base.ledger, queues: base.queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
     await Promise.race([p.run(term(4), stop.signal), sleep(5_000).then(() => assert.fail('the run did not end by itself'))]);
     assert.deepEqual(calls, ['fence-refused']);
-    assert.equal((await ledger.jobState('fast')).lastScheduledTick, undefined, 'nothing was claimed');
+    assert.equal((await base.ledger.jobState('fast')).lastScheduledTick, undefined, 'nothing was claimed');
     // The same token under another holder is refused too: one token, one term.
-    const sameToken = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
+    const sameToken = new Producer({ redis: redis.client, ledger: base.ledger, queues: base.queues, jobs: () => jobs, stillLeading: () => true, logger, onCannotProduce: (reason) => calls.push(reason) });
     await sameToken.run({ ...term(5), holderIdentity: 'another' }, stop.signal);
     assert.deepEqual(calls, ['fence-refused', 'fence-refused']);
   });
 
   it('finishes a tick that a crashed leader claimed but never added, exactly once', async () => {
     jobs.set('fast', scheduled({ name: 'fast' }));
-    await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'crashed', Date.now());
+    await base.ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'crashed', Date.now());
     const orphan = Math.floor(Date.now() / 1000) * 1000 - 1000;
-    await ledger.claim({ generation: 'gen-1', leaderTransitions: 1 }, 'fast', orphan, `fast@${orphan}`);
+    await base.ledger.claim({ generation: 'gen-1', leaderTransitions: 1 }, 'fast', orphan, `fast@${orphan}`);
     const stop = new AbortController();
     const run = producer().run(term(2), stop.signal);
     await sleep(300);
@@ -221,8 +216,8 @@ describe('Producer on a real Redis and BullMQ', () => {
     const job = await queue.getJob(`fast@${orphan}`);
     await queue.close();
     assert.ok(job, 'the orphaned claim was enqueued by the next term');
-    assert.equal(await ledger.tickState('fast', orphan), `enqueued|fast@${orphan}`);
-    assert.deepEqual(await ledger.pendingTicks('fast'), []);
+    assert.equal(await base.ledger.tickState('fast', orphan), `enqueued|fast@${orphan}`);
+    assert.deepEqual(await base.ledger.pendingTicks('fast'), []);
   });
 
   it('never enqueues a tick twice, even after removeOnComplete deleted its job', async () => {
@@ -235,12 +230,12 @@ describe('Producer on a real Redis and BullMQ', () => {
     first.abort();
     await run1;
     await sleep(300);
-    const done = Number((await redis.client.hget(ledger.keys.jobState('fast'), 'enqueued')) ?? 0);
+    const done = Number((await redis.client.hget(base.ledger.keys.jobState('fast'), 'enqueued')) ?? 0);
     assert.ok(done >= 2);
     assert.equal((await queueJobs()).length, 0, 'completed jobs were removed');
     // A new term replays the same ticks (as after a failover): the ledger refuses every one of them.
-    const last = Number(await redis.client.hget(ledger.keys.jobState('fast'), 'lastScheduledTick'));
-    await redis.client.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(last - 3_000));
+    const last = Number(await redis.client.hget(base.ledger.keys.jobState('fast'), 'lastScheduledTick'));
+    await redis.client.hset(base.ledger.keys.jobState('fast'), 'lastScheduledTick', String(last - 3_000));
     const second = new AbortController();
     const run2 = producer().run(term(2), second.signal);
     await sleep(200);
@@ -250,15 +245,15 @@ describe('Producer on a real Redis and BullMQ', () => {
     workerConnection.disconnect();
     const runs = await redis.client.zcard('bull:leasebeat:completed');
     assert.equal(runs, 0);
-    const enqueuedAfter = Number(await redis.client.hget(ledger.keys.jobState('fast'), 'enqueued'));
+    const enqueuedAfter = Number(await redis.client.hget(base.ledger.keys.jobState('fast'), 'enqueued'));
     assert.ok(enqueuedAfter - done <= 1, `the replayed ticks were not enqueued again (${enqueuedAfter - done} new)`);
   });
 
   it('catch-up on takeover: latest enqueues the newest missed tick and records the rest as skipped', async () => {
     jobs.set('fast', scheduled({ name: 'fast', catchup: { window: '5s', mode: 'latest' } }));
-    await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'old', Date.now());
+    await base.ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'old', Date.now());
     const now = Date.now();
-    await redis.client.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(Math.floor(now / 1000) * 1000 - 20_000));
+    await redis.client.hset(base.ledger.keys.jobState('fast'), 'lastScheduledTick', String(Math.floor(now / 1000) * 1000 - 20_000));
     const metrics = new CountingMetrics();
     const stop = new AbortController();
     let takenOver: () => void = () => undefined;
@@ -270,7 +265,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     const reasons = Object.fromEntries(metrics.skips.map((s) => [s.reason, s.count]));
     assert.ok(reasons['missed-window']! >= 14, JSON.stringify(reasons));
     assert.ok(reasons['catchup-limit']! >= 4, JSON.stringify(reasons));
-    const ranges = await ledger.skippedRanges('fast');
+    const ranges = await base.ledger.skippedRanges('fast');
     assert.deepEqual(ranges.map((r) => r.reason).sort(), ['catchup-limit', 'missed-window']);
     // The newest missed tick follows the skipped ones; a tick due after the takeover planned (on a loaded
     // machine, before the abort) is a regular run, not caught up.
@@ -289,38 +284,38 @@ describe('Producer on a real Redis and BullMQ', () => {
     await run;
     assert.equal((await queueJobs()).length, 1);
     assert.ok(metrics.skips.filter((s) => s.reason === 'overlap').length >= 1);
-    assert.ok(((await ledger.jobState('slow')).skipped.overlap ?? 0) >= 1);
+    assert.ok(((await base.ledger.jobState('slow')).skipped.overlap ?? 0) >= 1);
   });
 
   it('a job paused at run time has its ticks recorded as skipped (paused)', async () => {
     jobs.set('fast', scheduled({ name: 'fast' }));
-    await ledger.pause('fast', 'maintenance');
+    await base.ledger.pause('fast', 'maintenance');
     const stop = new AbortController();
     const run = producer().run(term(1), stop.signal);
     await sleep(2_200);
     stop.abort();
     await run;
     assert.equal((await queueJobs()).length, 0);
-    assert.ok(((await ledger.jobState('fast')).skipped.paused ?? 0) >= 2);
+    assert.ok(((await base.ledger.jobState('fast')).skipped.paused ?? 0) >= 2);
   });
 
   it('catch-up on takeover of a job paused at run time while no leader ran records every missed tick as paused', async () => {
     jobs.set('fast', scheduled({ name: 'fast', catchup: { window: '1m', mode: 'latest' } }));
-    await ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'old', Date.now());
+    await base.ledger.raiseFence({ generation: 'gen-1', leaderTransitions: 1 }, 'old', Date.now());
     const watermark = Math.floor(Date.now() / 1000) * 1000 - 9_000;
-    await redis.client.hset(ledger.keys.jobState('fast'), 'lastScheduledTick', String(watermark));
-    await ledger.pause('fast', 'paused while every instance was down');
+    await redis.client.hset(base.ledger.keys.jobState('fast'), 'lastScheduledTick', String(watermark));
+    await base.ledger.pause('fast', 'paused while every instance was down');
     const stop = new AbortController();
     const run = producer().run(term(2), stop.signal);
     // The takeover records at least the 9 missed ticks (a 10th may come due meanwhile, also paused).
-    await until('the missed ticks recorded', async () => ((await ledger.jobState('fast')).lastScheduledTick ?? 0) >= watermark + 9_000, 10_000);
+    await until('the missed ticks recorded', async () => ((await base.ledger.jobState('fast')).lastScheduledTick ?? 0) >= watermark + 9_000, 10_000);
     stop.abort();
     await run;
-    const state = await ledger.jobState('fast');
+    const state = await base.ledger.jobState('fast');
     assert.deepEqual(Object.keys(state.skipped), ['paused'], JSON.stringify(state.skipped));
     assert.ok(state.skipped.paused! >= 9, JSON.stringify(state.skipped));
     assert.deepEqual(
-      (await ledger.skippedRanges('fast')).map((r) => r.reason),
+      (await base.ledger.skippedRanges('fast')).map((r) => r.reason),
       ['paused'],
     );
     assert.equal((await queueJobs()).length, 0);
@@ -342,7 +337,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     await sleep(300);
     next.abort();
     await running;
-    assert.equal(await ledger.tickState(job.name, first), `enqueued|every-3s@${first}`);
+    assert.equal(await base.ledger.tickState(job.name, first), `enqueued|every-3s@${first}`);
   });
 
   it('bufferOne: a buffered tick is claimed at once, so it survives the end of the term', { timeout: 20_000 }, async () => {
@@ -352,11 +347,11 @@ describe('Producer on a real Redis and BullMQ', () => {
     await sleep(2_300); // no worker: the first run stays waiting, the second is buffered, the third skipped
     stop.abort();
     await run;
-    const ticks = (await redis.client.zrange(ledger.keys.ledgerIndex('buffered'), 0, -1)).map(Number);
-    const states = await Promise.all(ticks.map((tick) => ledger.tickState('buffered', tick)));
+    const ticks = (await redis.client.zrange(base.ledger.keys.ledgerIndex('buffered'), 0, -1)).map(Number);
+    const states = await Promise.all(ticks.map((tick) => base.ledger.tickState('buffered', tick)));
     assert.match(states[0] ?? '', /^enqueued\|/);
     assert.match(states[1] ?? '', /^buffered\|/);
-    assert.deepEqual(await ledger.pendingTicks('buffered'), [ticks[1]], 'the next leader will finish it');
+    assert.deepEqual(await base.ledger.pendingTicks('buffered'), [ticks[1]], 'the next leader will finish it');
     for (const state of states.slice(2)) assert.equal(state, 'skipped|overlap');
   });
 
@@ -373,12 +368,12 @@ describe('Producer on a real Redis and BullMQ', () => {
     const stop = new AbortController();
     const run = producer().run(term(1), stop.signal);
     try {
-      await until('a tick of the flow job', async () => (await ledger.jobState('fan')).enqueued >= 1, 10_000);
+      await until('a tick of the flow job', async () => (await base.ledger.jobState('fan')).enqueued >= 1, 10_000);
     } finally {
       stop.abort();
       await run;
     }
-    const { lastJobTick } = await ledger.jobState('fan');
+    const { lastJobTick } = await base.ledger.jobState('fan');
     const queue = new Queue('leasebeat', { connection: redis.client });
     try {
       const parent = await queue.getJob(`fan@${lastJobTick}`);
@@ -404,20 +399,20 @@ describe('Producer on a real Redis and BullMQ', () => {
     const stop = new AbortController();
     const run = producer().run(term(1), stop.signal);
     await sleep(2_300);
-    const stuck = await ledger.pendingTicks('broken');
+    const stuck = await base.ledger.pendingTicks('broken');
     assert.equal(stuck.length, 1, 'one claimed tick waits for its add; no later tick is claimed past it');
-    assert.equal((await ledger.jobState('broken')).lastScheduledTick, stuck[0]);
+    assert.equal((await base.ledger.jobState('broken')).lastScheduledTick, stuck[0]);
     const fast = (await queueJobs()).filter((job) => job.name === 'fast');
     assert.ok(fast.length >= 2, `the other job enqueued ${fast.length} ticks`);
     // Not held back by the stuck lane: every tick of the other job since its first ran, in order.
     const fastTicks = fast.map((job) => (job.data as { tick: number }).tick).sort((a, b) => a - b);
     assert.deepEqual(fastTicks, fastTicks.map((_, i) => fastTicks[0]! + i * 1000), 'the other job ran each of its ticks');
     broken = false;
-    await until('the held-back ticks of the broken job', async () => (await ledger.jobState('broken')).enqueued >= 2, 10_000);
+    await until('the held-back ticks of the broken job', async () => (await base.ledger.jobState('broken')).enqueued >= 2, 10_000);
     stop.abort();
     await run;
-    const ticks = (await redis.client.zrange(ledger.keys.ledgerIndex('broken'), 0, -1)).map(Number);
-    assert.deepEqual(await silentGaps(ledger, 'broken', ticksBetween(ticks[0]!, ticks.at(-1)!, 1000)), []);
+    const ticks = (await redis.client.zrange(base.ledger.keys.ledgerIndex('broken'), 0, -1)).map(Number);
+    assert.deepEqual(await silentGaps(base.ledger, 'broken', ticksBetween(ticks[0]!, ticks.at(-1)!, 1000)), []);
   });
 
   it('hot reload: a job added while producing starts ticking without a restart', async () => {
@@ -431,7 +426,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     await sleep(2_300);
     stop.abort();
     await run;
-    assert.ok((await ledger.jobState('late')).enqueued >= 2);
+    assert.ok((await base.ledger.jobState('late')).enqueued >= 2);
   });
 });
 
