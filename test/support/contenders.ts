@@ -53,3 +53,24 @@ export async function leaderAndFollower(
   await sleep(followForMs);
   return { leader, follower };
 }
+
+/**
+ * A RetryPeriod so long that a follower which polled would not try again for 10 s after its first try:
+ * a takeover well inside that can only have been woken by the lock's change feed, however loaded the
+ * machine is.
+ */
+export const slowPollTiming = { leaseDurationMs: 40_000, renewDeadlineMs: 30_000, retryPeriodMs: 10_000 };
+
+/**
+ * Starts a leader and a follower on `slowPollTiming`, waits for `followerReady`, has the leader release,
+ * and answers how many ms after the release began the follower led.
+ */
+export async function takeoverAfterRelease(leaderLock: ResourceLock, followerLock: ResourceLock, followerReady: () => Promise<boolean> | boolean): Promise<number> {
+  const { leader, follower } = await leaderAndFollower(leaderLock, followerLock, slowPollTiming, 0);
+  await until('the follower to be on its change feed', followerReady);
+  const releasedAt = Date.now();
+  await leader.stop();
+  await until('the follower to lead', () => follower.ledAt > 0);
+  await follower.stop();
+  return follower.ledAt - releasedAt;
+}
