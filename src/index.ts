@@ -31,6 +31,8 @@ export type { MemberStore, CordonRequest } from './members/store.js';
 // Jobs.
 export {
   defineJob,
+  describeTrigger,
+  type Trigger,
   type JobDefinition,
   type HandlerContext,
   type TickRunData,
@@ -58,6 +60,16 @@ export {
   formatJobLine,
   formatRuns,
 } from './admin/admin.js';
+export {
+  ScheduleError,
+  type Schedules,
+  type ScheduleErrorCode,
+  type ScheduleView,
+  type ScheduleDescription,
+  type UpsertResult,
+} from './admin/schedules.js';
+export type { ScheduleSpec, StoredSpec } from './schedules/spec.js';
+export type { ScheduleProblem } from './schedules/catalog.js';
 export { formatMembersTable, type MemberStatus, type MembersReport } from './members/status.js';
 export type { MemberRecord } from './members/record.js';
 export type { MemberCondition, DisruptionState } from './members/health.js';

@@ -4,6 +4,10 @@ import type { Cluster, Redis } from 'ioredis';
 import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import { createAdmin, type Admin } from './admin/admin.js';
+import type { Schedules } from './admin/schedules.js';
+import { JobCatalog } from './schedules/catalog.js';
+import { ScheduleFeed } from './schedules/feed.js';
+import { ScheduleStore } from './schedules/store.js';
 import { checkElectionTimings, DEFAULT_LEASE_DURATION_MS, DEFAULT_RENEW_DEADLINE_MS, DEFAULT_RETRY_PERIOD_MS, type LeaderElectionMetrics } from './election/config.js';
 import { defaultIdentity } from './election/identity.js';
 import { LeaderElector } from './election/leader-elector.js';
@@ -196,7 +200,12 @@ export interface Scheduler extends InstanceSource {
    * the same `createAdmin` the CLI uses. Closed by `stop()`.
    */
   readonly admin: Admin;
-  /** Loads the jobs, registers as a member, starts the workers and (unless cordoned) campaigns. */
+  /**
+   * The runtime schedules (`admin.schedules`): each one a job type's work on ticks of its own, stored in
+   * Redis and followed by every instance as it changes (docs/schedules.md).
+   */
+  readonly schedules: Schedules;
+  /** Loads the jobs and schedules, registers as a member, starts the workers and (unless cordoned) campaigns. */
   start(): Promise<void>;
   /** Reports draining, stops enqueuing, releases the lease, drains the workers, leaves the registry. */
   stop(): Promise<void>;
@@ -213,6 +222,11 @@ export function createScheduler(options: SchedulerOptions): Scheduler {
 class LeasebeatScheduler implements Scheduler {
   readonly elector: LeaderElector;
   private readonly registry: JobRegistry;
+  /** The runtime schedules as Redis has them, followed through their change stream. */
+  private readonly scheduleFeed: ScheduleFeed;
+  readonly schedules: Schedules;
+  /** File definitions and compiled schedules by name: what the producer, workers and reports work from. */
+  private readonly catalog: JobCatalog;
   private readonly ledger: TickLedger;
   readonly members: MemberStore;
   readonly admin: Admin;
@@ -303,16 +317,23 @@ class LeasebeatScheduler implements Scheduler {
       onError: (error) => this.log.warn({ err: error }, 'BullMQ queue connection error'),
     });
     this.registry = new JobRegistry(settings.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
+    const scheduleLog = this.log.child({ component: 'schedules' });
+    this.scheduleFeed = new ScheduleFeed(this.redis, new ScheduleStore(this.redis, keys, writes), scheduleLog);
+    this.catalog = new JobCatalog(() => this.registry.jobs, () => this.scheduleFeed.records, scheduleLog);
     // The status page's strips and timeline, from what Redis already holds (the ledger, BullMQ, the lease's writes).
     const [namespace = '', lease = ''] = lock.describe().split('/');
     this.historyReader = new HistoryReader({
       redis: this.redis,
       keys,
-      jobs: () => [...this.registry.jobs.values()].map((job) => ({ name: job.name, queue: this.queueSet.get(job.queue) })),
+      jobs: () => [...this.catalog.jobs.values()].map((job) => ({ name: job.name, queue: this.queueSet.get(job.queue) })),
       ...(leaseHistoryKey ? { leaseHistoryKey } : {}),
       ...(lock instanceof KubernetesLeaseLock ? { noHistoryNote: kubernetesHistoryNote(namespace, lease) } : {}),
     });
-    this.admin = createAdmin({ connection: this.redis, prefix, leaseName, bullPrefix, lock, jobsDir: settings.jobsDir, jobs: () => this.registry.jobs, writes });
+    this.admin = createAdmin({
+      connection: this.redis, prefix, leaseName, bullPrefix, lock, jobsDir: settings.jobsDir, jobs: () => this.catalog.jobs, writes,
+      scheduleProblem: (id) => this.catalog.problemOf(id),
+    });
+    this.schedules = this.admin.schedules;
     if (settings.workers) {
       // A run starts only once its take would survive a failover, and is handed back only once its finish
       // would: else a failover can hand one run to two workers, or run a finished run again.
@@ -353,7 +374,7 @@ class LeasebeatScheduler implements Scheduler {
       redis: this.redis,
       ledger: this.ledger,
       queues: this.queueSet,
-      jobs: () => this.registry.jobs,
+      jobs: () => this.catalog.jobs,
       stillLeading: () => this.stillLeading(),
       // A leader that cannot produce must not keep the lease: with the Kubernetes lock it could renew
       // for ever while cut off from Redis, or while the fence belongs to a newer term.
@@ -398,14 +419,24 @@ class LeasebeatScheduler implements Scheduler {
     await this.heartbeat.beat().catch((error: unknown) => this.log.warn({ err: error }, 'first heartbeat failed; retrying every interval'));
     this.registry.on('change', (change) => {
       for (const error of change.errors) this.log.error({ file: error.file }, error.message);
-      this.workers?.update(change.jobs);
+      this.catalog.filesChanged();
+      this.workers?.update(this.catalog.jobs);
       this.producer.reload();
     });
     const snapshot = await this.registry.start();
     // Names only up to a screenful: with 100,000 schedules the whole list would be megabytes of log.
     const names = [...snapshot.jobs.keys()];
     this.log.info({ jobs: names.length, names: names.slice(0, 20), errors: snapshot.errors.length, identity: this.identity }, 'jobs loaded');
-    this.workers?.update(snapshot.jobs);
+    // The schedules follow the files: each is compiled against its job type.
+    this.scheduleFeed.on('change', (ids) => {
+      this.catalog.schedulesChanged(ids);
+      this.workers?.update(this.catalog.jobs);
+      this.producer.reload();
+    });
+    await this.scheduleFeed.start();
+    this.catalog.filesChanged();
+    this.log.info({ schedules: this.scheduleFeed.records.size }, 'schedules loaded');
+    this.workers?.update(this.catalog.jobs);
     // A stop() that arrived during start-up has already cancelled the campaign: do not begin a new one.
     if (!this.cordoned && !this.shuttingDown) this.startCampaign();
     this.heartbeatRun = this.heartbeat.run(this.heartbeatControl.signal);
@@ -442,7 +473,7 @@ class LeasebeatScheduler implements Scheduler {
   }
 
   queues(): Queue[] {
-    for (const job of this.registry.jobs.values()) this.queueSet.get(job.queue);
+    for (const job of this.catalog.jobs.values()) this.queueSet.get(job.queue);
     return this.queueSet.all();
   }
 
@@ -451,7 +482,7 @@ class LeasebeatScheduler implements Scheduler {
   }
 
   metricLabels(): KnownLabels {
-    return { election: this.elector.settings.name, jobs: [...this.registry.jobs.keys()] };
+    return { election: this.elector.settings.name, jobs: [...this.catalog.jobs.keys()] };
   }
 
   async status(): Promise<StatusSnapshot> {
@@ -459,7 +490,7 @@ class LeasebeatScheduler implements Scheduler {
     const leader = this.elector.getLeader();
     const paused = await this.ledger.pausedJobs();
     const now = this.clock.now();
-    const jobs = await Promise.all([...this.registry.jobs.values()].map(async (job) => {
+    const jobs = await Promise.all([...this.catalog.jobs.values()].map(async (job) => {
       const state = await this.ledger.jobState(job.name);
       return {
         name: job.name,
@@ -632,6 +663,7 @@ class LeasebeatScheduler implements Scheduler {
     // 2-3. Cancelling the campaign stops the producer and monitor, then releases the lease (releaseOnCancel).
     await this.stopCampaign('shutdown');
     await this.registry.close();
+    await this.scheduleFeed.stop();
     // 4. Workers finish their active runs, bounded by the shutdown timeout; heartbeats go on meanwhile.
     await this.workers?.close(this.settings.shutdownTimeoutMs);
     // 5. Leave the registry: a clean departure is not a failure for the leader to judge.

@@ -1,4 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
+import { hostname, userInfo } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import { RedisLeaseLock } from '../election/redis-lock.js';
@@ -20,6 +21,9 @@ import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { loadJobs, type LoadError } from '../scheduling/loader.js';
 import { nextTicks } from '../scheduling/plan.js';
 import { systemClock } from '../util/clock.js';
+import type { ScheduleProblem } from '../schedules/catalog.js';
+import { ScheduleStore } from '../schedules/store.js';
+import { createSchedules, type Schedules } from './schedules.js';
 
 /** Why an admin operation was refused or failed; `code` is stable for scripts, `message` is for people. */
 export type AdminErrorCode =
@@ -66,6 +70,10 @@ export interface AdminOptions {
    * (each import of a job file stays in memory, so a long-lived process must not repeat it per request).
    */
   jobs?: () => ReadonlyMap<string, ScheduledJob>;
+  /** How the running instance judged a schedule (its job type gone, its name taken), for `schedules` views. */
+  scheduleProblem?: (id: string) => ScheduleProblem | undefined;
+  /** Who `schedules` writes are recorded as, when a call does not say; default the OS user@host. */
+  who?: string;
   /** Bound on every operation, Redis and the lease included. Default 10 s. */
   timeoutMs?: number;
   /**
@@ -200,6 +208,8 @@ export interface Admin {
    * and its manual runs, each run with its BullMQ state as Redis has it.
    */
   runs(job: string, options?: { limit?: number }): Promise<RecentRun[]>;
+  /** The runtime schedules: create, edit, remove, list and describe them (docs/schedules.md). */
+  readonly schedules: Schedules;
   close(): Promise<void>;
 }
 
@@ -229,6 +239,7 @@ class ClusterAdmin implements Admin {
   private readonly queues: QueueSet;
   private readonly timeoutMs: number;
   private readonly where: string;
+  readonly schedules: Schedules;
 
   constructor(private readonly options: AdminOptions) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -256,7 +267,21 @@ class ClusterAdmin implements Admin {
     // replicas hold them, as the instances' writes do.
     const durable = !options.writes && connections ? replicaWaitFor(connections, this.redis) : undefined;
     this.closeDurability = () => durable?.close();
-    this.ledger = new TickLedger(this.redis, this.keys, options.writes ?? (durable?.wait.enabled ? durable.wait : directWrites(this.redis)));
+    const writes = options.writes ?? (durable?.wait.enabled ? durable.wait : directWrites(this.redis));
+    this.ledger = new TickLedger(this.redis, this.keys, writes);
+    this.schedules = createSchedules({
+      store: new ScheduleStore(this.redis, this.keys, writes),
+      types: async () => (await this.definitions(false))?.jobs,
+      ...(options.scheduleProblem ? { problemOf: options.scheduleProblem } : {}),
+      redisNow: () => this.redisTime(),
+      runs: (name, limit) => this.runs(name, { limit }),
+      jobCounts: (name) => this.ledger.jobState(name),
+      pausedJobs: () => this.ledger.pausedJobs(),
+      pause: (name, note) => this.pause(name, { note, force: true }),
+      resume: (name) => this.resume(name, { force: true }),
+      trigger: (name) => this.trigger(name),
+      who: options.who ?? `${userInfo().username}@${hostname()}`,
+    });
     this.store = new MemberStore(this.redis, this.keys);
     this.lock = options.lock ?? new RedisLeaseLock({ connection: this.redis, name: leaseName, prefix: options.prefix, identity: 'leasebeat-admin' });
     this.queues = new QueueSet({ connection: this.redis, prefix: bullPrefix, onError: () => undefined });

@@ -9,6 +9,7 @@ import {
   createMetrics,
   createScheduler,
   DeploymentConflictError,
+  describeTrigger,
   formatJobLine,
   formatMembersTable,
   formatRuns,
@@ -255,8 +256,11 @@ async function validate(dir: string, options: { count: string }): Promise<void> 
   const { jobs, errors, warnings } = await loadJobs(folder);
   const now = Date.now();
   for (const job of [...jobs.values()].sort((a, b) => a.name.localeCompare(b.name))) {
-    const schedule = job.trigger.kind === 'cron' ? job.trigger.expression : `every ${job.trigger.everyMs} ms`;
-    console.log(`${job.name}  (${schedule}, ${job.timezone}, queue ${job.queue})`);
+    if (job.trigger.kind === 'none') {
+      console.log(`${job.name}  (job type, queue ${job.queue}: runs when a schedule or a trigger names it)`);
+      continue;
+    }
+    console.log(`${job.name}  (${describeTrigger(job)}, ${job.timezone}, queue ${job.queue})`);
     const format = new Intl.DateTimeFormat('sv-SE', { timeZone: job.timezone, dateStyle: 'short', timeStyle: 'medium' });
     const ticks = nextTicks(job, now, count);
     for (const tick of ticks) console.log(`  ${format.format(new Date(tick))} ${job.timezone}`);

@@ -87,6 +87,9 @@ export class FencedEnqueue {
     { manual = false, dueAt = 0, stagedBy }: { manual?: boolean; dueAt?: number; stagedBy?: FencingToken } = {},
   ): Promise<boolean> {
     const data: TickJobData = { tick, token: this.options.token, data: job.data, manual };
+    // A runtime schedule's run names its job type, so that a worker that has not yet heard of the
+    // schedule still knows which handler runs it.
+    if (job.type !== undefined) data.type = job.type;
     const opts: JobsOptions = { ...job.jobOptions, jobId, deduplication: { id: jobId, ttl: retentionMs(job) } };
     const now = this.options.now();
     // BullMQ's delayed score is `timestamp + delay`: both from the authoritative (Redis-corrected) clock,

@@ -319,6 +319,8 @@ export class JobLane implements Sleeper {
     if (!(await this.writable())) return false;
     const request: ClaimRequest = { previousTick: this.ticks.watermark };
     if (job.paused) request.skip = 'paused';
+    // A runtime schedule whose job type left jobs/: recorded, never added (no instance could run it).
+    else if (!job.handler && !job.flow) request.skip = 'no-handler';
     else if (job.overlap !== 'allow') {
       const decision = decideOverlap(job.overlap, await this.term.previousRun(job), this.buffered !== undefined);
       if (decision === 'skip') request.skip = 'overlap';
@@ -430,7 +432,7 @@ export class JobLane implements Sleeper {
     // A `skip` or `bufferOne` decision must see the previous run as it is at the tick, not a horizon
     // earlier, and a flow's children cannot be delayed with their parent in one add: those jobs are
     // decided and added at the tick. A paused definition is not staged, so unpausing it in time counts.
-    return job.overlap === 'allow' && !job.flow && !job.paused ? this.term.stageAheadMs : 0;
+    return job.overlap === 'allow' && job.handler && !job.flow && !job.paused ? this.term.stageAheadMs : 0;
   }
 
   /**

@@ -85,6 +85,21 @@ export class KeySpace {
     return `${this.base}:trigger-result:${id}`;
   }
 
+  /** Hash: runtime schedule id → `<version>|<updatedAt ms>|<updated by>|<spec JSON>` (see upsertSchedule.lua). */
+  get schedules(): string {
+    return `${this.base}:schedules`;
+  }
+
+  /** Sorted set of schedule ids, all scored 0: listed in id order, page by page, from any id on. */
+  get scheduleIds(): string {
+    return `${this.base}:schedule-ids`;
+  }
+
+  /** Stream of schedule changes (fields `id`, `version`; version 0 for a removal): the feed every instance follows. */
+  get scheduleChanges(): string {
+    return `${this.base}:schedule-changes`;
+  }
+
   /** Hash: member identity → its latest heartbeat record (JSON), written by the member itself. */
   get members(): string {
     return `${this.base}:members`;

@@ -30,6 +30,8 @@ export interface TickRunData<TData = unknown> {
    * it as that term's staged run until the next leader has applied its rules to it.
    */
   stagedBy?: FenceToken;
+  /** For a run of a runtime schedule (the BullMQ job name is the schedule's id): its job type. */
+  type?: string;
 }
 
 /** What a handler gets besides the BullMQ job. */
@@ -121,13 +123,21 @@ interface JobDefinitionFields<TData> {
 
 type Timing =
   | { /** Cron: 5 fields, or 6 with seconds first. */ schedule: string; every?: never }
-  | { /** An interval, aligned to the Unix epoch (or to `startAt`). */ every: Duration; schedule?: never };
+  | { /** An interval, aligned to the Unix epoch (or to `startAt`). */ every: Duration; schedule?: never }
+  | {
+      /**
+       * Neither: a job type. It never ticks by itself; runtime schedules (`scheduler.schedules.upsert`)
+       * name it as their `job`, and it can be triggered by hand.
+       */
+      schedule?: never;
+      every?: never;
+    };
 
 type Work<TData> =
   | { handler: JobHandler<TData>; flow?: FlowBuilder<TData> }
   | { handler?: JobHandler<TData>; flow: FlowBuilder<TData> };
 
-/** A job definition as written in a `jobs/` file: a schedule or an interval, and a handler or a flow. */
+/** A job definition as written in a `jobs/` file: a schedule, an interval or neither (a job type), and a handler or a flow. */
 export type JobDefinition<TData = unknown> = JobDefinitionFields<TData> & Timing & Work<TData>;
 
 /** Declares a job; a file in `jobs/` default-exports the result. Returns its argument, typed. */
@@ -135,12 +145,34 @@ export function defineJob<TData = unknown>(definition: JobDefinition<TData>): Jo
   return definition;
 }
 
-/** When a job ticks: a cron expression read in the job's timezone, or a fixed interval. */
-export type Trigger = { kind: 'cron'; expression: string } | { kind: 'every'; everyMs: number };
+/**
+ * When a job ticks: a cron expression read in the job's timezone, a fixed interval, once at an instant
+ * (a runtime schedule's `at`), or never by itself (`none`: a job type, run by schedules and by hand).
+ */
+export type Trigger =
+  | { kind: 'cron'; expression: string }
+  | { kind: 'every'; everyMs: number }
+  | { kind: 'once'; at: number }
+  | { kind: 'none' };
 
-/** A job's trigger as status reports show it: its cron expression, or `every <duration>` (`every 10m`). */
+/** A job's trigger as status reports show it: `0 3 * * *`, `every 10m`, `at 2027-01-01T00:00:00.000Z` or `job type`. */
 export function describeTrigger(job: Pick<ScheduledJob, 'trigger'>): string {
-  return job.trigger.kind === 'cron' ? job.trigger.expression : `every ${formatDuration(job.trigger.everyMs)}`;
+  const { trigger } = job;
+  switch (trigger.kind) {
+    case 'cron':
+      return trigger.expression;
+    case 'every':
+      return `every ${formatDuration(trigger.everyMs)}`;
+    case 'once':
+      return `at ${new Date(trigger.at).toISOString()}`;
+    case 'none':
+      return 'job type';
+  }
+}
+
+/** True for a definition that ticks by itself (a file job with a schedule, or a runtime schedule). */
+export function isScheduled(job: Pick<ScheduledJob, 'trigger'>): boolean {
+  return job.trigger.kind !== 'none';
 }
 
 /** The BullMQ options a definition may set, in BullMQ's own shapes. */
@@ -168,4 +200,9 @@ export interface ScheduledJob<TData = unknown> {
   readonly startAt: number | undefined;
   /** Epoch ms of the last allowed tick, inclusive. */
   readonly endAt: number | undefined;
+  /**
+   * For a runtime schedule: the job type (a `jobs/` definition) whose handler or flow runs its ticks;
+   * `name` is then the schedule's id. Undefined for a file job.
+   */
+  readonly type?: string;
 }

@@ -56,7 +56,7 @@ export interface TickSpan {
  * `catchup-limit`: inside the window but beyond what `catchup.mode`/`max` allows. `paused`: the job
  * is paused. `overlap`: the previous run was still unfinished.
  */
-export type SkipReason = 'missed-window' | 'catchup-limit' | 'paused' | 'overlap';
+export type SkipReason = 'missed-window' | 'catchup-limit' | 'paused' | 'overlap' | 'no-handler';
 
 export interface SkippedTicks extends TickSpan {
   reason: SkipReason;
@@ -156,6 +156,23 @@ class BoundedSeries implements TickSeries {
   }
 }
 
+/** A one-shot schedule's single tick (`at`), or no tick at all for a job type. */
+class SingleTickSeries implements TickSeries {
+  constructor(private readonly tick: number | undefined) {}
+
+  after(instant: number): number | undefined {
+    return this.tick !== undefined && this.tick > instant ? this.tick : undefined;
+  }
+
+  atOrBefore(instant: number): number | undefined {
+    return this.tick !== undefined && this.tick <= instant ? this.tick : undefined;
+  }
+
+  countIn(from: number, to: number): number {
+    return this.tick !== undefined && this.tick > from && this.tick <= to ? 1 : 0;
+  }
+}
+
 const seriesByJob = new WeakMap<ScheduledJob, TickSeries>();
 
 function seriesOf(job: ScheduledJob): TickSeries {
@@ -165,7 +182,9 @@ function seriesOf(job: ScheduledJob): TickSeries {
     const ticks =
       trigger.kind === 'every'
         ? new IntervalSeries(job.startAt ?? 0, trigger.everyMs)
-        : new CronSeries(CronCalendar.compile(trigger.expression, job.name), TimeZone.of(job.timezone));
+        : trigger.kind === 'cron'
+          ? new CronSeries(CronCalendar.compile(trigger.expression, job.name), TimeZone.of(job.timezone))
+          : new SingleTickSeries(trigger.kind === 'once' ? trigger.at : undefined);
     series = job.startAt === undefined && job.endAt === undefined ? ticks : new BoundedSeries(ticks, job.startAt, job.endAt);
     seriesByJob.set(job, series);
   }

@@ -240,6 +240,9 @@ function definitionWarnings(job: ScheduledJob, now: number): string[] {
   return warnings;
 }
 
+/** Fields that shape a definition's own ticks, meaningless on a job type (no schedule, no every). */
+const TICK_ONLY_FIELDS = ['timezone', 'overlap', 'catchup', 'jitter', 'startAt', 'endAt', 'paused'] as const;
+
 /** Rules that involve several fields, checked on the raw input so that they are reported alongside field errors. */
 function crossFieldProblems(raw: unknown): string[] {
   if (!isRecord(raw)) return [];
@@ -247,8 +250,17 @@ function crossFieldProblems(raw: unknown): string[] {
   const problems: string[] = [];
   if (has('schedule') && has('every')) {
     problems.push('schedule/every: set either schedule (cron) or every (an interval), not both');
-  } else if (!has('schedule') && !has('every')) {
-    problems.push('schedule: missing; set schedule (a cron expression like "0 3 * * *") or every (an interval like "5m")');
+  }
+  if (!has('schedule') && !has('every')) {
+    // A job type: every field that only shapes ticks would be silently ignored, so it is refused.
+    for (const field of TICK_ONLY_FIELDS) {
+      if (has(field)) {
+        problems.push(
+          `${label(field, raw[field])}: only applies to a definition that ticks; set schedule (a cron expression like "0 3 * * *") ` +
+            'or every (an interval like "5m"), or remove it to define a job type that runtime schedules run',
+        );
+      }
+    }
   }
   if (has('every') && has('timezone')) {
     problems.push(
@@ -270,10 +282,15 @@ function crossFieldProblems(raw: unknown): string[] {
 /** Shared by every definition that sets none, so 10,000 schedules do not hold 10,000 copies of the defaults. */
 const DEFAULT_CATCHUP: ScheduledJob['catchup'] = Object.freeze({ ...JOB_DEFAULTS.catchup });
 const NO_JOB_OPTIONS: ScheduledJob['jobOptions'] = Object.freeze({});
+const JOB_TYPE_TRIGGER: Trigger = Object.freeze({ kind: 'none' });
 
 function normalize(parsed: ParsedDefinition, file: string): ScheduledJob {
   const trigger: Trigger =
-    parsed.schedule !== undefined ? { kind: 'cron', expression: parsed.schedule.trim() } : { kind: 'every', everyMs: parsed.every! };
+    parsed.schedule !== undefined
+      ? { kind: 'cron', expression: parsed.schedule.trim() }
+      : parsed.every !== undefined
+        ? { kind: 'every', everyMs: parsed.every }
+        : JOB_TYPE_TRIGGER;
   const { attempts, backoff, removeOnComplete, removeOnFail, priority } = parsed;
   const options = Object.entries({ attempts, backoff, removeOnComplete, removeOnFail, priority }).filter(([, v]) => v !== undefined);
   const jobOptions = options.length === 0 ? NO_JOB_OPTIONS : Object.fromEntries(options);
@@ -391,7 +408,7 @@ function jsonProblem(value: unknown, path: string, ancestors: Set<object>): stri
 }
 
 /** The candidate closest to `word` by edit distance, if it is close enough to be a likely typo. */
-function closest(word: string, candidates: readonly string[]): string | undefined {
+export function closest(word: string, candidates: readonly string[]): string | undefined {
   const limit = Math.max(2, Math.floor(word.length / 4));
   let best: { candidate: string; distance: number } | undefined;
   for (const candidate of candidates) {

@@ -268,12 +268,17 @@ export class WorkerPool {
   }
 
   /**
-   * The definition that runs `job`: the one named like it, or, for a child of a tick's flow, the one that
+   * The definition that runs `job`: the one named like it, the job type a schedule's run names, or, for a child of a tick's flow, the one that
    * started the flow (its parent's id is `<name>@<tick>`), whose handler then switches on `job.name`.
    */
   private definitionOf(job: Job): ScheduledJob | undefined {
     const own = this.jobs.get(job.name);
     if (own) return own;
+    // A runtime schedule this instance has not heard of yet (its feed is a moment behind the leader's):
+    // its job type does the work, with the data the leader put in the run.
+    const type = (job.data as Partial<TickJobData> | undefined)?.type;
+    const typed = type === undefined ? undefined : this.jobs.get(type);
+    if (typed?.trigger.kind === 'none') return typed;
     const starter = job.parent?.id?.split('@')[0];
     const parent = starter === undefined ? undefined : this.jobs.get(starter);
     return parent?.handler ? parent : undefined;

@@ -154,14 +154,24 @@ describe('validateJobDefinition: errors name the file, the field and the fix', (
   it('names unknown fields and suggests the likely one', () => {
     assert.deepEqual(errorsOf({ name: 'x', shedule: '* * * * *', handler }), [
       'jobs/x.ts: shedule: unknown field; did you mean "schedule"?',
-      'jobs/x.ts: schedule: missing; set schedule (a cron expression like "0 3 * * *") or every (an interval like "5m")',
     ]);
     assert.deepEqual(errorsOf({ ...valid, catchup: { windw: '1m' } }), ['jobs/x.ts: catchup.windw: unknown field; did you mean "window"?']);
     const [unrelated] = errorsOf({ ...valid, colour: 'blue' });
     assert.match(unrelated!, /^jobs\/x\.ts: colour: unknown field; known fields are name, schedule, every, timezone, /);
   });
 
-  it('requires exactly one of schedule and every, and a handler or a flow', () => {
+  it('reads a definition with neither schedule nor every as a job type, and refuses the fields only ticks use', () => {
+    const result = validateJobDefinition({ name: 'send-report', handler, queue: 'reports', attempts: 3 }, '/abs/jobs/x.ts', 'jobs/x.ts');
+    assert.ok(result.ok);
+    assert.deepEqual(result.job.trigger, { kind: 'none' });
+    assert.equal(describeTrigger(result.job), 'job type');
+    assert.deepEqual(errorsOf({ name: 'x', handler, timezone: 'Europe/Berlin', overlap: 'skip' }), [
+      'jobs/x.ts: timezone "Europe/Berlin": only applies to a definition that ticks; set schedule (a cron expression like "0 3 * * *") or every (an interval like "5m"), or remove it to define a job type that runtime schedules run',
+      'jobs/x.ts: overlap "skip": only applies to a definition that ticks; set schedule (a cron expression like "0 3 * * *") or every (an interval like "5m"), or remove it to define a job type that runtime schedules run',
+    ]);
+  });
+
+  it('takes at most one of schedule and every, and requires a handler or a flow', () => {
     assert.deepEqual(errorsOf({ name: 'x', schedule: '* * * * *', every: '1m', handler }), [
       'jobs/x.ts: schedule/every: set either schedule (cron) or every (an interval), not both',
     ]);

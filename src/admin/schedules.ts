@@ -1,0 +1,247 @@
+import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js';
+import { nextTicks } from '../scheduling/plan.js';
+import { judgeSchedule, type ScheduleProblem } from '../schedules/catalog.js';
+import { checkScheduleSpec, compileSchedule, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
+import { ScheduleVersionConflict, type ScheduleRecord, type ScheduleStore } from '../schedules/store.js';
+
+/**
+ * Why a schedules call was refused, so callers can branch without parsing messages:
+ * - `invalid`: the spec or id is wrong; `errors` has one line per problem, each naming the field and the fix.
+ * - `not-found`: no schedule has that id.
+ * - `name-taken`: a `jobs/` definition has that name (a name is a file job or a schedule, never both).
+ * - `version-conflict`: `expectedVersion` was given and another write came first; read it again and retry.
+ * - `no-definitions`: the job types cannot be checked (no jobs folder is configured or loaded).
+ */
+export type ScheduleErrorCode = 'invalid' | 'not-found' | 'name-taken' | 'version-conflict' | 'no-definitions';
+
+export class ScheduleError extends Error {
+  override readonly name = 'ScheduleError';
+  constructor(
+    readonly code: ScheduleErrorCode,
+    message: string,
+    /** One line per problem (for `invalid`); the message joins them. */
+    readonly errors: readonly string[] = [message],
+  ) {
+    super(message);
+  }
+}
+
+/** A stored schedule as clients see it. */
+export interface ScheduleView {
+  id: string;
+  version: number;
+  /** The spec as stored (instants as ISO strings), with `limitEndsAt` when a limit applies. */
+  spec: StoredSpec;
+  /** `0 9 * * *`, `every 5m` or `at <ISO>`. */
+  trigger: string;
+  updatedAt: string;
+  updatedBy: string;
+  /** Paused by its spec or at run time (`pause(id)`), and the run-time pause's note. */
+  paused: boolean;
+  pauseNote: string | null;
+  /** Why it does not run as written (its job type is gone, a file job has its name), or null. */
+  problem: ScheduleProblem | null;
+}
+
+export interface ScheduleDescription extends ScheduleView {
+  /** The next ticks in its time zone, as ISO instants. */
+  next: string[];
+  timezone: string;
+  /** The newest runs, newest first, with outcome and duration, as `runs()` gives them for a job. */
+  runs: unknown[];
+  /** Ticks skipped so far, by reason. */
+  skipped: Record<string, number>;
+  enqueued: number;
+}
+
+export interface UpsertResult {
+  id: string;
+  version: number;
+  /** False when the stored spec was already this one: no new version was written. */
+  changed: boolean;
+}
+
+/** The runtime schedules API: `scheduler.schedules` and `createAdmin().schedules` (docs/schedules.md). */
+export interface Schedules {
+  /**
+   * Creates or replaces a schedule; the leader applies it from its next tick after the write is
+   * acknowledged. Writing the spec already stored is a no-op (`changed` false). Throws `invalid`,
+   * `name-taken`, `no-definitions`, or `version-conflict` when `expectedVersion` (0: must not exist) is not
+   * the stored version.
+   */
+  upsert(id: string, spec: ScheduleSpec, options?: { expectedVersion?: number; by?: string }): Promise<UpsertResult>;
+  /** Removes a schedule (its staged runs are taken back); false when there was none. */
+  remove(id: string, options?: { expectedVersion?: number }): Promise<boolean>;
+  get(id: string): Promise<ScheduleView | undefined>;
+  /**
+   * A page of schedules in id order, from after `cursor`: at most `limit` (default 100, at most 1,000),
+   * only those of job type `job` and whose id contains `search` when given. `cursor` of the answer is
+   * where the next page starts, undefined after the last.
+   */
+  list(options?: { job?: string; search?: string; cursor?: string; limit?: number }): Promise<{ schedules: ScheduleView[]; cursor: string | undefined; total: number }>;
+  /** The schedule with its next `ticks` (default 5) and newest `runs` (default 10). Throws `not-found`. */
+  describe(id: string, options?: { ticks?: number; runs?: number }): Promise<ScheduleDescription>;
+  /** Pauses at run time, with a note; its staged runs are taken back. Throws `not-found`. */
+  pause(id: string, note?: string): Promise<void>;
+  /** Ends a run-time pause; false when it was not paused. Throws `not-found`. */
+  resume(id: string): Promise<boolean>;
+  /** Runs it now, outside its ticks, as `Admin.trigger` does. Throws `not-found`. */
+  trigger(id: string): Promise<unknown>;
+}
+
+/** What the schedules API needs of the admin: the job types, and the operations every job has. */
+export interface ScheduleDesk {
+  store: ScheduleStore;
+  /** The `jobs/` definitions (job types among them); undefined when none are configured. */
+  types(): Promise<JobTypes | undefined>;
+  /** How this instance compiled and judged a schedule, when it runs one (a scheduler's own admin). */
+  problemOf?(id: string): ScheduleProblem | undefined;
+  redisNow(): Promise<number>;
+  runs(name: string, limit: number): Promise<unknown[]>;
+  jobCounts(name: string): Promise<{ enqueued: number; skipped: Record<string, number> }>;
+  pausedJobs(): Promise<ReadonlyMap<string, { note: string }>>;
+  pause(name: string, note: string): Promise<void>;
+  resume(name: string): Promise<boolean>;
+  trigger(name: string): Promise<unknown>;
+  /** Who writes, when the caller does not say: the CLI's user@host. */
+  who: string;
+}
+
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 1_000;
+
+export function createSchedules(desk: ScheduleDesk): Schedules {
+  return new ScheduleApi(desk);
+}
+
+class ScheduleApi implements Schedules {
+  constructor(private readonly desk: ScheduleDesk) {}
+
+  async upsert(id: string, spec: ScheduleSpec, options: { expectedVersion?: number; by?: string } = {}): Promise<UpsertResult> {
+    const types = await this.requireTypes();
+    const existing = types.get(id);
+    if (existing && existing.type === undefined) {
+      throw new ScheduleError('name-taken', `schedule "${id}": id: is the name of the file job in ${existing.file}; a name is a file job or a schedule, never both: choose another id`);
+    }
+    const check = checkScheduleSpec(id, spec, types, await this.desk.redisNow());
+    if (!check.ok) throw new ScheduleError('invalid', check.errors.join('\n'), check.errors);
+    try {
+      const outcome = await this.desk.store.upsert(id, check.spec, options.by ?? this.desk.who, options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion });
+      return { id, ...outcome };
+    } catch (error) {
+      if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
+      throw error;
+    }
+  }
+
+  async remove(id: string, options: { expectedVersion?: number } = {}): Promise<boolean> {
+    try {
+      return (await this.desk.store.remove(id, options)) !== undefined;
+    } catch (error) {
+      if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
+      throw error;
+    }
+  }
+
+  async get(id: string): Promise<ScheduleView | undefined> {
+    const record = await this.desk.store.get(id);
+    if (!record) return undefined;
+    const [types, paused] = await Promise.all([this.desk.types(), this.desk.pausedJobs()]);
+    return this.view(record, types, paused);
+  }
+
+  async list(options: { job?: string; search?: string; cursor?: string; limit?: number } = {}): Promise<{ schedules: ScheduleView[]; cursor: string | undefined; total: number }> {
+    const limit = Math.min(Math.max(1, Math.floor(options.limit ?? DEFAULT_PAGE)), MAX_PAGE);
+    const [types, paused, total] = await Promise.all([this.desk.types(), this.desk.pausedJobs(), this.desk.store.count()]);
+    const schedules: ScheduleView[] = [];
+    let after = options.cursor;
+    // Filters are applied to pages read in id order: a page is read until it is full or the ids end.
+    for (;;) {
+      const ids = await this.desk.store.ids(after, limit);
+      if (ids.length === 0) return { schedules, cursor: undefined, total };
+      const wanted = options.search === undefined ? ids : ids.filter((id) => id.includes(options.search!));
+      const records = await this.desk.store.getMany(wanted, () => undefined);
+      for (const record of records) {
+        if (!record || (options.job !== undefined && record.spec.job !== options.job)) continue;
+        schedules.push(this.view(record, types, paused));
+        if (schedules.length === limit) return { schedules, cursor: record.id, total };
+      }
+      after = ids.at(-1);
+      if (ids.length < limit) return { schedules, cursor: undefined, total };
+    }
+  }
+
+  async describe(id: string, options: { ticks?: number; runs?: number } = {}): Promise<ScheduleDescription> {
+    const record = await this.requireSchedule(id);
+    const [types, paused, runs, counts, now] = await Promise.all([
+      this.desk.types(),
+      this.desk.pausedJobs(),
+      this.desk.runs(id, options.runs ?? 10),
+      this.desk.jobCounts(id),
+      this.desk.redisNow(),
+    ]);
+    const view = this.view(record, types, paused);
+    const job = this.compiled(record, types);
+    return {
+      ...view,
+      next: job ? nextTicks(job, now, options.ticks ?? 5).map((tick) => new Date(tick).toISOString()) : [],
+      timezone: job?.timezone ?? record.spec.timezone ?? 'UTC',
+      runs,
+      skipped: counts.skipped,
+      enqueued: counts.enqueued,
+    };
+  }
+
+  async pause(id: string, note = ''): Promise<void> {
+    await this.requireSchedule(id);
+    await this.desk.pause(id, note);
+  }
+
+  async resume(id: string): Promise<boolean> {
+    await this.requireSchedule(id);
+    return this.desk.resume(id);
+  }
+
+  async trigger(id: string): Promise<unknown> {
+    await this.requireSchedule(id);
+    return this.desk.trigger(id);
+  }
+
+  private async requireSchedule(id: string): Promise<ScheduleRecord> {
+    const record = await this.desk.store.get(id);
+    if (!record) throw new ScheduleError('not-found', `no schedule has id "${id}": \`leasebeat schedules ls\` lists them`);
+    return record;
+  }
+
+  private async requireTypes(): Promise<JobTypes> {
+    const types = await this.desk.types();
+    if (!types) {
+      throw new ScheduleError(
+        'no-definitions',
+        'the job types cannot be checked: no jobs folder is loaded; point LEASEBEAT_JOBS_DIR (or --jobs-dir) at the folder the instances load',
+      );
+    }
+    return types;
+  }
+
+  private compiled(record: ScheduleRecord, types: JobTypes | undefined): ScheduledJob | undefined {
+    const type = types?.get(record.spec.job);
+    const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined);
+    return result.ok ? result.job : undefined;
+  }
+
+  private view(record: ScheduleRecord, types: JobTypes | undefined, paused: ReadonlyMap<string, { note: string }>): ScheduleView {
+    const job = this.compiled(record, types);
+    return {
+      id: record.id,
+      version: record.version,
+      spec: record.spec,
+      trigger: job ? describeTrigger(job) : (record.spec.schedule ?? (record.spec.every !== undefined ? `every ${record.spec.every}` : `at ${record.spec.at}`)),
+      updatedAt: new Date(record.updatedAt).toISOString(),
+      updatedBy: record.updatedBy,
+      paused: record.spec.paused === true || paused.has(record.id),
+      pauseNote: paused.get(record.id)?.note ?? null,
+      problem: this.desk.problemOf?.(record.id) ?? (types ? (judgeSchedule(record.id, record.spec.job, types) ?? null) : null),
+    };
+  }
+}

@@ -1,0 +1,35 @@
+--[[
+  Writes a schedule's spec, as one new version, and tells the change feed. Writing the spec that is
+  already stored changes nothing (no new version, no feed entry), so any number of instances upserting
+  the same schedules at boot leave one version between them. With an expected version, the write is made
+  only if the stored version is that one (0: only if the schedule does not exist yet).
+  KEYS[1] specs (hash: id -> "<version>|<updatedAt>|<updatedBy>|<spec JSON>")  KEYS[2] ids (sorted set)
+  KEYS[3] change feed (stream)
+  ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] now (ms)  ARGV[5] who
+  ARGV[6] the feed's approximate length cap
+  Returns { version, 1 } when written, { version, 0 } when the stored spec was the same, and
+  { stored version, -1 } when the expected version did not match (nothing is written).
+]]
+local id, spec, expected = ARGV[1], ARGV[2], ARGV[3]
+local stored = redis.call('HGET', KEYS[1], id)
+local version = 0
+if stored then
+  local first = string.find(stored, '|', 1, true)
+  version = tonumber(string.sub(stored, 1, first - 1))
+  if expected == '' or tonumber(expected) == version then
+    -- The spec is the part after the third '|' (who wrote it cannot hold one: see ScheduleStore).
+    local second = string.find(stored, '|', first + 1, true)
+    local third = string.find(stored, '|', second + 1, true)
+    if string.sub(stored, third + 1) == spec then
+      return { version, 0 }
+    end
+  end
+end
+if expected ~= '' and tonumber(expected) ~= version then
+  return { version, -1 }
+end
+version = version + 1
+redis.call('HSET', KEYS[1], id, version .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. spec)
+redis.call('ZADD', KEYS[2], 0, id)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'id', id, 'version', version)
+return { version, 1 }

@@ -1,0 +1,215 @@
+import { z } from 'zod';
+import type { Duration } from '../scheduling/duration.js';
+import type { CatchupMode, OverlapPolicy, ScheduledJob } from '../scheduling/define-job.js';
+import { nextTicks } from '../scheduling/plan.js';
+import { closest, JOB_NAME_PATTERN, validateJobDefinition } from '../scheduling/schema.js';
+
+/**
+ * A runtime schedule as a client writes it: which job type runs, when (exactly one of `schedule`,
+ * `every` and `at`), and the same tick rules a file job has. Stored as data in Redis, versioned.
+ */
+export interface ScheduleSpec<TData = unknown> {
+  /** The job type (a definition in `jobs/`) whose handler or flow runs each tick. */
+  job: string;
+  /** Cron: 5 fields, or 6 with seconds first, read in `timezone`. */
+  schedule?: string;
+  /** An interval, aligned to the Unix epoch (or to `startAt`). */
+  every?: Duration;
+  /** One run at this instant (a Date, epoch ms, or an ISO 8601 string with a zone); must be in the future. */
+  at?: Date | string | number;
+  timezone?: string;
+  /** Passed to every run instead of the job type's `data`. */
+  data?: TData;
+  overlap?: OverlapPolicy;
+  catchup?: { window?: Duration; mode?: CatchupMode; max?: number };
+  jitter?: Duration;
+  startAt?: Date | string;
+  endAt?: Date | string;
+  /**
+   * How many ticks the schedule has left from the moment it is written (skipped ticks count): it ends
+   * after the `limit`-th. Rewriting the schedule starts the count again.
+   */
+  limit?: number;
+  paused?: boolean;
+  /** Free text shown with the schedule (why it exists, who owns it). */
+  note?: string;
+}
+
+/** Ids are job names: they become part of BullMQ job ids and of Redis keys. */
+export const SCHEDULE_ID_PATTERN = JOB_NAME_PATTERN;
+/** The largest spec, as JSON, that is stored: a schedule is a pointer to work, not a payload store. */
+export const MAX_SPEC_BYTES = 16 * 1024;
+/** The most ticks `limit` may count: the end of the schedule is found by walking that many ticks. */
+export const MAX_LIMIT = 10_000;
+export const MAX_NOTE_LENGTH = 500;
+
+const SPEC_FIELDS = ['job', 'schedule', 'every', 'at', 'timezone', 'data', 'overlap', 'catchup', 'jitter', 'startAt', 'endAt', 'limit', 'paused', 'note'] as const;
+/** The fields a spec shares with a file definition: validated by the very same rules and messages. */
+const DEFINITION_FIELDS = ['schedule', 'every', 'timezone', 'data', 'overlap', 'catchup', 'jitter', 'startAt', 'endAt', 'paused'] as const;
+/** What a one-shot schedule cannot have: it has a single tick, fixed by `at`. */
+const NOT_WITH_AT = ['schedule', 'every', 'timezone', 'jitter', 'startAt', 'endAt', 'limit'] as const;
+
+/**
+ * A spec as it is stored: the client's fields in JSON form (instants as ISO strings), plus `limitEndsAt`,
+ * the last tick `limit` allows, fixed when the spec was written so that it does not move afterwards.
+ */
+export interface StoredSpec extends Omit<ScheduleSpec, 'at' | 'startAt' | 'endAt' | 'every'> {
+  at?: string;
+  startAt?: string;
+  endAt?: string;
+  every?: string | number;
+  limitEndsAt?: number;
+}
+
+/** The job types schedules may name: the definitions loaded from `jobs/`, by name. */
+export type JobTypes = ReadonlyMap<string, ScheduledJob>;
+
+export type SpecCheck = { ok: true; spec: StoredSpec; job: ScheduledJob } | { ok: false; errors: string[] };
+
+/** A schedule's ticks when its job type is gone: recorded as skipped `no-handler`, never run. */
+const NO_WORK = undefined;
+
+/**
+ * Validates a spec a client wrote at `now` and returns it in stored form, with the schedule it compiles
+ * to. Every problem is one line: `schedule "<id>": <field> <value>: <what is wrong and the fix>`.
+ */
+export function checkScheduleSpec(id: string, input: unknown, types: JobTypes, now: number): SpecCheck {
+  const shown = `schedule ${JSON.stringify(id)}`;
+  const errors = [...idProblems(id), ...shapeProblems(input)].map((e) => `${shown}: ${e}`);
+  if (errors.length > 0) return { ok: false, errors };
+  const spec = input as ScheduleSpec;
+  const type = types.get(spec.job);
+  if (!type) return { ok: false, errors: [`${shown}: ${unknownTypeProblem(spec.job, types)}`] };
+  if (type.trigger.kind !== 'none') {
+    return { ok: false, errors: [`${shown}: job "${spec.job}": is a scheduled file job, not a job type; name a definition in jobs/ without schedule or every`] };
+  }
+  const stored = toStored(spec);
+  if (stored.at !== undefined && Date.parse(stored.at) <= now) {
+    return { ok: false, errors: [`${shown}: at "${stored.at}": is in the past; give a future instant, or trigger(id) to run now`] };
+  }
+  const compiled = compileSchedule(id, stored, type);
+  if (!compiled.ok) return compiled;
+  if (JSON.stringify(stored).length > MAX_SPEC_BYTES) {
+    return { ok: false, errors: [`${shown}: data: the spec is over ${MAX_SPEC_BYTES / 1024} KiB as JSON; keep large payloads elsewhere and pass a reference in data`] };
+  }
+  if (spec.limit !== undefined) {
+    const from = Math.max(now, compiled.job.startAt === undefined ? now : compiled.job.startAt - 1);
+    const ticks = nextTicks(compiled.job, from, spec.limit);
+    // Fewer ticks than the limit: the schedule ends on its own first, and the limit changes nothing.
+    if (ticks.length === spec.limit) {
+      stored.limitEndsAt = ticks.at(-1)!;
+      const limited = compileSchedule(id, stored, type);
+      if (!limited.ok) return limited;
+      return { ok: true, spec: stored, job: limited.job };
+    }
+  }
+  return { ok: true, spec: stored, job: compiled.job };
+}
+
+/**
+ * The schedule a stored spec runs as: a ScheduledJob named by the schedule's id that does its job type's
+ * work (handler or flow, queue, concurrency, BullMQ options) on its own ticks. With the job type gone
+ * (`type` undefined) it has neither handler nor flow: its ticks are recorded as skipped `no-handler`.
+ */
+export function compileSchedule(id: string, spec: StoredSpec, type: ScheduledJob | undefined): { ok: true; job: ScheduledJob } | { ok: false; errors: string[] } {
+  const definition: Record<string, unknown> = { name: id };
+  for (const field of DEFINITION_FIELDS) if (spec[field] !== undefined) definition[field] = spec[field];
+  // A one-shot schedule is checked as an interval (its overlap and catch-up rules are the same), then
+  // given its single tick.
+  if (spec.at !== undefined) definition.every = '1s';
+  // The limit ends the schedule at its last allowed tick, unless endAt ends it sooner.
+  if (spec.limitEndsAt !== undefined && (spec.endAt === undefined || Date.parse(spec.endAt) > spec.limitEndsAt)) {
+    // 1 ms past the last tick: endAt must be later than startAt, which a limit of 1 could make it equal
+    // to, and no two ticks are less than a second apart.
+    definition.endAt = new Date(spec.limitEndsAt + 1).toISOString();
+  }
+  definition.handler = type?.handler ?? type?.flow ?? checkOnly;
+  const result = validateJobDefinition(definition, type?.file ?? '', `schedule ${JSON.stringify(id)}`);
+  if (!result.ok) return result;
+  const job: ScheduledJob = {
+    ...result.job,
+    trigger: spec.at !== undefined ? { kind: 'once', at: Date.parse(spec.at) } : result.job.trigger,
+    handler: type ? type.handler : NO_WORK,
+    flow: type ? type.flow : NO_WORK,
+    data: spec.data !== undefined ? spec.data : type?.data,
+    queue: type?.queue ?? result.job.queue,
+    concurrency: type?.concurrency ?? result.job.concurrency,
+    jobOptions: type?.jobOptions ?? result.job.jobOptions,
+    type: spec.job,
+  };
+  return { ok: true, job };
+}
+
+/** Stands in for an orphaned schedule's missing handler while its fields are checked; never called. */
+function checkOnly(): never {
+  throw new Error('unreachable: an orphaned schedule has no handler');
+}
+
+function idProblems(id: string): string[] {
+  if (SCHEDULE_ID_PATTERN.test(id)) return [];
+  return [
+    `id: may contain only letters, digits, ".", "_" and "-", must start with a letter or digit and be at most 128 long ` +
+      `(${SCHEDULE_ID_PATTERN.source}), because it becomes part of BullMQ job ids and Redis keys`,
+  ];
+}
+
+const shape = z.record(z.string(), z.unknown());
+
+/** The spec's own fields: the keys, `job`, `at`, `limit` and `note`; the rest is checked as a definition's. */
+function shapeProblems(input: unknown): string[] {
+  if (!shape.safeParse(input).success || Array.isArray(input)) return ['spec: must be an object like { "job": "send-report", "schedule": "0 9 * * *" }'];
+  const spec = input as Record<string, unknown>;
+  const problems: string[] = [];
+  for (const key of Object.keys(spec)) {
+    if ((SPEC_FIELDS as readonly string[]).includes(key)) continue;
+    const guess = closest(key, [...SPEC_FIELDS]);
+    problems.push(guess ? `${key}: unknown field; did you mean "${guess}"?` : `${key}: unknown field; known fields are ${SPEC_FIELDS.join(', ')}`);
+  }
+  if (typeof spec.job !== 'string' || spec.job === '') problems.push('job: missing; name the job type (a definition in jobs/ without schedule or every) that runs the ticks');
+  const timings = (['schedule', 'every', 'at'] as const).filter((field) => spec[field] !== undefined);
+  if (timings.length === 0) problems.push('schedule: missing; set schedule (a cron expression like "0 3 * * *"), every (an interval like "5m") or at (an instant)');
+  if (timings.length > 1 && timings.includes('at')) problems.push(`at: is a one-shot run; set at alone, without ${timings.filter((t) => t !== 'at').join(' or ')}`);
+  if (spec.at !== undefined) {
+    if (instantOf(spec.at) === undefined) problems.push(`at ${JSON.stringify(spec.at)}: must be a Date, epoch ms, or an ISO 8601 string with "Z" or an offset`);
+    for (const field of NOT_WITH_AT) {
+      if (field !== 'schedule' && field !== 'every' && spec[field] !== undefined) problems.push(`${field}: has no effect on a one-shot schedule (at); remove it`);
+    }
+  }
+  if (spec.limit !== undefined && (!Number.isInteger(spec.limit) || (spec.limit as number) < 1 || (spec.limit as number) > MAX_LIMIT)) {
+    problems.push(`limit ${JSON.stringify(spec.limit)}: must be a whole number from 1 to ${MAX_LIMIT} (the ticks the schedule has left)`);
+  }
+  if (spec.note !== undefined && (typeof spec.note !== 'string' || spec.note.length > MAX_NOTE_LENGTH)) {
+    problems.push(`note: must be text of at most ${MAX_NOTE_LENGTH} characters`);
+  }
+  return problems;
+}
+
+function unknownTypeProblem(job: string, types: JobTypes): string {
+  const names = [...types.values()].filter((t) => t.trigger.kind === 'none').map((t) => t.name);
+  const guess = closest(job, names);
+  const known = names.length === 0 ? 'no job type is defined; add a definition without schedule or every to jobs/' : `job types are ${names.slice(0, 10).join(', ')}${names.length > 10 ? ', …' : ''}`;
+  return `job "${job}": unknown job type; ${guess ? `did you mean "${guess}"? ` : ''}${known}`;
+}
+
+function instantOf(value: unknown): number | undefined {
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? undefined : value.getTime();
+  if (typeof value === 'number') return Number.isFinite(value) ? value : undefined;
+  if (typeof value === 'string' && /(?:Z|[+-]\d{2}:?\d{2})$/i.test(value)) {
+    const ms = Date.parse(value);
+    return Number.isNaN(ms) ? undefined : ms;
+  }
+  return undefined;
+}
+
+/** The spec in JSON form: instants as ISO strings (what `JSON.stringify` of a Date gives), fields in a fixed order. */
+function toStored(spec: ScheduleSpec): StoredSpec {
+  const stored: Record<string, unknown> = {};
+  for (const field of SPEC_FIELDS) {
+    const value = spec[field];
+    if (value === undefined) continue;
+    if (field === 'at') stored.at = new Date(instantOf(value)!).toISOString();
+    else if (value instanceof Date) stored[field] = value.toISOString();
+    else stored[field] = value;
+  }
+  return stored as unknown as StoredSpec;
+}

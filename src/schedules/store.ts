@@ -1,0 +1,157 @@
+import type { Redis } from 'ioredis';
+import type { KeySpace } from '../redis/keys.js';
+import type { WritePath } from '../redis/durability.js';
+import { LuaScript } from '../util/lua.js';
+import type { StoredSpec } from './spec.js';
+
+const upsertSchedule = new LuaScript(new URL('./lua/upsertSchedule.lua', import.meta.url));
+const removeSchedule = new LuaScript(new URL('./lua/removeSchedule.lua', import.meta.url));
+
+/** The change feed keeps about this many entries: a follower further behind than that loads everything again. */
+export const SCHEDULE_FEED_MAXLEN = 100_000;
+
+/** One stored version of a schedule. */
+export interface ScheduleRecord {
+  id: string;
+  /** 1 for the first write; every write that changes the spec adds one. */
+  version: number;
+  spec: StoredSpec;
+  /** Redis time (ms) of the write. */
+  updatedAt: number;
+  /** Who wrote it: the CLI's user@host, the board's user, or what the application passed. */
+  updatedBy: string;
+}
+
+/** What an upsert did: `changed` false when the stored spec was already this one (no new version). */
+export interface UpsertOutcome {
+  version: number;
+  changed: boolean;
+}
+
+/** The stored version was not the one the write expected: someone else wrote in between. */
+export class ScheduleVersionConflict extends Error {
+  constructor(
+    readonly id: string,
+    readonly stored: number,
+  ) {
+    super(`schedule "${id}" is at version ${stored}, not the version the write expected; read it again and retry`);
+    this.name = 'ScheduleVersionConflict';
+  }
+}
+
+/**
+ * Runtime schedules in Redis, beside the ledger under the cluster's hash tag: a hash of specs by id, a
+ * sorted set of ids for paging, and a stream that tells every instance what changed. Writes go through
+ * the durable write path, so on Sentinel and Cluster a schedule is acknowledged only once replicas hold it.
+ */
+export class ScheduleStore {
+  constructor(
+    private readonly redis: Redis,
+    readonly keys: KeySpace,
+    private readonly writes: WritePath,
+  ) {}
+
+  private get scriptKeys(): string[] {
+    return [this.keys.schedules, this.keys.scheduleIds, this.keys.scheduleChanges];
+  }
+
+  /** Stores `spec` as the schedule's next version (see upsertSchedule.lua). */
+  async upsert(id: string, spec: StoredSpec, who: string, options: { expectedVersion?: number } = {}): Promise<UpsertOutcome> {
+    const [version, written] = await this.writes.script<[number, number]>(upsertSchedule, this.scriptKeys, [
+      id,
+      JSON.stringify(spec),
+      options.expectedVersion ?? '',
+      await this.redisNow(),
+      // The record's fields are split on '|': a name holding one would shift the spec.
+      who.replaceAll('|', '/'),
+      SCHEDULE_FEED_MAXLEN,
+      // Every answer is confirmed, "unchanged" too: it reports a version only the old primary may hold.
+    ], () => `schedule ${id}`);
+    if (written === -1) throw new ScheduleVersionConflict(id, version);
+    return { version, changed: written === 1 };
+  }
+
+  /** Removes the schedule; answers the version removed, or undefined when there was none. */
+  async remove(id: string, options: { expectedVersion?: number } = {}): Promise<number | undefined> {
+    const removed = await this.writes.script<number>(removeSchedule, this.scriptKeys, [id, options.expectedVersion ?? '', SCHEDULE_FEED_MAXLEN], () => `removal of schedule ${id}`);
+    if (removed === -1) {
+      const stored = await this.get(id);
+      throw new ScheduleVersionConflict(id, stored?.version ?? 0);
+    }
+    return removed === 0 ? undefined : removed;
+  }
+
+  async get(id: string): Promise<ScheduleRecord | undefined> {
+    const text = await this.redis.hget(this.keys.schedules, id);
+    return text === null ? undefined : parseRecord(id, text);
+  }
+
+  /**
+   * The records of `ids` in one round trip, in their order; undefined for an id not stored. A record
+   * leasebeat cannot read is passed to `onUnreadable` and answered as undefined (default: thrown).
+   */
+  async getMany(ids: readonly string[], onUnreadable?: (error: ScheduleRecordError) => void): Promise<Array<ScheduleRecord | undefined>> {
+    if (ids.length === 0) return [];
+    const texts = await this.redis.hmget(this.keys.schedules, ...ids);
+    return texts.map((text, i) => {
+      if (text === null) return undefined;
+      try {
+        return parseRecord(ids[i]!, text);
+      } catch (error) {
+        if (!onUnreadable || !(error instanceof ScheduleRecordError)) throw error;
+        onUnreadable(error);
+        return undefined;
+      }
+    });
+  }
+
+  /** Up to `limit` ids after `after` (exclusive; from the first when undefined), in id order. */
+  async ids(after: string | undefined, limit: number): Promise<string[]> {
+    return this.redis.zrangebylex(this.keys.scheduleIds, after === undefined ? '-' : `(${after}`, '+', 'LIMIT', 0, limit);
+  }
+
+  async count(): Promise<number> {
+    return this.redis.zcard(this.keys.scheduleIds);
+  }
+
+  /** Every stored record, `batch` at a time, in id order. */
+  async *all(batch = 1_000, onUnreadable?: (error: ScheduleRecordError) => void): AsyncGenerator<ScheduleRecord[]> {
+    let after: string | undefined;
+    for (;;) {
+      const ids = await this.ids(after, batch);
+      if (ids.length === 0) return;
+      yield (await this.getMany(ids, onUnreadable)).filter((record): record is ScheduleRecord => record !== undefined);
+      after = ids.at(-1);
+    }
+  }
+
+  private async redisNow(): Promise<number> {
+    const [seconds, micros] = await this.redis.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+}
+
+/** Thrown for a stored record leasebeat did not write: it is reported, never read as some other schedule. */
+export class ScheduleRecordError extends Error {
+  constructor(id: string, why: string) {
+    super(`schedule "${id}": the stored record ${why}; remove it with \`leasebeat schedules rm ${id}\` and write it again`);
+    this.name = 'ScheduleRecordError';
+  }
+}
+
+function parseRecord(id: string, text: string): ScheduleRecord {
+  const first = text.indexOf('|');
+  const second = text.indexOf('|', first + 1);
+  const third = text.indexOf('|', second + 1);
+  if (first < 0 || second < 0 || third < 0) throw new ScheduleRecordError(id, 'is not "<version>|<updatedAt>|<by>|<spec>"');
+  const version = Number(text.slice(0, first));
+  const updatedAt = Number(text.slice(first + 1, second));
+  if (!Number.isInteger(version) || version < 1 || !Number.isFinite(updatedAt)) throw new ScheduleRecordError(id, 'has no valid version or time');
+  let spec: StoredSpec;
+  try {
+    spec = JSON.parse(text.slice(third + 1)) as StoredSpec;
+  } catch {
+    throw new ScheduleRecordError(id, 'holds a spec that is not JSON');
+  }
+  return { id, version, updatedAt, updatedBy: text.slice(second + 1, third), spec };
+}
