@@ -431,7 +431,7 @@ class LeasebeatScheduler implements Scheduler {
     this.scheduleFeed.on('change', (ids) => {
       this.catalog.schedulesChanged(ids);
       this.workers?.update(this.catalog.jobs);
-      this.producer.reload();
+      this.producer.reload(ids);
     });
     await this.scheduleFeed.start();
     this.catalog.filesChanged();

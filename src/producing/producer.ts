@@ -99,6 +99,9 @@ export class Producer {
   private readonly log: Logger;
   private offsetMs: number | undefined;
   private wake: AbortController | undefined;
+  /** What `reload` asked for since the lanes were last reconciled: every job, or these names. */
+  private reloadAll = false;
+  private readonly reloadNames = new Set<string>();
 
   constructor(private readonly options: ProducerOptions) {
     this.clock = options.clock ?? systemClock;
@@ -113,8 +116,13 @@ export class Producer {
     return Math.floor(this.offsetMs === undefined ? this.clock.now() : this.clock.monotonic() + this.offsetMs);
   }
 
-  /** Picks up changed job definitions at once (hot reload). */
-  reload(): void {
+  /**
+   * Picks up changed job definitions at once (hot reload): every job's, or only those of `names` (a
+   * runtime schedule written or removed), so that one upsert among 100,000 schedules wakes one lane.
+   */
+  reload(names?: Iterable<string>): void {
+    if (names === undefined) this.reloadAll = true;
+    else if (!this.reloadAll) for (const name of names) this.reloadNames.add(name);
     this.wake?.abort();
   }
 
@@ -177,23 +185,29 @@ export class Producer {
     const lanes = new Map<string, JobLane>();
     /** Lanes of removed jobs: they may still be taking back staged runs when the term ends. */
     const stopped: JobLane[] = [];
-    const reconcile = (onTakenOver?: () => void): void => {
-      const jobs = this.options.jobs();
-      for (const [name, lane] of lanes) {
-        if (jobs.has(name)) {
-          lane.wake();
-          continue;
-        }
+    const reconcileOne = (name: string, jobs: ReadonlyMap<string, ScheduledJob>, onTakenOver?: () => void): void => {
+      const lane = lanes.get(name);
+      if (lane && jobs.has(name)) return lane.wake();
+      if (lane) {
         lane.stop();
         lanes.delete(name);
         stopped.push(lane);
+        return;
       }
-      for (const name of jobs.keys()) {
-        if (lanes.has(name)) continue;
-        const lane = new JobLane(name, context, onTakenOver);
-        lanes.set(name, lane);
-        lane.start();
+      if (!jobs.has(name)) return;
+      const started = new JobLane(name, context, onTakenOver);
+      lanes.set(name, started);
+      started.start();
+    };
+    /** Brings the lanes in step with the jobs: all of them, or only the names a reload named. */
+    const reconcile = (onTakenOver?: () => void, only?: Iterable<string>): void => {
+      const jobs = this.options.jobs();
+      if (only) {
+        for (const name of only) reconcileOne(name, jobs);
+        return;
       }
+      for (const name of [...lanes.keys()]) reconcileOne(name, jobs);
+      for (const name of jobs.keys()) if (!lanes.has(name)) reconcileOne(name, jobs, onTakenOver);
     };
     // Manual triggers (`leasebeat trigger`) run beside the lanes, under the same term and fence.
     const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => lanes.get(job)?.paused())
@@ -201,6 +215,9 @@ export class Producer {
       .catch((error: unknown) => context.log.error({ err: error }, 'trigger desk failed'));
     const pulse = this.pulse(context);
     let sweep: Promise<void> = Promise.resolve();
+    // The term starts from every job: what was reloaded before it is part of that.
+    this.reloadAll = false;
+    this.reloadNames.clear();
     try {
       // Once every job is taken over, the staged runs of jobs this leader did not load are taken back.
       reconcile(this.takeoverReport(context, this.options.jobs().size, () => (sweep = this.sweepRemovedJobs(context))));
@@ -210,8 +227,12 @@ export class Producer {
         await this.clock.sleep(nextResync - this.clock.monotonic(), AbortSignal.any([context.signal, this.wake.signal])).catch(() => undefined);
         if (context.signal.aborted) break;
         if (this.wake.signal.aborted) {
-          reconcile();
-          context.log.info({ jobs: lanes.size }, 'schedules reloaded');
+          const names = this.reloadAll ? undefined : [...this.reloadNames];
+          this.reloadAll = false;
+          this.reloadNames.clear();
+          reconcile(undefined, names);
+          if (names === undefined) context.log.info({ jobs: lanes.size }, 'schedules reloaded');
+          else context.log.debug({ jobs: lanes.size, changed: names.length }, 'schedules changed');
           continue;
         }
         await this.maintain(context).catch((error: unknown) => context.log.warn({ err: error }, 'clock sync or ledger pruning failed'));
