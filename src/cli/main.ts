@@ -15,9 +15,11 @@ import {
   formatRuns,
   KubernetesLeaseLock,
   RedisTopologyError,
+  ScheduleError,
   startHttpServer,
   type Admin,
   type ResourceLock,
+  type TriggerResult,
 } from '../index.js';
 import {
   ConfigError,
@@ -38,6 +40,9 @@ import {
   type SettingSpec,
 } from '../config/cli-support.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
+import { durationOf, wholeNumber } from './flags.js';
+import { formatScheduleDescription, formatScheduleTable, tickFormatter } from './format.js';
+import { specFromFlags, type SpecFlags } from './schedule-spec.js';
 
 /**
  * The `leasebeat` command: a thin layer over the library's public API and `leasebeat/cli-support` (an
@@ -249,8 +254,7 @@ async function start(_options: unknown, command: Command): Promise<void> {
 }
 
 async function validate(dir: string, options: { count: string }): Promise<void> {
-  const count = Number(options.count);
-  if (!Number.isInteger(count) || count < 0) throw new ConfigError(`--count "${options.count}" must be a whole number`);
+  const count = wholeNumber('--count', options.count);
   const folder = resolve(dir);
   requireDirectory(folder, 'validate', 'pass the folder of job files (default LEASEBEAT_JOBS_DIR, else ./jobs)');
   const { jobs, errors, warnings } = await loadJobs(folder);
@@ -261,9 +265,9 @@ async function validate(dir: string, options: { count: string }): Promise<void> 
       continue;
     }
     console.log(`${job.name}  (${describeTrigger(job)}, ${job.timezone}, queue ${job.queue})`);
-    const format = new Intl.DateTimeFormat('sv-SE', { timeZone: job.timezone, dateStyle: 'short', timeStyle: 'medium' });
+    const inZone = tickFormatter(job.timezone);
     const ticks = nextTicks(job, now, count);
-    for (const tick of ticks) console.log(`  ${format.format(new Date(tick))} ${job.timezone}`);
+    for (const tick of ticks) console.log(`  ${inZone(tick)}`);
     if (ticks.length === 0 && count > 0) console.log('  (no further runs)');
   }
   for (const warning of warnings) console.error(`warning: ${warning.message}`);
@@ -321,17 +325,26 @@ async function status(options: { json?: boolean }, command: Command): Promise<vo
   });
 }
 
+/** What `trigger` and `schedules trigger` print: the run the leader added. */
+function triggeredLine(name: string, result: TriggerResult): string {
+  return `triggered ${name}: job ${result.jobId} on queue ${result.queue}${result.flow ? ' (a flow: its children were added with it)' : ''}`;
+}
+
+/** What `pause` and `schedules pause` print, with the command that ends the pause. */
+function pausedLine(name: string, resume: string): string {
+  return `paused ${name}: the leader records its ticks as skipped (paused) until \`${resume}\``;
+}
+
 async function trigger(name: string, _options: unknown, command: Command): Promise<void> {
   await withAdmin(command, async (admin) => {
-    const result = await admin.trigger(name);
-    console.log(`triggered ${name}: job ${result.jobId} on queue ${result.queue}${result.flow ? ' (a flow: its children were added with it)' : ''}`);
+    console.log(triggeredLine(name, await admin.trigger(name)));
   });
 }
 
 async function pause(name: string, options: { note?: string; force?: boolean }, command: Command): Promise<void> {
   await withAdmin(command, async (admin) => {
     await admin.pause(name, options);
-    console.log(`paused ${name}: the leader records its ticks as skipped (paused) until \`leasebeat resume ${name}\``);
+    console.log(pausedLine(name, `leasebeat resume ${name}`));
   });
 }
 
@@ -342,8 +355,7 @@ async function resume(name: string, options: { force?: boolean }, command: Comma
 }
 
 async function runs(name: string, options: { limit: string; json?: boolean }, command: Command): Promise<void> {
-  const limit = Number(options.limit);
-  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError(`--limit "${options.limit}" must be a whole number above 0`);
+  const limit = wholeNumber('--limit', options.limit, 1);
   await withAdmin(command, async (admin) => {
     const list = await admin.runs(name, { limit });
     if (options.json) {
@@ -369,7 +381,7 @@ async function uncordon(member: string, _options: unknown, command: Command): Pr
 }
 
 async function drain(member: string, options: { note?: string; force?: boolean; wait?: boolean; timeout: string }, command: Command): Promise<void> {
-  const timeoutMs = parseDuration(/^\d+$/.test(options.timeout) ? Number(options.timeout) : options.timeout);
+  const timeoutMs = parseDuration(durationOf(options.timeout));
   if (timeoutMs === undefined) throw new ConfigError(`--timeout "${options.timeout}" is not a duration: write it like 90s or 10m (a bare number is ms)`);
   await withAdmin(command, async (admin) => {
     let shown = '';
@@ -394,6 +406,79 @@ async function drain(member: string, options: { note?: string; force?: boolean; 
       console.error(`leasebeat: ${identity} did not drain within ${formatDuration(timeoutMs)} (${active}); it stays cordoned`);
       process.exitCode = 1;
     }
+  });
+}
+
+/** `--expected-version`, for a compare-and-set: 0 means the schedule must not exist yet. */
+function expectedVersion(text: string | undefined): { expectedVersion?: number } {
+  return text === undefined ? {} : { expectedVersion: wholeNumber('--expected-version', text) };
+}
+
+async function scheduleUpsert(id: string, options: SpecFlags & { expectedVersion?: string }, command: Command): Promise<void> {
+  // The flags' form (numbers, JSON, the file) is checked before anything connects.
+  const spec = specFromFlags(options);
+  const cas = expectedVersion(options.expectedVersion);
+  await withAdmin(command, async (admin) => {
+    const { version, changed } = await admin.schedules.upsert(id, spec, cas);
+    console.log(`${changed ? 'upserted' : 'unchanged'} ${id} version ${version}`);
+  });
+}
+
+async function scheduleRemove(id: string, options: { expectedVersion?: string }, command: Command): Promise<void> {
+  const cas = expectedVersion(options.expectedVersion);
+  await withAdmin(command, async (admin) => {
+    // `remove` answers false for an unknown id; here it is refused as every other command refuses one.
+    if (!(await admin.schedules.remove(id, cas))) throw new ScheduleError('not-found', `no schedule has id "${id}": \`leasebeat schedules ls\` lists them`);
+    console.log(`removed ${id}`);
+  });
+}
+
+async function scheduleList(options: { job?: string; search?: string; limit?: string; cursor?: string; json?: boolean }, command: Command): Promise<void> {
+  const limit = options.limit === undefined ? undefined : wholeNumber('--limit', options.limit, 1);
+  await withAdmin(command, async (admin) => {
+    const page = await admin.schedules.list({
+      ...(options.job !== undefined ? { job: options.job } : {}),
+      ...(options.search !== undefined ? { search: options.search } : {}),
+      ...(options.cursor !== undefined ? { cursor: options.cursor } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+    });
+    if (options.json) {
+      console.log(JSON.stringify(page, null, 2));
+      return;
+    }
+    if (page.schedules.length === 0) console.log(`no schedules${options.cursor !== undefined ? ' after the cursor' : ''}${options.job !== undefined || options.search !== undefined ? ' match' : ''} (${page.total} stored)`);
+    else for (const line of formatScheduleTable(page.schedules)) console.log(line);
+    if (page.cursor !== undefined) console.log(`next page: --cursor ${page.cursor}`);
+  });
+}
+
+async function scheduleDescribe(id: string, options: { ticks: string; runs: string; json?: boolean }, command: Command): Promise<void> {
+  const ticks = wholeNumber('--ticks', options.ticks);
+  const runs = wholeNumber('--runs', options.runs, 1);
+  await withAdmin(command, async (admin) => {
+    const description = await admin.schedules.describe(id, { ticks, runs });
+    if (options.json) console.log(JSON.stringify(description, null, 2));
+    else for (const line of formatScheduleDescription(description)) console.log(line);
+  });
+}
+
+async function schedulePause(id: string, options: { note?: string }, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    await admin.schedules.pause(id, options.note);
+    console.log(pausedLine(id, `leasebeat schedules resume ${id}`));
+  });
+}
+
+async function scheduleResume(id: string, _options: unknown, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    console.log((await admin.schedules.resume(id)) ? `resumed ${id}` : `${id} was not paused`);
+  });
+}
+
+async function scheduleTrigger(id: string, _options: unknown, command: Command): Promise<void> {
+  await withAdmin(command, async (admin) => {
+    // A schedule's trigger is its admin's `trigger` of the id.
+    console.log(triggeredLine(id, (await admin.schedules.trigger(id)) as TriggerResult));
   });
 }
 
@@ -458,31 +543,102 @@ withSettings(program.command('drain').description('cordon a member; with --wait,
   .option('--force', 'drain it even when no other member could lead then (the cluster is left without a leader)')
   .action(drain);
 
+const schedules = program.command('schedules').description('runtime schedules: a job type run on ticks of its own, stored in Redis and picked up by every instance');
+
+withSettings(schedules.command('upsert').description('create or replace a schedule from flags or a --file (the flags override its fields); prints its version'), 'connection')
+  .argument('<id>', 'schedule id (letters, digits, ".", "_", "-")')
+  .option('-f, --file <spec>', 'a JSON (.json) or YAML file holding one spec')
+  .option('--job <type>', 'the job type (a definition in jobs/ without schedule or every) that runs each tick')
+  .option('--schedule <cron>', 'cron: 5 fields, or 6 with seconds first')
+  .option('--every <duration>', 'an interval like 5m (a bare number is ms)')
+  .option('--at <instant>', 'one run at an ISO 8601 instant with Z or an offset, or epoch ms')
+  .option('--timezone <zone>', 'IANA time zone the cron is read in (default UTC)')
+  .option('--data <json>', 'JSON passed to every run instead of the job type\'s data')
+  .option('--overlap <policy>', 'while the previous run is active: allow, skip or bufferOne')
+  .option('--catchup-window <duration>', 'how far back missed ticks are still run')
+  .option('--catchup-mode <mode>', 'which missed ticks run: latest, all or none')
+  .option('--catchup-max <n>', 'the most missed ticks run at once')
+  .option('--jitter <duration>', 'a random delay of up to this much per tick')
+  .option('--start-at <instant>', 'no tick before this instant')
+  .option('--end-at <instant>', 'no tick after this instant')
+  .option('--limit <n>', 'how many ticks it has left from now (skipped ones count)')
+  .option('--paused', 'store it paused')
+  .option('--no-paused', 'store it running (overrides the file\'s paused)')
+  .option('--note <text>', 'free text shown with it (why it exists, who owns it)')
+  .option('--expected-version <n>', 'write only if the stored version is this one (0: only if it does not exist)')
+  .action(scheduleUpsert);
+
+withSettings(schedules.command('rm').description('remove a schedule; its runs staged ahead of their ticks are taken back'), 'connection')
+  .argument('<id>', 'schedule id')
+  .option('--expected-version <n>', 'remove only if the stored version is this one')
+  .action(scheduleRemove);
+
+withSettings(schedules.command('ls').description('list schedules in id order, a page at a time'), 'connection')
+  .option('--job <type>', 'only those of this job type')
+  .option('--search <text>', 'only those whose id contains this')
+  .option('-n, --limit <n>', 'at most this many (default 100, at most 1000)')
+  .option('--cursor <id>', 'start after this id: the next page\'s cursor the previous page printed')
+  .option('--json', 'print JSON')
+  .action(scheduleList);
+
+withSettings(schedules.command('describe').description('a schedule with its next ticks in its time zone, its newest runs and its skip counts'), 'connection')
+  .argument('<id>', 'schedule id')
+  .option('--ticks <n>', 'next ticks to show', '5')
+  .option('--runs <n>', 'newest runs to show', '10')
+  .option('--json', 'print JSON')
+  .action(scheduleDescribe);
+
+withSettings(schedules.command('pause').description('pause a schedule at run time; the leader skips its ticks as paused'), 'connection')
+  .argument('<id>', 'schedule id')
+  .option('--note <text>', 'why it is paused')
+  .action(schedulePause);
+
+withSettings(schedules.command('resume').description('end a run-time pause of a schedule'), 'connection')
+  .argument('<id>', 'schedule id')
+  .action(scheduleResume);
+
+withSettings(schedules.command('trigger').description('ask the leader to run a schedule now, outside its ticks, as `leasebeat trigger` does'), 'connection')
+  .argument('<id>', 'schedule id')
+  .action(scheduleTrigger);
+
 /** Exit codes by failure: see the top of this file. */
 function exitCodeOf(error: unknown): number | undefined {
   // A deployment the server cannot honour (a database it does not have) or that collides with another is
   // a configuration to fix, as a bad setting is.
   if (error instanceof ConfigError || error instanceof RedisTopologyError || error instanceof DeploymentConflictError) return 2;
   if (error instanceof AdminError) return error.code === 'timeout' ? 3 : 2;
+  // A refused schedule (a bad spec, an unknown id, a version conflict) is a refusal, as an unknown job is.
+  if (error instanceof ScheduleError) return 2;
   return undefined;
 }
 
-/** The line for a failure: a server or user the URL cannot use is the URL's setting to fix. */
-function describeFailure(error: Error): string {
+/**
+ * The lines for a failure: a server or user the URL cannot use is the URL's setting to fix; a refused
+ * spec has one line per problem.
+ */
+function describeFailure(error: Error): readonly string[] {
+  if (error instanceof ScheduleError) return error.errors;
   const aboutUrl = error instanceof RedisTopologyError || (error instanceof AdminError && error.code === 'config');
-  return aboutUrl ? `LEASEBEAT_REDIS_URL: ${error.message}` : error.message;
+  return [aboutUrl ? `LEASEBEAT_REDIS_URL: ${error.message}` : error.message];
 }
 
 /**
  * Commander's complaint about the command line in one line, with where to read more: `error: unknown
  * option '--jsn'\n(Did you mean --json?)` becomes `status: unknown option '--jsn' (did you mean --json?);
- * see leasebeat status --help`.
+ * see leasebeat status --help`. A subcommand is named with its parent: `schedules upsert: …`.
  */
 function usageError(error: CommanderError): string {
-  const named = process.argv.slice(2).find((arg) => !arg.startsWith('-'));
-  const command = program.commands.find((c) => c.name() === named);
+  const path: string[] = [];
+  let command: Command = program;
+  for (const arg of process.argv.slice(2).filter((a) => !a.startsWith('-'))) {
+    const sub = command.commands.find((c) => c.name() === arg);
+    if (!sub) break;
+    path.push(arg);
+    command = sub;
+  }
+  const named = path.join(' ');
   const problem = error.message.replace(/^error: /, '').replace(/\.$/, '').replace(/\n\(Did you mean/g, ' (did you mean').replace(/\s*\n\s*/g, ' ');
-  return `${command ? `${command.name()}: ` : ''}${problem}; see leasebeat${command ? ` ${command.name()}` : ''} --help`;
+  return `${named ? `${named}: ` : ''}${problem}; see leasebeat${named ? ` ${named}` : ''} --help`;
 }
 
 try {
@@ -498,6 +654,6 @@ try {
   }
   const code = exitCodeOf(error);
   if (code === undefined) throw error;
-  console.error(`leasebeat: ${describeFailure(error as Error)}`);
+  for (const line of describeFailure(error as Error)) console.error(`leasebeat: ${line}`);
   process.exit(code);
 }
