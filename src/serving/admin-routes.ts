@@ -1,5 +1,7 @@
-import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { AdminError, type Admin, type AdminErrorCode } from '../admin/admin.js';
+import { ScheduleError, type ScheduleErrorCode } from '../admin/schedules.js';
+import type { ScheduleSpec } from '../schedules/spec.js';
 
 /** The HTTP status of each refusal or failure of the admin API. */
 const STATUS_OF: Record<AdminErrorCode, number> = {
@@ -15,8 +17,22 @@ const STATUS_OF: Record<AdminErrorCode, number> = {
   config: 500,
 };
 
-/** Runs one admin call and answers with its result, or with `{ error, code }` and the matching status. */
-async function answer(res: Response, call: () => Promise<unknown>): Promise<void> {
+/** The HTTP status of each refusal of the schedules API. */
+const SCHEDULE_STATUS_OF: Record<ScheduleErrorCode, number> = {
+  invalid: 400,
+  'not-found': 404,
+  'name-taken': 409,
+  'version-conflict': 409,
+  // The server has no job types to check a spec against: its configuration, and it may come back.
+  'no-definitions': 503,
+};
+
+/**
+ * Runs one admin call and answers with its result, or with `{ error, code }` and the matching status; a
+ * refused schedule adds `errors`, one line per problem. With `preconditioned` (the request sent If-Match)
+ * a version conflict is 412, as HTTP has it for a failed precondition.
+ */
+async function answer(res: Response, call: () => Promise<unknown>, options: { preconditioned?: boolean } = {}): Promise<void> {
   try {
     const result = await call();
     res.json(result === undefined ? { ok: true } : result);
@@ -25,9 +41,81 @@ async function answer(res: Response, call: () => Promise<unknown>): Promise<void
       res.status(STATUS_OF[error.code] ?? 500).json({ error: error.message, code: error.code });
       return;
     }
+    if (error instanceof ScheduleError) {
+      const status = error.code === 'version-conflict' && options.preconditioned ? 412 : SCHEDULE_STATUS_OF[error.code];
+      res.status(status ?? 500).json({ error: error.errors[0] ?? error.message, errors: error.errors, code: error.code });
+      return;
+    }
     throw error;
   }
 }
+
+/** A request whose form is wrong (a query parameter, a header): 400, worded as a refused spec is. */
+function badRequest(line: string): ScheduleError {
+  return new ScheduleError('invalid', line);
+}
+
+function notFound(id: string): ScheduleError {
+  return new ScheduleError('not-found', `no schedule has id "${id}": GET /api/schedules lists them`);
+}
+
+/** An optional whole-number query parameter of at least `min`. */
+function queryNumber(req: Request, name: string, min: number): number | undefined {
+  const value = req.query[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || Number(value) < min) {
+    throw badRequest(`${name} ${JSON.stringify(value)}: must be a whole number of at least ${min}`);
+  }
+  return Number(value);
+}
+
+function queryText(req: Request, name: string): string | undefined {
+  const value = req.query[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw badRequest(`${name}: give it once, as text`);
+  return value;
+}
+
+/** The version a write expects, from `If-Match: <version>` (an ETag: `"3"`, `W/"3"` or `3`) or `?expectedVersion=`. */
+function expectedVersion(req: Request): { expectedVersion?: number } {
+  const header = req.headers['if-match'];
+  const query = queryNumber(req, 'expectedVersion', 0);
+  if (header === undefined) return query === undefined ? {} : { expectedVersion: query };
+  const match = /^\s*(?:W\/)?"?(\d+)"?\s*$/.exec(header);
+  if (!match) throw badRequest(`If-Match ${JSON.stringify(header)}: give the schedule's version, as its ETag has it (like "3")`);
+  const version = Number(match[1]);
+  if (query !== undefined && query !== version) throw badRequest(`If-Match ${header} and expectedVersion=${query} differ: send one of them`);
+  return { expectedVersion: version };
+}
+
+/** A version conflict under If-Match is a failed precondition (412). */
+function preconditioned(req: Request): { preconditioned: boolean } {
+  return { preconditioned: req.headers['if-match'] !== undefined };
+}
+
+/**
+ * Who a write is recorded as: the basic-auth user (`<user> (http)`), else `http`. The credentials check ran
+ * before this, when credentials are configured; without them anyone who reaches the port may write anyway.
+ */
+function writer(req: Request): string {
+  const match = /^\s*basic\s+(\S+)/i.exec(req.headers.authorization ?? '');
+  const user = match ? Buffer.from(match[1]!, 'base64').toString('utf8').split(':')[0] : undefined;
+  return user ? `${user} (http)` : 'http';
+}
+
+/**
+ * A body express could not read is the client's mistake, in one line: not JSON (400) or too large (413),
+ * rather than the server's "internal error".
+ */
+const unreadableBody: ErrorRequestHandler = (err: { type?: unknown; message?: unknown }, _req, res, next) => {
+  if (err.type === 'entity.parse.failed') {
+    res.status(400).json({ error: `the body is not JSON (${String(err.message)}): send a JSON object with Content-Type: application/json`, code: 'invalid' });
+  } else if (err.type === 'entity.too.large') {
+    res.status(413).json({ error: 'the body is too large: a schedule is a pointer to work; keep large payloads elsewhere and pass a reference in data', code: 'invalid' });
+  } else {
+    next(err);
+  }
+};
 
 /**
  * A write must carry JSON or nothing: a `text/plain` or form body is what a cross-site form sends, and no
@@ -68,8 +156,13 @@ function cordonOptions(req: Request): { note?: string; force: boolean } {
  * - `POST /api/jobs/:job/trigger`, `/pause` (`{ note?, force? }`), `/resume` (`{ force? }`);
  * - `POST /api/members/:member/cordon` (`{ note?, force? }`), `/uncordon`, `/drain` (`{ note?, force? }`:
  *   cordons and reports; waiting for the drain is the CLI's `drain --wait`, not an HTTP request's).
- * Refusals answer `{ error, code }` with 404 (unknown job or member), 409 (among them the last member that
- * could lead), 503 or 504; writes answer 405
+ * - `GET /api/schedules?job=&search=&cursor=&limit=`, `GET /api/schedules/:id` (its `ETag` is its
+ *   version), `GET /api/schedules/:id/describe?ticks=&runs=`; `PUT /api/schedules/:id` (the spec as the body;
+ *   `If-Match: <version>` or `?expectedVersion=` to compare and set), `DELETE /api/schedules/:id`,
+ *   `POST /api/schedules/:id/pause` (`{ note? }`), `/resume`, `/trigger`.
+ * Refusals answer `{ error, code }` with 404 (unknown job, member or schedule), 409 (among them the last
+ * member that could lead, a name a file job has, a version conflict; 412 for one under If-Match), 503 or
+ * 504; a refused spec answers 400 with `errors` too, one line per problem. Writes answer 405
  * when the board is read-only. Every call is bounded by the admin API's own timeout.
  */
 export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Router {
@@ -103,5 +196,57 @@ export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Route
   );
   router.post('/members/:member/uncordon', ...writes, (req, res) => answer(res, () => admin.uncordon(String(req.params.member))));
   router.post('/members/:member/drain', ...writes, (req, res) => answer(res, () => admin.drain(String(req.params.member), cordonOptions(req))));
+
+  const { schedules } = admin;
+  const id = (req: Request): string => String(req.params.id);
+  router.get('/schedules', (req, res) =>
+    answer(res, async () => {
+      const [job, search, cursor, limit] = [queryText(req, 'job'), queryText(req, 'search'), queryText(req, 'cursor'), queryNumber(req, 'limit', 1)];
+      return await schedules.list({ ...(job !== undefined ? { job } : {}), ...(search !== undefined ? { search } : {}), ...(cursor !== undefined ? { cursor } : {}), ...(limit !== undefined ? { limit } : {}) });
+    }),
+  );
+  router.get('/schedules/:id', (req, res) =>
+    answer(res, async () => {
+      const view = await schedules.get(id(req));
+      if (!view) throw notFound(id(req));
+      // The version, for an If-Match of the next write.
+      res.setHeader('ETag', `"${view.version}"`);
+      return view;
+    }),
+  );
+  router.get('/schedules/:id/describe', (req, res) =>
+    answer(res, async () => {
+      const [ticks, runs] = [queryNumber(req, 'ticks', 0), queryNumber(req, 'runs', 1)];
+      return await schedules.describe(id(req), { ...(ticks !== undefined ? { ticks } : {}), ...(runs !== undefined ? { runs } : {}) });
+    }),
+  );
+  // A spec may be up to 16 KiB as compact JSON; the body limit leaves room for it pretty-printed, so that the
+  // spec's own bound, with its message, is what refuses a large one.
+  router.put('/schedules/:id', write, jsonOnly, express.json({ limit: '64kb' }), (req, res) =>
+    answer(
+      res,
+      async () => {
+        // The body is the spec as the client wrote it: `upsert` checks every field of it.
+        const result = await schedules.upsert(id(req), req.body as ScheduleSpec, { ...expectedVersion(req), by: writer(req) });
+        res.setHeader('ETag', `"${result.version}"`);
+        return result;
+      },
+      preconditioned(req),
+    ),
+  );
+  router.delete('/schedules/:id', ...writes, (req, res) =>
+    answer(
+      res,
+      async () => {
+        if (!(await schedules.remove(id(req), expectedVersion(req)))) throw notFound(id(req));
+        return { removed: true };
+      },
+      preconditioned(req),
+    ),
+  );
+  router.post('/schedules/:id/pause', ...writes, (req, res) => answer(res, () => schedules.pause(id(req), text(body(req).note))));
+  router.post('/schedules/:id/resume', ...writes, (req, res) => answer(res, async () => ({ resumed: await schedules.resume(id(req)) })));
+  router.post('/schedules/:id/trigger', ...writes, (req, res) => answer(res, () => schedules.trigger(id(req))));
+  router.use(unreadableBody);
   return router;
 }

@@ -111,8 +111,8 @@ describe('leasebeat schedules, on a real Redis with one running instance', () =>
     assert.equal((await cli('resume', 'live')).stdout, 'live was not paused\n');
     const triggered = await cli('trigger', 'live');
     assert.equal(triggered.code, 0, triggered.stderr);
-    const jobId = /^triggered live: job (\S+) on queue leasebeat$/m.exec(triggered.stdout)?.[1];
-    assert.ok(jobId?.startsWith('live@manual-'), triggered.stdout);
+    const jobId = /^triggered live: job (\S+) on queue leasebeat$/m.exec(triggered.stdout)?.[1] ?? '';
+    assert.ok(jobId.startsWith('live@manual-'), triggered.stdout);
     const queue = new Queue('leasebeat', { connection: redis.client });
     try {
       const job = await queue.getJob(jobId);
