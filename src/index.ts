@@ -69,6 +69,16 @@ export {
   type UpsertResult,
 } from './admin/schedules.js';
 export type { ScheduleSpec, StoredSpec } from './schedules/spec.js';
+// Moving from BullMQ: a queue's Job Schedulers imported as runtime schedules of one job type (docs/migrating-from-bullmq.md).
+export {
+  importBullmqSchedulers,
+  BullmqImportError,
+  type BullmqImportErrorCode,
+  type BullmqImportOptions,
+  type BullmqImportOutcome,
+  type BullmqImportReport,
+  type BullmqImportRow,
+} from './admin/import-bullmq.js';
 export type { ScheduleProblem } from './schedules/catalog.js';
 export { formatMembersTable, type MemberStatus, type MembersReport } from './members/status.js';
 export type { MemberRecord } from './members/record.js';
