@@ -61,7 +61,6 @@ export class ScheduleStore {
       id,
       JSON.stringify(spec),
       options.expectedVersion ?? '',
-      await this.redisNow(),
       // The record's fields are split on '|': a name holding one would shift the spec.
       who.replaceAll('|', '/'),
       SCHEDULE_FEED_MAXLEN,
@@ -123,11 +122,6 @@ export class ScheduleStore {
       yield (await this.getMany(ids, onUnreadable)).filter((record): record is ScheduleRecord => record !== undefined);
       after = ids.at(-1);
     }
-  }
-
-  private async redisNow(): Promise<number> {
-    const [seconds, micros] = await this.redis.time();
-    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   }
 }
 

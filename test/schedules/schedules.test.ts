@@ -17,7 +17,8 @@ const RUNS = 'test:schedule-runs';
 function jobType(name: string, url: string): string {
   // Imported by URL: the file lives in a temporary folder, outside this package's node_modules.
   return `import { Redis } from ${JSON.stringify(import.meta.resolve('ioredis'))};
-const redis = new Redis(${JSON.stringify(url)}, { maxRetriesPerRequest: null });
+// No reconnecting once the suite's server has stopped: a retrying client would keep the process alive.
+const redis = new Redis(${JSON.stringify(url)}, { maxRetriesPerRequest: null, retryStrategy: () => null });
 redis.on('error', () => undefined);
 export default {
   name: ${JSON.stringify(name)},

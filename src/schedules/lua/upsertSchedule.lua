@@ -5,8 +5,8 @@
   only if the stored version is that one (0: only if the schedule does not exist yet).
   KEYS[1] specs (hash: id -> "<version>|<updatedAt>|<updatedBy>|<spec JSON>")  KEYS[2] ids (sorted set)
   KEYS[3] change feed (stream)
-  ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] now (ms)  ARGV[5] who
-  ARGV[6] the feed's approximate length cap
+  ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] who
+  ARGV[5] the feed's approximate length cap
   Returns { version, 1 } when written, { version, 0 } when the stored spec was the same, and
   { stored version, -1 } when the expected version did not match (nothing is written).
 ]]
@@ -29,7 +29,10 @@ if expected ~= '' and tonumber(expected) ~= version then
   return { version, -1 }
 end
 version = version + 1
-redis.call('HSET', KEYS[1], id, version .. '|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. spec)
+-- The write's time is the server's (scripts replicate their effects, so TIME is allowed here).
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. ARGV[4] .. '|' .. spec)
 redis.call('ZADD', KEYS[2], 0, id)
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'id', id, 'version', version)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'id', id, 'version', version)
 return { version, 1 }
