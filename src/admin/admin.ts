@@ -1,4 +1,5 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { hostname, userInfo } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
@@ -18,12 +19,15 @@ import { TickLedger, type FenceState, type JobState, type SkippedRange } from '.
 import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
 import { JOB_DEFAULTS } from '../scheduling/schema.js';
-import { loadJobs, type LoadError } from '../scheduling/loader.js';
+import { loadJobs, type LoadError, type LoadResult } from '../scheduling/loader.js';
 import { nextTicks } from '../scheduling/plan.js';
 import { systemClock } from '../util/clock.js';
 import type { ScheduleProblem } from '../schedules/catalog.js';
 import { ScheduleStore } from '../schedules/store.js';
 import { createSchedules, type Schedules } from './schedules.js';
+import type { RecentRun, TriggerResult } from './run-views.js';
+
+export type { RecentRun, TriggerResult } from './run-views.js';
 
 /** Why an admin operation was refused or failed; `code` is stable for scripts, `message` is for people. */
 export type AdminErrorCode =
@@ -61,8 +65,9 @@ export interface AdminOptions {
    */
   lock?: ResourceLock;
   /**
-   * The folder of job files. `status` uses it, when it loads, for next run times and for jobs no leader
-   * has scheduled yet. (`trigger` does not: the leader runs the definition it has loaded.)
+   * The folder of job files, loaded when a call needs it and again once its files change. `status` uses it for next run
+   * times and for jobs no leader has scheduled yet, `schedules` for the job types. (`trigger` does not:
+   * the leader runs the definition it has loaded.)
    */
   jobsDir?: string;
   /**
@@ -125,40 +130,6 @@ export interface ClusterStatus {
   jobs: AdminJobStatus[];
   /** The jobs folder as seen here: null when no folder was given or it does not exist. */
   jobsDir: { path: string; loaded: number; errors: string[] } | null;
-}
-
-/** One recent run or tick of a job, newest first, from the fenced ledger and BullMQ. */
-export interface RecentRun {
-  /**
-   * `tick`: one tick of the schedule; `range`: ticks skipped together (missed while no leader ran,
-   * beyond the catch-up limit); `manual`: a run of `leasebeat trigger`.
-   */
-  kind: 'tick' | 'range' | 'manual';
-  /** The nominal tick; a range's first tick; for a manual run, when it was added to BullMQ. */
-  tick: string;
-  /** A range's last tick; null otherwise. */
-  to: string | null;
-  /** How many ticks: a range's count, 1 otherwise. */
-  count: number;
-  /** `enqueued`, `claimed`, `buffered`, `skipped`, or `unstaging` while a staged run is taken back. */
-  fate: string;
-  jobId: string | null;
-  /** The skip reason, for skipped ticks and ranges (and why a staged run is being taken back). */
-  reason: string | null;
-  /** The BullMQ queue that holds the run; null when none does (no run, or removed by its retention). */
-  queue: string | null;
-  /**
-   * BullMQ's state of the run (`completed`, `failed`, `active`, ...), read from Redis; `unknown` when no
-   * queue holds it any more; null for a tick without a run.
-   */
-  state: string | null;
-}
-
-export interface TriggerResult {
-  jobId: string;
-  queue: string;
-  /** True when the job starts a flow (its children are added with it). */
-  flow: boolean;
 }
 
 export interface DrainOptions {
@@ -239,6 +210,8 @@ class ClusterAdmin implements Admin {
   private readonly queues: QueueSet;
   private readonly timeoutMs: number;
   private readonly where: string;
+  /** The job folder as last loaded, and the names and modification times of its files then. */
+  private loadedJobs: { stamp: string; result: Promise<LoadResult> } | undefined;
   readonly schedules: Schedules;
 
   constructor(private readonly options: AdminOptions) {
@@ -274,7 +247,15 @@ class ClusterAdmin implements Admin {
       types: async () => (await this.definitions(false))?.jobs,
       ...(options.scheduleProblem ? { problemOf: options.scheduleProblem } : {}),
       redisNow: () => this.redisTime(),
-      runs: (name, limit) => this.runs(name, { limit }),
+      runs: async (name, limit) => {
+        try {
+          return await this.runs(name, { limit });
+        } catch (error) {
+          // A schedule no leader has recorded yet is unknown to the cluster: it has no runs so far.
+          if (error instanceof AdminError && error.code === 'unknown-job') return [];
+          throw error;
+        }
+      },
       jobCounts: (name) => this.ledger.jobState(name),
       pausedJobs: () => this.ledger.pausedJobs(),
       pause: (name, note) => this.pause(name, { note, force: true }),
@@ -644,7 +625,11 @@ class ClusterAdmin implements Admin {
       }, boundMs);
     });
     try {
-      return await Promise.race([loadJobs(dir), late]);
+      // Loaded again only when the folder changed: each import of a job file runs its top-level code and
+      // stays in memory, so an import of 300 schedulers must not load the folder 300 times.
+      const stamp = folderStamp(dir);
+      if (!this.loadedJobs || this.loadedJobs.stamp !== stamp) this.loadedJobs = { stamp, result: loadJobs(dir) };
+      return await Promise.race([this.loadedJobs.result, late]);
     } finally {
       clearTimeout(timer);
     }
@@ -724,4 +709,12 @@ export function formatRuns(job: string, runs: readonly RecentRun[]): string[] {
     const what = run.kind === 'range' ? `skipped ${run.count} tick${run.count === 1 ? '' : 's'}` : run.kind === 'manual' ? `manual run, ${run.fate}` : run.fate;
     return [when, `${what}${run.reason ? ` (${run.reason})` : ''}`, run.jobId ?? '', run.state ?? ''].join('  ').trimEnd();
   });
+}
+
+/** The names and modification times of a folder's files: what changes when a job file is edited, added or removed. */
+function folderStamp(dir: string): string {
+  return readdirSync(dir)
+    .sort()
+    .map((name) => `${name}:${statSync(join(dir, name), { throwIfNoEntry: false })?.mtimeMs ?? 0}`)
+    .join('\n');
 }

@@ -76,8 +76,6 @@ export class BullmqImportError extends Error {
 const PAGE = 500;
 /** Reads of the whole set: pages are ranks by next run, which move while BullMQ runs them (see readKeys). */
 const MAX_PASSES = 3;
-/** No schedule is ever at this version: an upsert that expects it is checked in full, then refused unwritten. */
-const NEVER_STORED = -1;
 /** The id the job type is checked under; nothing is ever written to it. */
 const PROBE_ID = 'leasebeat-import-check';
 
@@ -147,7 +145,7 @@ async function importOne(
   }
   try {
     if (options.dryRun) {
-      await checkSpec(schedules, id, spec);
+      await schedules.check(id, spec);
       row.outcome = !existing ? 'would-create' : sameSpec(existing.spec, spec) ? 'unchanged' : 'would-update';
     } else {
       const result = await schedules.upsert(id, spec, { expectedVersion: existing?.version ?? 0, ...(options.by !== undefined ? { by: options.by } : {}) });
@@ -246,7 +244,7 @@ function settingsOf(scheduler: JobSchedulerJson): Omit<JobSchedulerJson, 'next' 
 /** Fails with `invalid-job` unless `job` names a job type, writing nothing. */
 async function checkJobType(schedules: Schedules, job: string): Promise<void> {
   try {
-    await checkSpec(schedules, PROBE_ID, { job, every: '1h' });
+    await schedules.check(PROBE_ID, { job, every: '1h' });
   } catch (error) {
     if (!(error instanceof ScheduleError) || error.code === 'no-definitions') throw error;
     // The probe's own id is a file job's name: the job type is then checked with each schedule.
@@ -255,17 +253,6 @@ async function checkJobType(schedules: Schedules, job: string): Promise<void> {
     const head = [`job ${JSON.stringify(job)}: `, 'job: ', ''].map((rest) => `schedule ${JSON.stringify(PROBE_ID)}: ${rest}`).find((h) => line.startsWith(h)) ?? '';
     throw new BullmqImportError('invalid-job', 'job', job, line.slice(head.length));
   }
-}
-
-/** Checks a spec as `upsert` does (job type, every field) and writes nothing. */
-async function checkSpec(schedules: Schedules, id: string, spec: ScheduleSpec): Promise<void> {
-  try {
-    await schedules.upsert(id, spec, { expectedVersion: NEVER_STORED });
-  } catch (error) {
-    if (error instanceof ScheduleError && error.code === 'version-conflict') return;
-    throw error;
-  }
-  throw new Error(`Schedules.upsert wrote schedule "${id}" although it expected version ${NEVER_STORED}, which no schedule has`);
 }
 
 /**

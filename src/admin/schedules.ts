@@ -1,5 +1,6 @@
 import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js';
 import { nextTicks } from '../scheduling/plan.js';
+import type { RecentRun, TriggerResult } from './run-views.js';
 import { judgeSchedule, type ScheduleProblem } from '../schedules/catalog.js';
 import { checkScheduleSpec, compileSchedule, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
 import { ScheduleVersionConflict, type ScheduleRecord, type ScheduleStore } from '../schedules/store.js';
@@ -47,8 +48,8 @@ export interface ScheduleDescription extends ScheduleView {
   /** The next ticks in its time zone, as ISO instants. */
   next: string[];
   timezone: string;
-  /** The newest runs, newest first, with outcome and duration, as `runs()` gives them for a job. */
-  runs: unknown[];
+  /** The newest runs, newest first, as `Admin.runs` gives them for a job. */
+  runs: RecentRun[];
   /** Ticks skipped so far, by reason. */
   skipped: Record<string, number>;
   enqueued: number;
@@ -70,6 +71,11 @@ export interface Schedules {
    * the stored version.
    */
   upsert(id: string, spec: ScheduleSpec, options?: { expectedVersion?: number; by?: string }): Promise<UpsertResult>;
+  /**
+   * Checks a spec as `upsert` would, and writes nothing: the spec in stored form, or `invalid`,
+   * `name-taken` or `no-definitions` as `upsert` throws them (for dry runs and editors).
+   */
+  check(id: string, spec: ScheduleSpec): Promise<StoredSpec>;
   /** Removes a schedule (its staged runs are taken back); false when there was none. */
   remove(id: string, options?: { expectedVersion?: number }): Promise<boolean>;
   get(id: string): Promise<ScheduleView | undefined>;
@@ -86,7 +92,7 @@ export interface Schedules {
   /** Ends a run-time pause; false when it was not paused. Throws `not-found`. */
   resume(id: string): Promise<boolean>;
   /** Runs it now, outside its ticks, as `Admin.trigger` does. Throws `not-found`. */
-  trigger(id: string): Promise<unknown>;
+  trigger(id: string): Promise<TriggerResult>;
 }
 
 /** What the schedules API needs of the admin: the job types, and the operations every job has. */
@@ -97,12 +103,13 @@ export interface ScheduleDesk {
   /** How this instance compiled and judged a schedule, when it runs one (a scheduler's own admin). */
   problemOf?(id: string): ScheduleProblem | undefined;
   redisNow(): Promise<number>;
-  runs(name: string, limit: number): Promise<unknown[]>;
+  /** The newest runs of a name; none (not an error) for a schedule no leader has recorded yet. */
+  runs(name: string, limit: number): Promise<RecentRun[]>;
   jobCounts(name: string): Promise<{ enqueued: number; skipped: Record<string, number> }>;
   pausedJobs(): Promise<ReadonlyMap<string, { note: string }>>;
   pause(name: string, note: string): Promise<void>;
   resume(name: string): Promise<boolean>;
-  trigger(name: string): Promise<unknown>;
+  trigger(name: string): Promise<TriggerResult>;
   /** Who writes, when the caller does not say: the CLI's user@host. */
   who: string;
 }
@@ -118,6 +125,17 @@ class ScheduleApi implements Schedules {
   constructor(private readonly desk: ScheduleDesk) {}
 
   async upsert(id: string, spec: ScheduleSpec, options: { expectedVersion?: number; by?: string } = {}): Promise<UpsertResult> {
+    const stored = await this.check(id, spec);
+    try {
+      const outcome = await this.desk.store.upsert(id, stored, options.by ?? this.desk.who, options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion });
+      return { id, ...outcome };
+    } catch (error) {
+      if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
+      throw error;
+    }
+  }
+
+  async check(id: string, spec: ScheduleSpec): Promise<StoredSpec> {
     const types = await this.requireTypes();
     const existing = types.get(id);
     if (existing && existing.type === undefined) {
@@ -128,13 +146,7 @@ class ScheduleApi implements Schedules {
     const timed = typeof spec === 'object' && spec !== null && (spec.at !== undefined || spec.limit !== undefined);
     const check = checkScheduleSpec(id, spec, types, timed ? await this.desk.redisNow() : Date.now());
     if (!check.ok) throw new ScheduleError('invalid', check.errors.join('\n'), check.errors);
-    try {
-      const outcome = await this.desk.store.upsert(id, check.spec, options.by ?? this.desk.who, options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion });
-      return { id, ...outcome };
-    } catch (error) {
-      if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
-      throw error;
-    }
+    return check.spec;
   }
 
   async remove(id: string, options: { expectedVersion?: number } = {}): Promise<boolean> {
@@ -205,7 +217,7 @@ class ScheduleApi implements Schedules {
     return this.desk.resume(id);
   }
 
-  async trigger(id: string): Promise<unknown> {
+  async trigger(id: string): Promise<TriggerResult> {
     await this.requireSchedule(id);
     return this.desk.trigger(id);
   }

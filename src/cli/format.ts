@@ -1,4 +1,4 @@
-import { formatRuns, type RecentRun, type ScheduleDescription, type ScheduleView } from '../index.js';
+import { formatRuns, type ScheduleDescription, type ScheduleView } from '../index.js';
 
 /** Ticks as a reader in `timezone` sees them, `2026-03-29 03:00:00 Europe/Berlin`: ISO-like, sortable, zone named. */
 export function tickFormatter(timezone: string): (tick: number | string | Date) => string {
@@ -37,7 +37,7 @@ export function formatScheduleDescription(d: ScheduleDescription): string[] {
   if (d.problem) lines.push(`problem: ${d.problem.kind}: ${d.problem.detail}`);
   lines.push(d.next.length > 0 ? `next ${d.next.length}:` : 'next: (no further ticks)', ...d.next.map((tick) => `  ${inZone(tick)}`));
   // `runs` is what `Admin.runs` answers for the schedule's id.
-  lines.push('runs, newest first:', ...formatRuns(d.id, d.runs as RecentRun[]).map((line) => `  ${line}`));
+  lines.push('runs, newest first:', ...formatRuns(d.id, d.runs).map((line) => `  ${line}`));
   lines.push(`enqueued ${d.enqueued}  skipped ${JSON.stringify(d.skipped)}`);
   return lines;
 }

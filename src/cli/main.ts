@@ -42,6 +42,7 @@ import {
 import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
 import { durationOf, wholeNumber } from './flags.js';
 import { formatScheduleDescription, formatScheduleTable, tickFormatter } from './format.js';
+import { registerImportCommand } from './import-command.js';
 import { specFromFlags, type SpecFlags } from './schedule-spec.js';
 
 /**
@@ -478,7 +479,7 @@ async function scheduleResume(id: string, _options: unknown, command: Command): 
 async function scheduleTrigger(id: string, _options: unknown, command: Command): Promise<void> {
   await withAdmin(command, async (admin) => {
     // A schedule's trigger is its admin's `trigger` of the id.
-    console.log(triggeredLine(id, (await admin.schedules.trigger(id)) as TriggerResult));
+    console.log(triggeredLine(id, (await admin.schedules.trigger(id))));
   });
 }
 
@@ -600,6 +601,8 @@ withSettings(schedules.command('resume').description('end a run-time pause of a 
 withSettings(schedules.command('trigger').description('ask the leader to run a schedule now, outside its ticks, as `leasebeat trigger` does'), 'connection')
   .argument('<id>', 'schedule id')
   .action(scheduleTrigger);
+
+registerImportCommand(program, { withSettings: (command) => withSettings(command, 'connection'), withAdmin });
 
 /** Exit codes by failure: see the top of this file. */
 function exitCodeOf(error: unknown): number | undefined {

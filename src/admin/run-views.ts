@@ -1,0 +1,35 @@
+/** What the admin API answers about runs: shared by the job operations and the schedules API. */
+
+/** One recent run or tick of a job, newest first, from the fenced ledger and BullMQ. */
+export interface RecentRun {
+  /**
+   * `tick`: one tick of the schedule; `range`: ticks skipped together (missed while no leader ran,
+   * beyond the catch-up limit); `manual`: a run of `leasebeat trigger`.
+   */
+  kind: 'tick' | 'range' | 'manual';
+  /** The nominal tick; a range's first tick; for a manual run, when it was added to BullMQ. */
+  tick: string;
+  /** A range's last tick; null otherwise. */
+  to: string | null;
+  /** How many ticks: a range's count, 1 otherwise. */
+  count: number;
+  /** `enqueued`, `claimed`, `buffered`, `skipped`, or `unstaging` while a staged run is taken back. */
+  fate: string;
+  jobId: string | null;
+  /** The skip reason, for skipped ticks and ranges (and why a staged run is being taken back). */
+  reason: string | null;
+  /** The BullMQ queue that holds the run; null when none does (no run, or removed by its retention). */
+  queue: string | null;
+  /**
+   * BullMQ's state of the run (`completed`, `failed`, `active`, ...), read from Redis; `unknown` when no
+   * queue holds it any more; null for a tick without a run.
+   */
+  state: string | null;
+}
+
+export interface TriggerResult {
+  jobId: string;
+  queue: string;
+  /** True when the job starts a flow (its children are added with it). */
+  flow: boolean;
+}
