@@ -241,7 +241,7 @@ class ScheduleApi implements Schedules {
 
   private compiled(record: ScheduleRecord, types: JobTypes | undefined): ScheduledJob | undefined {
     const type = types?.get(record.spec.job);
-    const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined);
+    const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.updatedAt);
     return result.ok ? result.job : undefined;
   }
 

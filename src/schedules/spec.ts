@@ -110,8 +110,14 @@ export function checkScheduleSpec(id: string, input: unknown, types: JobTypes, n
  * The schedule a stored spec runs as: a ScheduledJob named by the schedule's id that does its job type's
  * work (handler or flow, queue, concurrency, BullMQ options) on its own ticks. With the job type gone
  * (`type` undefined) it has neither handler nor flow: its ticks are recorded as skipped `no-handler`.
+ * `writtenAt`, the version's write time, ends what it owes from before: see ScheduledJob.owedAfter.
  */
-export function compileSchedule(id: string, spec: StoredSpec, type: ScheduledJob | undefined): { ok: true; job: ScheduledJob } | { ok: false; errors: string[] } {
+export function compileSchedule(
+  id: string,
+  spec: StoredSpec,
+  type: ScheduledJob | undefined,
+  writtenAt?: number,
+): { ok: true; job: ScheduledJob } | { ok: false; errors: string[] } {
   const definition: Record<string, unknown> = { name: id };
   for (const field of DEFINITION_FIELDS) if (spec[field] !== undefined) definition[field] = spec[field];
   // A one-shot schedule is checked as an interval (its overlap and catch-up rules are the same), then
@@ -136,6 +142,7 @@ export function compileSchedule(id: string, spec: StoredSpec, type: ScheduledJob
     concurrency: type?.concurrency ?? result.job.concurrency,
     jobOptions: type?.jobOptions ?? result.job.jobOptions,
     type: spec.job,
+    ...(writtenAt === undefined ? {} : { owedAfter: writtenAt }),
   };
   return { ok: true, job };
 }

@@ -205,4 +205,9 @@ export interface ScheduledJob<TData = unknown> {
    * `name` is then the schedule's id. Undefined for a file job.
    */
   readonly type?: string;
+  /**
+   * For a runtime schedule: when its current version was written (Redis time, ms). Its ticks at or before
+   * then are not owed, so a re-created or edited schedule does not catch up ticks from before the write.
+   */
+  readonly owedAfter?: number;
 }

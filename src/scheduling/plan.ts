@@ -185,7 +185,10 @@ function seriesOf(job: ScheduledJob): TickSeries {
         : trigger.kind === 'cron'
           ? new CronSeries(CronCalendar.compile(trigger.expression, job.name), TimeZone.of(job.timezone))
           : new SingleTickSeries(trigger.kind === 'once' ? trigger.at : undefined);
-    series = job.startAt === undefined && job.endAt === undefined ? ticks : new BoundedSeries(ticks, job.startAt, job.endAt);
+    // A schedule's version owes no tick from before it was written; unlike startAt, that bound does not
+    // move an interval's alignment.
+    const from = job.owedAfter === undefined ? job.startAt : Math.max(job.startAt ?? -Infinity, job.owedAfter + 1);
+    series = from === undefined && job.endAt === undefined ? ticks : new BoundedSeries(ticks, from, job.endAt);
     seriesByJob.set(job, series);
   }
   return series;

@@ -142,6 +142,20 @@ describe('runtime schedules on two instances (real Redis and BullMQ)', () => {
     assert.equal(await admin.schedules.get('removed'), undefined);
   });
 
+  it('re-created after a removal, it owes no tick from before the new write (bullmq #3063)', { timeout: 60_000 }, async () => {
+    await admin.schedules.upsert('recreated', { job: 'record', every: '1s' });
+    await until('a run', async () => (await runsOf(redis.client, 'recreated')).length >= 1, 30_000);
+    await admin.schedules.remove('recreated');
+    const removedAt = Date.now();
+    await sleep(3_000);
+    await admin.schedules.upsert('recreated', { job: 'record', every: '1s' });
+    const writtenAt = Date.parse((await admin.schedules.get('recreated'))!.updatedAt);
+    await until('runs again', async () => (await runsOf(redis.client, 'recreated')).some(([tick]) => tick > writtenAt), 30_000);
+    // The catch-up policy (latest, within 5 min) would have run the newest tick of the gap at once.
+    const fromTheGap = (await runsOf(redis.client, 'recreated')).filter(([tick]) => tick > removedAt + 500 && tick <= writtenAt);
+    assert.deepEqual(fromTheGap, [], 'no tick of the time it did not exist ran');
+  });
+
   it('at runs once at its instant; pause with a note skips ticks as paused until resume', { timeout: 60_000 }, async () => {
     const at = Date.now() + 2_000;
     await admin.schedules.upsert('one-shot', { job: 'record', at });

@@ -70,6 +70,12 @@ describe('checkScheduleSpec: a valid spec', () => {
     assert.deepEqual(nextTicks(result.job, NOW, 3), [NOW + 3_600_000]);
   });
 
+  it('a version owes no tick from before its write, and an interval keeps its alignment', () => {
+    const result = compileSchedule('late', { job: 'send-report', every: '1s' }, sendReport, NOW + 500);
+    assert.ok(result.ok);
+    assert.deepEqual(nextTicks(result.job, NOW - 10_000, 2), [NOW + 1_000, NOW + 2_000]);
+  });
+
   it('an orphaned spec (job type gone) still compiles, with no handler and no flow', () => {
     const result = compileSchedule('left', { job: 'gone', every: '5m' }, undefined);
     assert.ok(result.ok);
