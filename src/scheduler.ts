@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { createAdmin, type Admin } from './admin/admin.js';
 import type { Schedules } from './admin/schedules.js';
 import { JobCatalog } from './schedules/catalog.js';
-import { ScheduleFeed } from './schedules/feed.js';
+import { ScheduleFeed, type ScheduleMetrics } from './schedules/feed.js';
 import { ScheduleStore } from './schedules/store.js';
 import { checkElectionTimings, DEFAULT_LEASE_DURATION_MS, DEFAULT_RENEW_DEADLINE_MS, DEFAULT_RETRY_PERIOD_MS, type LeaderElectionMetrics } from './election/config.js';
 import { defaultIdentity } from './election/identity.js';
@@ -89,7 +89,7 @@ export interface SchedulerOptions {
   members?: Partial<MemberSettings>;
   logger?: Logger;
   clock?: Clock;
-  metrics?: { election?: LeaderElectionMetrics; producer?: ProducerMetrics; members?: MemberMetrics; workers?: WorkerMetrics };
+  metrics?: { election?: LeaderElectionMetrics; producer?: ProducerMetrics; members?: MemberMetrics; workers?: WorkerMetrics; schedules?: ScheduleMetrics };
 }
 
 /** The default of `SchedulerOptions.shutdownTimeoutMs`. */
@@ -432,6 +432,14 @@ class LeasebeatScheduler implements Scheduler {
       this.catalog.schedulesChanged(ids);
       this.workers?.update(this.catalog.jobs);
       this.producer.reload(ids);
+      const applied = this.settings.metrics.schedules;
+      if (applied) {
+        const now = Date.now();
+        for (const id of ids) {
+          const record = this.scheduleFeed.records.get(id);
+          if (record) applied.applied((now - record.updatedAt) / 1000);
+        }
+      }
     });
     await this.scheduleFeed.start();
     this.catalog.filesChanged();

@@ -205,7 +205,7 @@ async function start(_options: unknown, command: Command): Promise<void> {
     workerTuning: config.workerTuning,
     stageAheadMs: config.stageAheadMs,
     logger,
-    metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics, workers: metrics.workerMetrics },
+    metrics: { election: metrics.electionMetrics, producer: metrics.producerMetrics, members: metrics.memberMetrics, workers: metrics.workerMetrics, schedules: metrics.scheduleMetrics },
   });
   logger.info({ redis: redactUrl(url), lock: config.lock, identity: scheduler.identity, jobsDir: config.jobsDir }, 'starting leasebeat');
   const http = await startHttpServer({

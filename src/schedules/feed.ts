@@ -3,6 +3,12 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ScheduleRecord, ScheduleStore } from './store.js';
 
+/** Hooks for the schedules' metrics. */
+export interface ScheduleMetrics {
+  /** A written schedule is in force on this instance, `lagSeconds` after its write (Redis time, by the local clock). */
+  applied(lagSeconds: number): void;
+}
+
 /** How long one XREAD blocks: the follower notices a stop within this, without polling in between. */
 const BLOCK_MS = 5_000;
 /** Entries read per XREAD, and specs read per HMGET while loading. */

@@ -3,6 +3,7 @@ import type { LeaderElectionMetrics } from '../election/config.js';
 import { CONDITIONS, type DisruptionState } from '../members/health.js';
 import type { MemberMetrics } from '../members/monitor.js';
 import type { SkipReason } from '../scheduling/plan.js';
+import type { ScheduleMetrics } from '../schedules/feed.js';
 
 /**
  * The producer's metric hooks. Structurally the same as the queueing producer's `ProducerMetrics`, so
@@ -52,6 +53,7 @@ export interface LeasebeatInstruments {
   enqueueFenced: Counter;
   scheduleLag: Histogram;
   runStartLag: Histogram;
+  scheduleApplyLag: Histogram;
   queueMetricsErrors: Counter<'queue'>;
   members: Gauge<'condition'>;
   disruptionState: Gauge;
@@ -92,6 +94,8 @@ export interface LeasebeatMetrics {
   memberMetrics: MemberMetrics;
   /** Pass to the workers (`SchedulerOptions.metrics.workers`). */
   workerMetrics: WorkerMetricsHooks;
+  /** Pass to `SchedulerOptions.metrics.schedules`. */
+  scheduleMetrics: ScheduleMetrics;
 }
 
 /** The value of `leasebeat_disruption_state` for each state. */
@@ -158,6 +162,12 @@ export function createMetrics(): LeasebeatMetrics {
     runStartLag: new Histogram({
       name: 'leasebeat_run_start_lag_seconds',
       help: "Run start (BullMQ's processedOn) minus its nominal tick (a manual run: minus its request), at each run's first start, observed by the instance that starts it",
+      buckets: SCHEDULE_LAG_BUCKETS,
+      registers,
+    }),
+    scheduleApplyLag: new Histogram({
+      name: 'leasebeat_schedule_apply_lag_seconds',
+      help: 'From the write of a runtime schedule (Redis time) until this instance runs by it (by the local clock)',
       buckets: SCHEDULE_LAG_BUCKETS,
       registers,
     }),
@@ -265,5 +275,10 @@ export function createMetrics(): LeasebeatMetrics {
     finishUnrecorded: (job) => instruments.finishUnrecorded.inc({ job }),
   };
 
-  return { registry, instruments, declare, electionMetrics, producerMetrics, memberMetrics, workerMetrics };
+  const scheduleMetrics: ScheduleMetrics = {
+    // A clock behind Redis' would make a fresh write look older than its own future: no negative lag.
+    applied: (lagSeconds) => Number.isFinite(lagSeconds) && instruments.scheduleApplyLag.observe(Math.max(0, lagSeconds)),
+  };
+
+  return { registry, instruments, declare, electionMetrics, producerMetrics, memberMetrics, workerMetrics, scheduleMetrics };
 }
