@@ -14,7 +14,7 @@ import { JOBS_DIR, TopologyRun } from './fixtures/runs.js';
 describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
   const cluster = useRedisCluster();
 
-  it('runs jobs on several queues, and keeps every tick exactly once across a failover of the primary holding the lease and ledger', { timeout: 120_000 }, async (t) => {
+  it('runs jobs and a runtime schedule on several queues, and keeps every tick exactly once across a failover of the primary holding the lease and ledger', { timeout: 120_000 }, async (t) => {
     const connections = RedisConnections.fromUrl(cluster.current.url);
     const bullPrefix = connections.bullPrefix(undefined);
     const observer = connections.open('control');
@@ -31,7 +31,11 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
     };
     try {
       await scheduler.start();
+      // A runtime schedule: its spec, version and change feed live under the cluster's hash tag, written
+      // with a WAIT on the node of that slot, and it is audited like the file jobs across the failover.
+      await scheduler.schedules.upsert('tenant-1', { job: 'tenant', every: '1s', catchup: { window: '1m', mode: 'all', max: 120 } });
       await until('every job to run a few times', () => run.ranAtLeast(3), 30_000);
+      await until('the schedule to run', () => run.runs.some((r) => r.startsWith('tenant-1@')), 30_000);
       assert.ok((await waitsOnLedgerNode()) > 0, 'deciding writes wait for a replica (WAIT on the node holding the lease and ledger)');
       // The queues Bull Board is built from see the runs, in the hash-tagged prefix.
       for (const queue of scheduler.queues()) {
@@ -55,6 +59,8 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
       const resumedMs = Date.now() - faultAt;
       const resumedAt = Date.now();
       await until('three more seconds of ticks', () => run.ranSince(resumedAt + 3_000), 30_000);
+      await until('the schedule to run after the failover', () => run.runs.some((r) => r.startsWith('tenant-1@') && Number(r.split('@')[1]) >= resumedAt), 30_000);
+      assert.equal((await scheduler.schedules.get('tenant-1'))?.version, 1, 'the acknowledged schedule survived the promotion');
       assert.ok(run.runs.length > runsBefore);
       await scheduler.stop();
 
@@ -67,7 +73,8 @@ describe('Redis Cluster (3 primaries + 3 replicas; real processes)', () => {
         await admin.close();
       }
       const ledger = new TickLedger(observer as unknown as Redis, keys);
-      const report = await run.audit(observer);
+      const report = await run.audit(observer, ['tenant-1']);
+      assert.ok((report.summary['tenant-1']?.runs ?? 0) >= 3, JSON.stringify(report.summary['tenant-1']));
       const fence = await ledger.fence();
       t.diagnostic(`failover ${old.port} → ${promoted.port}; fault → runs resumed ${resumedMs} ms; term ${fence.leaderTransitions}; ${JSON.stringify(report.summary)}`);
       assertExactlyOnce(report);
