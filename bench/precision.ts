@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { spread, type Spread } from '../scripts/chaos/report.js';
 import { startChild } from './child.js';
 import { startProducer } from './producer-harness.js';
-import { cron, generateSchedules, perSecondSpread } from './schedules.js';
+import { cron, generateRuntimeSchedules, generateSchedules, perSecondSpread } from './schedules.js';
 
 /** Every schedule fires at the same instants, as cron jobs written by people tend to. */
 export const PRECISION_PATTERN = '*/5 * * * * *';
@@ -20,8 +20,11 @@ const UNTRIMMED_EVENTS = 100_000_000;
 export interface PrecisionResult {
   /** `naive`: a setTimeout per schedule and `Queue.add` at the tick, in this process. */
   system: 'leasebeat' | 'bullmq' | 'naive';
-  /** `burst`: every schedule due at once every 5 s; `per-second`: each once a second, spread over the second. */
-  scenario: 'burst' | 'per-second';
+  /**
+   * `burst`: every schedule due at once every 5 s; `runtime`: the same with runtime schedules of one job
+   * type; `per-second`: each once a second, spread over the second.
+   */
+  scenario: 'burst' | 'runtime' | 'per-second';
   schedules: number;
   /** When each run became available to workers (its `waiting` event), minus its nominal tick. */
   enqueueLagMs: Spread | undefined;
@@ -50,8 +53,11 @@ export async function leasebeatPrecision(redis: Redis, url: string, count: numbe
   const worker = startChild('./worker-process.ts', [url, queueName, String(WORKER_CONCURRENCY)]);
   await worker.line((l) => l === 'ready');
   const started = Date.now();
-  const trigger = scenario === 'burst' ? cron(() => PRECISION_PATTERN) : perSecondSpread(count);
-  const running = startProducer({ redis, jobs: generateSchedules(count, queueName, trigger) });
+  const jobs =
+    scenario === 'runtime'
+      ? generateRuntimeSchedules(count, queueName, PRECISION_PATTERN)
+      : generateSchedules(count, queueName, scenario === 'burst' ? cron(() => PRECISION_PATTERN) : perSecondSpread(count));
+  const running = startProducer({ redis, jobs });
   await running.queues.get(queueName).getVersion();
   await redis.hset(`bull:${queueName}:meta`, 'opts.maxLenEvents', UNTRIMMED_EVENTS);
   const looping = await running.looping;

@@ -1,5 +1,6 @@
 import type { JobDefinition, ScheduledJob } from '../src/scheduling/define-job.js';
 import { validateJobDefinition } from '../src/scheduling/schema.js';
+import { compileSchedule } from '../src/schedules/spec.js';
 
 /** `count` validated job definitions named `s0…` on one queue, each with the trigger `trigger(i)` (`schedule` or `every`, `startAt`). */
 export function generateSchedules(count: number, queue: string, trigger: (index: number) => Partial<JobDefinition>): Map<string, ScheduledJob> {
@@ -20,3 +21,20 @@ export const perSecondSpread = (count: number) => (index: number): Partial<JobDe
   every: '1s',
   startAt: new Date(Math.floor((index * 1000) / count)).toISOString(),
 });
+
+/**
+ * `count` runtime schedules `s0…` of one job type on `queue`, each on the cron `schedule`, compiled from
+ * their stored specs as every instance's catalog compiles them.
+ */
+export function generateRuntimeSchedules(count: number, queue: string, schedule: string): Map<string, ScheduledJob> {
+  const type = validateJobDefinition({ name: 'bench-type', queue, handler: () => undefined }, '/bench/bench-type.ts');
+  if (!type.ok) throw new Error(type.errors.join('\n'));
+  const writtenAt = Date.now();
+  const jobs = new Map<string, ScheduledJob>();
+  for (let i = 0; i < count; i++) {
+    const compiled = compileSchedule(`s${i}`, { job: 'bench-type', schedule, data: { tenant: i } }, type.job, writtenAt);
+    if (!compiled.ok) throw new Error(compiled.errors.join('\n'));
+    jobs.set(compiled.job.name, compiled.job);
+  }
+  return jobs;
+}
