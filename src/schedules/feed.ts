@@ -19,9 +19,10 @@ const MAX_RETRY_MS = 5_000;
 /**
  * Every instance's copy of the runtime schedules, kept current by following the store's change stream
  * (XREAD BLOCK on a connection of its own): a write is seen within one round trip, with no polling. The
- * stream is read from the last entry seen, so nothing is missed across a slow batch; when the follower
- * cannot be sure it saw every entry (a lost connection, entries trimmed before it read them) it loads
- * every schedule again, in batches, and reports what differs.
+ * stream is read from the last entry seen, so nothing is missed across a slow batch or a reconnect; when
+ * the follower cannot be sure it saw every entry (the entry it read last is gone: trimmed before it read
+ * on, or lost with a failed-over primary; or a read failed) it loads every schedule again, in batches,
+ * and reports what differs.
  */
 export class ScheduleFeed extends EventEmitter<{ change: [ids: string[]] }> {
   private readonly byId = new Map<string, ScheduleRecord>();
