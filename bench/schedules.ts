@@ -29,10 +29,10 @@ export const perSecondSpread = (count: number) => (index: number): Partial<JobDe
 export function generateRuntimeSchedules(count: number, queue: string, schedule: string): Map<string, ScheduledJob> {
   const type = validateJobDefinition({ name: 'bench-type', queue, handler: () => undefined }, '/bench/bench-type.ts');
   if (!type.ok) throw new Error(type.errors.join('\n'));
-  const writtenAt = Date.now();
+  const createdAt = Date.now();
   const jobs = new Map<string, ScheduledJob>();
   for (let i = 0; i < count; i++) {
-    const compiled = compileSchedule(`s${i}`, { job: 'bench-type', schedule, data: { tenant: i } }, type.job, writtenAt);
+    const compiled = compileSchedule(`s${i}`, { job: 'bench-type', schedule, data: { tenant: i } }, type.job, createdAt);
     if (!compiled.ok) throw new Error(compiled.errors.join('\n'));
     jobs.set(compiled.job.name, compiled.job);
   }

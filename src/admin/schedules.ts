@@ -36,6 +36,8 @@ export interface ScheduleView {
   /** `0 9 * * *`, `every 5m` or `at <ISO>`. */
   trigger: string;
   updatedAt: string;
+  /** When it was created (the first write, or the first after a removal); edits keep it. */
+  createdAt: string;
   updatedBy: string;
   /** Paused by its spec or at run time (`pause(id)`), and the run-time pause's note. */
   paused: boolean;
@@ -241,7 +243,7 @@ class ScheduleApi implements Schedules {
 
   private compiled(record: ScheduleRecord, types: JobTypes | undefined): ScheduledJob | undefined {
     const type = types?.get(record.spec.job);
-    const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.updatedAt);
+    const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt);
     return result.ok ? result.job : undefined;
   }
 
@@ -253,6 +255,7 @@ class ScheduleApi implements Schedules {
       spec: record.spec,
       trigger: job ? describeTrigger(job) : (record.spec.schedule ?? (record.spec.every !== undefined ? `every ${record.spec.every}` : `at ${record.spec.at}`)),
       updatedAt: new Date(record.updatedAt).toISOString(),
+      createdAt: new Date(record.createdAt).toISOString(),
       updatedBy: record.updatedBy,
       paused: record.spec.paused === true || paused.has(record.id),
       pauseNote: paused.get(record.id)?.note ?? null,

@@ -110,13 +110,13 @@ export function checkScheduleSpec(id: string, input: unknown, types: JobTypes, n
  * The schedule a stored spec runs as: a ScheduledJob named by the schedule's id that does its job type's
  * work (handler or flow, queue, concurrency, BullMQ options) on its own ticks. With the job type gone
  * (`type` undefined) it has neither handler nor flow: its ticks are recorded as skipped `no-handler`.
- * `writtenAt`, the version's write time, ends what it owes from before: see ScheduledJob.owedAfter.
+ * `createdAt`, when the schedule was created, ends what it owes from before: see ScheduledJob.owedAfter.
  */
 export function compileSchedule(
   id: string,
   spec: StoredSpec,
   type: ScheduledJob | undefined,
-  writtenAt?: number,
+  createdAt?: number,
 ): { ok: true; job: ScheduledJob } | { ok: false; errors: string[] } {
   const definition: Record<string, unknown> = { name: id };
   for (const field of DEFINITION_FIELDS) if (spec[field] !== undefined) definition[field] = spec[field];
@@ -142,7 +142,7 @@ export function compileSchedule(
     concurrency: type?.concurrency ?? result.job.concurrency,
     jobOptions: type?.jobOptions ?? result.job.jobOptions,
     type: spec.job,
-    ...(writtenAt === undefined ? {} : { owedAfter: writtenAt }),
+    ...(createdAt === undefined ? {} : { owedAfter: createdAt }),
   };
   return { ok: true, job };
 }

@@ -18,6 +18,11 @@ export interface ScheduleRecord {
   spec: StoredSpec;
   /** Redis time (ms) of the write. */
   updatedAt: number;
+  /**
+   * Redis time (ms) of the write that created it (the first, or the first after a removal): no tick of
+   * it from before then is owed. Edits keep it.
+   */
+  createdAt: number;
   /** Who wrote it: the CLI's user@host, the board's user, or what the application passed. */
   updatedBy: string;
 }
@@ -134,18 +139,19 @@ export class ScheduleRecordError extends Error {
 }
 
 function parseRecord(id: string, text: string): ScheduleRecord {
-  const first = text.indexOf('|');
-  const second = text.indexOf('|', first + 1);
-  const third = text.indexOf('|', second + 1);
-  if (first < 0 || second < 0 || third < 0) throw new ScheduleRecordError(id, 'is not "<version>|<updatedAt>|<by>|<spec>"');
+  const bars: number[] = [];
+  for (let at = text.indexOf('|'); at >= 0 && bars.length < 4; at = text.indexOf('|', at + 1)) bars.push(at);
+  if (bars.length < 4) throw new ScheduleRecordError(id, 'is not "<version>|<updatedAt>|<createdAt>|<by>|<spec>"');
+  const [first, second, third, fourth] = bars as [number, number, number, number];
   const version = Number(text.slice(0, first));
   const updatedAt = Number(text.slice(first + 1, second));
-  if (!Number.isInteger(version) || version < 1 || !Number.isFinite(updatedAt)) throw new ScheduleRecordError(id, 'has no valid version or time');
+  const createdAt = Number(text.slice(second + 1, third));
+  if (!Number.isInteger(version) || version < 1 || !Number.isFinite(updatedAt) || !Number.isFinite(createdAt)) throw new ScheduleRecordError(id, 'has no valid version or times');
   let spec: StoredSpec;
   try {
-    spec = JSON.parse(text.slice(third + 1)) as StoredSpec;
+    spec = JSON.parse(text.slice(fourth + 1)) as StoredSpec;
   } catch {
     throw new ScheduleRecordError(id, 'holds a spec that is not JSON');
   }
-  return { id, version, updatedAt, updatedBy: text.slice(second + 1, third), spec };
+  return { id, version, updatedAt, createdAt, updatedBy: text.slice(third + 1, fourth), spec };
 }

@@ -206,8 +206,9 @@ export interface ScheduledJob<TData = unknown> {
    */
   readonly type?: string;
   /**
-   * For a runtime schedule: when its current version was written (Redis time, ms). Its ticks at or before
-   * then are not owed, so a re-created or edited schedule does not catch up ticks from before the write.
+   * For a runtime schedule: when it was created (Redis time, ms; the first write, or the first after a
+   * removal). Its ticks at or before then are not owed, so a re-created schedule does not catch up the
+   * ticks of the time it did not exist. An edit keeps it: ticks owed before the edit stay owed.
    */
   readonly owedAfter?: number;
 }

@@ -122,6 +122,26 @@ describe('runtime schedules on two instances (real Redis and BullMQ)', () => {
     }
   });
 
+  it('rapid concurrent edits of a ticking schedule from many clients: every tick once, none lost', { timeout: 60_000 }, async () => {
+    const clients = Array.from({ length: 6 }, () => createAdmin({ connection: redis.server.url, jobsDir: dir }));
+    try {
+      await admin.schedules.upsert('churned', { job: 'record', every: '1s', data: { round: -1 } });
+      await until('a run', async () => (await runsOf(redis.client, 'churned')).length >= 1, 30_000);
+      for (let round = 0; round < 10; round++) {
+        await Promise.all(clients.map((c, i) => c.schedules.upsert('churned', { job: 'record', every: '1s', data: { round, client: i } })));
+        await sleep(200);
+      }
+      const editedAt = Date.now();
+      await until('runs after the edits', async () => (await runsOf(redis.client, 'churned')).some(([tick]) => tick > editedAt + 2_000), 30_000);
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
+    }
+    const runs = (await runsOf(redis.client, 'churned')).sort(([a], [b]) => a - b);
+    assertNoDuplicates(runs);
+    const ticks = runs.map(([tick]) => tick);
+    for (let i = 1; i < ticks.length; i++) assert.equal(ticks[i]! - ticks[i - 1]!, 1_000, `a tick was lost between ${ticks[i - 1]} and ${ticks[i]}`);
+  });
+
   it('remove stops the ticks and takes back a run staged ahead of its tick', { timeout: 60_000 }, async () => {
     await admin.schedules.upsert('removed', { job: 'record', every: '2s' });
     await until('a run', async () => (await runsOf(redis.client, 'removed')).length >= 1, 30_000);
@@ -142,14 +162,14 @@ describe('runtime schedules on two instances (real Redis and BullMQ)', () => {
     assert.equal(await admin.schedules.get('removed'), undefined);
   });
 
-  it('re-created after a removal, it owes no tick from before the new write (bullmq #3063)', { timeout: 60_000 }, async () => {
+  it('re-created after a removal, it owes no tick of the time it did not exist (bullmq #3063)', { timeout: 60_000 }, async () => {
     await admin.schedules.upsert('recreated', { job: 'record', every: '1s' });
     await until('a run', async () => (await runsOf(redis.client, 'recreated')).length >= 1, 30_000);
     await admin.schedules.remove('recreated');
     const removedAt = Date.now();
     await sleep(3_000);
     await admin.schedules.upsert('recreated', { job: 'record', every: '1s' });
-    const writtenAt = Date.parse((await admin.schedules.get('recreated'))!.updatedAt);
+    const writtenAt = Date.parse((await admin.schedules.get('recreated'))!.createdAt);
     await until('runs again', async () => (await runsOf(redis.client, 'recreated')).some(([tick]) => tick > writtenAt), 30_000);
     // The catch-up policy (latest, within 5 min) would have run the newest tick of the gap at once.
     const fromTheGap = (await runsOf(redis.client, 'recreated')).filter(([tick]) => tick > removedAt + 500 && tick <= writtenAt);

@@ -70,7 +70,7 @@ describe('checkScheduleSpec: a valid spec', () => {
     assert.deepEqual(nextTicks(result.job, NOW, 3), [NOW + 3_600_000]);
   });
 
-  it('a version owes no tick from before its write, and an interval keeps its alignment', () => {
+  it('a schedule owes no tick from before it was created, and an interval keeps its alignment', () => {
     const result = compileSchedule('late', { job: 'send-report', every: '1s' }, sendReport, NOW + 500);
     assert.ok(result.ok);
     assert.deepEqual(nextTicks(result.job, NOW - 10_000, 2), [NOW + 1_000, NOW + 2_000]);

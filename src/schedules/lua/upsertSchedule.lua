@@ -3,7 +3,8 @@
   already stored changes nothing (no new version, no feed entry), so any number of instances upserting
   the same schedules at boot leave one version between them. With an expected version, the write is made
   only if the stored version is that one (0: only if the schedule does not exist yet).
-  KEYS[1] specs (hash: id -> "<version>|<updatedAt>|<updatedBy>|<spec JSON>")  KEYS[2] ids (sorted set)
+  KEYS[1] specs (hash: id -> "<version>|<updatedAt>|<createdAt>|<updatedBy>|<spec JSON>", times in ms)
+  KEYS[2] ids (sorted set)
   KEYS[3] change feed (stream)
   ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] who
   ARGV[5] the feed's approximate length cap
@@ -13,26 +14,27 @@
 local id, spec, expected = ARGV[1], ARGV[2], ARGV[3]
 local stored = redis.call('HGET', KEYS[1], id)
 local version = 0
+-- The write's time is the server's (scripts replicate their effects, so TIME is allowed here).
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local created = now
 if stored then
+  -- "<version>|<updatedAt>|<createdAt>|<by>|<spec>": who wrote it cannot hold a '|' (see ScheduleStore).
   local first = string.find(stored, '|', 1, true)
+  local second = string.find(stored, '|', first + 1, true)
+  local third = string.find(stored, '|', second + 1, true)
+  local fourth = string.find(stored, '|', third + 1, true)
   version = tonumber(string.sub(stored, 1, first - 1))
-  if expected == '' or tonumber(expected) == version then
-    -- The spec is the part after the third '|' (who wrote it cannot hold one: see ScheduleStore).
-    local second = string.find(stored, '|', first + 1, true)
-    local third = string.find(stored, '|', second + 1, true)
-    if string.sub(stored, third + 1) == spec then
-      return { version, 0 }
-    end
+  created = string.sub(stored, second + 1, third - 1)
+  if (expected == '' or tonumber(expected) == version) and string.sub(stored, fourth + 1) == spec then
+    return { version, 0 }
   end
 end
 if expected ~= '' and tonumber(expected) ~= version then
   return { version, -1 }
 end
 version = version + 1
--- The write's time is the server's (scripts replicate their effects, so TIME is allowed here).
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. ARGV[4] .. '|' .. spec)
+redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. created .. '|' .. ARGV[4] .. '|' .. spec)
 redis.call('ZADD', KEYS[2], 0, id)
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'id', id, 'version', version)
 return { version, 1 }
