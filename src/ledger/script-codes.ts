@@ -39,7 +39,7 @@ export const SkipRangeCode = { Fenced: -1, Invalid: -2, Recorded: 1 } as const;
 /** claimTrigger.lua. */
 export const TriggerCode = { Fenced: -1, Settled: 0, Claimed: 1, Reclaimed: 2, Refused: 3 } as const;
 /** pullStagedRun.lua. */
-export const PullCode = { NotPulled: 0, Pulled: 1 } as const;
+export const PullCode = { NotPulled: 0, Pulled: 1, Held: 2 } as const;
 /** startRun.lua (a worker's durable take). */
 export const StartCode = { NotOurs: -1, Start: 1, FinishedLost: 2, RefusedCompleted: 3 } as const;
 /** finishRun.lua. */

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LuaScript } from '../util/lua.js';
 import type { WritePath } from '../redis/durability.js';
 import type { TickJobData } from '../ledger/job-data.js';
@@ -12,6 +13,23 @@ const pullStagedRunScript = new LuaScript(new URL('./lua/pullStagedRun.lua', imp
 
 /** How far ahead of its due time a tick is staged by default: the producer's `stageAheadMs`. */
 export const DEFAULT_STAGE_AHEAD_MS = 2_000;
+
+/**
+ * While a worker holds a run unstarted (see pullStagedRun.lua), the pull is asked again this often, for
+ * at most {@link HELD_WAIT_MS}. A live worker lets go within a few round trips (it hands the run back, or
+ * starts it); one that died holding it keeps it until BullMQ's stalled-job recovery, so past that the
+ * take-back fails with {@link RunHeldError} and its caller retries it later (its mark stands meanwhile).
+ */
+const HELD_RETRY_MS = 20;
+const HELD_WAIT_MS = 2_000;
+
+/** A take-back could not be decided yet: a worker holds the run, unstarted. Retry the take-back later. */
+export class RunHeldError extends Error {
+  override readonly name = 'RunHeldError';
+  constructor(readonly jobId: string) {
+    super(`the take-back of ${jobId} is not decided yet: a worker has held it unstarted for ${HELD_WAIT_MS} ms`);
+  }
+}
 
 /** A run added to BullMQ as a delayed job ahead of its tick, whose due time may not have come yet. */
 export interface StagedRun {
@@ -66,11 +84,14 @@ export class RunTakeBack {
     return this.finish(job, run.tick, { reason, jobId: run.jobId, queue: run.queue }, keepMs);
   }
 
-  /** Carries a marked take-back (this term's, or one an earlier term left) to its end. */
+  /**
+   * Carries a marked take-back (this term's, or one an earlier term left) to its end. Throws
+   * {@link RunHeldError} while a worker holds the run unstarted: the race is not decided yet.
+   */
   async finish(job: string, tick: number, progress: TakeBackInProgress, keepMs: number): Promise<'taken-back' | 'runs'> {
     const queue = this.options.queues.get(progress.queue);
     // An earlier term may have pulled it and died before recording so: its hash is then in no list.
-    const pulled = (await this.pull(queue, progress.jobId, keepMs)) || (await this.orphaned(queue, progress.jobId));
+    const pulled = (await this.pullOnceLetGo(queue, progress.jobId, keepMs)) || (await this.orphaned(queue, progress.jobId));
     const outcome = pulled ? 'taken-back' : 'runs';
     if (!(await this.options.ledger.settleUnstaging(job, tick, outcome))) {
       // Another term settled it first (it found the mark at its takeover): its record stands, and so
@@ -92,10 +113,26 @@ export class RunTakeBack {
     return (JSON.parse(data) as Partial<TickJobData>).dueAt !== undefined;
   }
 
-  private async pull(queue: Queue, jobId: string, keepMs: number): Promise<boolean> {
-    const keys = [queue.keys.delayed!, queue.toKey(jobId), queue.keys.wait!, queue.keys.prioritized!];
+  /**
+   * Pulls the run (see pullStagedRun.lua): true once pulled, false when it is not waiting unstarted. A run
+   * a worker holds unstarted is neither: a worker hands a due staged run back each second, for a moment,
+   * until a leader has reviewed its job, and this take-back is part of that review. So it waits for the
+   * worker to let go of it: handed back, it is pulled; started, it runs.
+   */
+  private async pullOnceLetGo(queue: Queue, jobId: string, keepMs: number): Promise<boolean> {
+    const deadline = performance.now() + HELD_WAIT_MS;
+    for (;;) {
+      const code = await this.pull(queue, jobId, keepMs);
+      if (code !== PullCode.Held) return code === PullCode.Pulled;
+      if (performance.now() >= deadline) throw new RunHeldError(jobId);
+      await sleep(HELD_RETRY_MS);
+    }
+  }
+
+  private async pull(queue: Queue, jobId: string, keepMs: number): Promise<(typeof PullCode)[keyof typeof PullCode]> {
+    const keys = [queue.keys.delayed!, queue.toKey(jobId), queue.keys.wait!, queue.keys.prioritized!, queue.keys.active!];
     const reply = await this.options.writes.script<number>(pullStagedRunScript, keys, [jobId, keepMs], (code) => (code === PullCode.Pulled ? `take-back of ${jobId}` : undefined));
-    return scriptCode('pullStagedRun', PullCode, reply) === PullCode.Pulled;
+    return scriptCode('pullStagedRun', PullCode, reply);
   }
 
   /** The job's hash exists but it is in none of BullMQ's lists (checked in this order: a list move is atomic, a hash is never re-created). */

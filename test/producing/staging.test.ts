@@ -411,6 +411,69 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     assert.equal(await queue.getJobState(staged.id!), 'unknown', 'pulled from the wait list: no worker can take it');
   });
 
+  describe('a late staged run that a worker holds unstarted at the takeover (it hands such runs back each second until a leader reviews the job) is decided once the worker lets go', () => {
+    /**
+     * Term 1 stages a run of `name` and ends (then `meanwhile` runs: a pause, say); once the run is past
+     * due, a worker takes it (into BullMQ's active list, under its lock; with any earlier run due) and
+     * holds it there unstarted, as a leasebeat worker does for a moment each time stagedRunMayStart.lua
+     * tells it to hand the run back. Then term 2 takes the job over.
+     */
+    const heldAtTakeover = async (name: string, meanwhile = (): Promise<void> => Promise.resolve()): Promise<{ run: Job<TickJobData>; held: Array<Job<TickJobData>>; token: string }> => {
+      const staged = await stagedByEndedTerm(name);
+      await meanwhile();
+      await until('the staged run to be past due', () => Date.now() > staged.data.tick + 200, 10_000);
+      const holder = new Worker(QUEUE, undefined, { connection: redis.client.duplicate({ maxRetriesPerRequest: null }), autorun: false });
+      workers.push(holder);
+      const token = 'holding-worker';
+      const held: Array<Job<TickJobData>> = [];
+      for (let next; (next = (await holder.getNextJob(token, { block: false })) as Job<TickJobData> | undefined); ) held.push(next);
+      const run = held.find((candidate) => candidate.id === staged.id);
+      assert.ok(run, 'the worker holds the staged run');
+      assert.equal(await queue.getJobState(staged.id!), 'active');
+      lead(2);
+      // Until the takeover has marked the take-back (or, had it settled the run as running at once, reviewed
+      // the job); then ample time for its pull to (wrongly) settle the run while the worker holds it.
+      await until('the take-back to be marked', async () => (await state(name, staged.data.tick)) !== `enqueued|${staged.id}` || (await reviewedBy(name)) === 'gen-1|2', 10_000);
+      await sleep(300);
+      return { run, held, token };
+    };
+
+    const reviewedBy = (name: string): Promise<string | null> => redis.client.hget(ledger.keys.jobState(name), 'reviewedBy');
+
+    for (const [kind, catchup, reason] of [
+      ['paused meanwhile', undefined, /^skipped\|paused$/],
+      ['with no catch-up', { mode: 'none' }, /^skipped\|(catchup-limit|missed-window)$/],
+    ] as const) {
+      it(`${kind}: undecided while held, taken back once handed back`, { timeout: 30_000 }, async () => {
+        jobs.set('held', job({ name: 'held', ...(catchup && { catchup }) }));
+        const { run, held, token } = await heldAtTakeover('held', async () => {
+          if (!catchup) await ledger.pause('held');
+        });
+        const tick = run.data.tick;
+        assert.match((await state('held', tick)) ?? '', /^unstaging\|/, 'a run a worker holds unstarted is neither running nor taken back yet');
+        assert.notEqual(await reviewedBy('held'), 'gen-1|2', 'the job is not reviewed (workers may not start its staged runs) while one is undecided');
+        // The worker hands them back, as a leasebeat worker does while no leader has reviewed the job.
+        for (const each of held) await each.moveToDelayed(Date.now() + 1_000, token);
+        await until('the take-back to be settled', async () => !(await state('held', tick))?.startsWith('unstaging|'), 10_000);
+        assert.match((await state('held', tick)) ?? '', reason);
+        assert.equal(await queue.getJobState(run.id!), 'unknown', 'no run of the tick is left in BullMQ');
+        await until('the job to be reviewed by term 2', async () => (await reviewedBy('held')) === 'gen-1|2', 10_000);
+      });
+    }
+
+    it('the worker starts it instead: it runs, recorded enqueued (only a start wins the race)', { timeout: 30_000 }, async () => {
+      jobs.set('started', job({ name: 'started', catchup: { mode: 'none' } }));
+      const { run, held, token } = await heldAtTakeover('started');
+      assert.match((await state('started', run.data.tick)) ?? '', /^unstaging\|/);
+      // What startRun.lua records as the worker starts the handler; the others are handed back.
+      await redis.client.hincrby(queue.toKey(run.id!), 'leasebeatStarts', 1);
+      for (const each of held) if (each !== run) await each.moveToDelayed(Date.now() + 1_000, token);
+      await until('the take-back to be settled', async () => !(await state('started', run.data.tick))?.startsWith('unstaging|'), 10_000);
+      assert.equal(await state('started', run.data.tick), `enqueued|${run.id}`);
+      assert.equal(await queue.getJobState(run.id!), 'active', 'left to the worker that started it');
+    });
+  });
+
   it('a stale term can neither stage nor take back a run', { timeout: 30_000 }, async () => {
     jobs.set('fenced', job({ name: 'fenced' }));
     const staged = await stagedByEndedTerm('fenced');

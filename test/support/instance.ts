@@ -79,3 +79,34 @@ export function killAll(instances: Instance[]): void {
     instance.child.kill('SIGKILL');
   }
 }
+
+/**
+ * The last `count` log lines (and stderr lines) of each instance, compact: for the message of a failed
+ * wait, so that a failure in CI shows what the instances did.
+ */
+export function recentOutput(instances: Instance[], count = 15): string {
+  return instances
+    .map(({ identity, logs, stderr }) => {
+      const lines = logs.slice(-count).map(({ time, level, msg, pid: _pid, hostname: _hostname, name: _name, ...fields }) => {
+        const rest = Object.keys(fields).length > 0 ? ` ${JSON.stringify(fields)}` : '';
+        return `  ${new Date(time).toISOString()} ${level} ${msg}${rest}`;
+      });
+      const errors = stderr.slice(-5).map((line) => `  stderr: ${line}`);
+      return [`${identity} (last ${lines.length} of ${logs.length} log lines):`, ...lines, ...errors].join('\n');
+    })
+    .join('\n');
+}
+
+/**
+ * `wait` (an `until`, say), with what the test can read of the state (`describe`: ledger records, job
+ * states) and the instances' recent output added to its error when it fails.
+ */
+export async function explainFailure<T>(wait: Promise<T>, instances: Instance[], describe?: () => Promise<string>): Promise<T> {
+  try {
+    return await wait;
+  } catch (error) {
+    const state = describe ? await describe().catch((reason: unknown) => `(could not read the state: ${String(reason)})`) : '';
+    if (error instanceof Error) error.message = [error.message, state, recentOutput(instances)].filter(Boolean).join('\n');
+    throw error;
+  }
+}
