@@ -243,7 +243,7 @@ class ScheduleApi implements Schedules {
 
   private compiled(record: ScheduleRecord, types: JobTypes | undefined): ScheduledJob | undefined {
     const type = types?.get(record.spec.job);
-    const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt);
+    const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt, record.updatedAt);
     return result.ok ? result.job : undefined;
   }
 

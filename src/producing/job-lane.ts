@@ -195,8 +195,10 @@ export class JobLane implements Sleeper {
         throw error;
       });
     }
-    // Redefined: walk back to the newest tick recorded by now (see LaneCursor.rewind).
-    if (this.ticks.rewindPending) this.ticks.rewind(this.term.now());
+    // Redefined: walk back to the newest tick recorded by now (see LaneCursor.rewind), but not past the
+    // write of a schedule's new version. A lane running late keeps its owed ticks: it walks them under
+    // the new definition.
+    if (this.ticks.rewindPending) this.ticks.rewind(this.term.now(), this.behind ? -Infinity : (job.definedAt ?? -Infinity));
     const tick = nextTick(job, this.ticks.position);
     const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job) - this.term.now();
     if (untilDue > 0) {
@@ -242,7 +244,9 @@ export class JobLane implements Sleeper {
     // again nor loses them, but takes back those a pause or a new schedule no longer wants (below), and
     // decides those that came due without a worker starting them as missed ticks.
     const now0 = this.term.now();
-    const late = this.staged.takeOver(stagedBefore(job, taken.recent), now0);
+    let late = this.staged.takeOver(stagedBefore(job, taken.recent), now0);
+    /** Claims of ticks the job as now defined does not have: added held, then taken back below. */
+    const unowed: StagedRun[] = [];
     for (const { tick, state } of taken.pending) {
       const takingBack = takeBackInProgress(state);
       if (takingBack) {
@@ -257,15 +261,26 @@ export class JobLane implements Sleeper {
       if (state.kind !== 'claimed' && state.kind !== 'buffered') continue;
       this.log.info({ tick: new Date(tick) }, 'finishing a tick claimed by an earlier term');
       const dueAt = tick + jitterMs(job, tick);
+      // A claim of a tick the job no longer has (a schedule removed and created again since, or edited
+      // off that tick) is owed by no version that stands: its earlier term may have added it, so it is
+      // added held and taken back, like a staged run, rather than run.
+      const owed = nextTick(job, tick - 1) === tick;
       // A job that may be staged is claimed a staging lead before its tick: a claim of it whose due time
       // passed with no leader to add it is a staged run that came due while no leader ran. Added held
       // (workers wait for this term's review), it is then decided with the other late ones below.
-      const stagedBy = this.stagingLead(job) > 0 && dueAt <= now0 ? claimingTerm(state) : undefined;
+      const stagedBy = !owed || (this.stagingLead(job) > 0 && dueAt <= now0) ? claimingTerm(state) : undefined;
       if (!(await this.claimAndAdd(job, tick, {}, stagedBy))) return false;
       if (stagedBy === undefined) continue;
       if (this.unadded === tick) return false;
-      late.push({ tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt });
+      (owed ? late : unowed).push({ tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt });
     }
+    if (!(await this.takeBackRuns(job, unowed.map((run) => ({ run, reason: 'rescheduled' as const }))))) return false;
+    // A runtime schedule removed and created again while no leader ran: the runs staged before it was
+    // created belong to its earlier life, whose removal no leader applied. They go back as `removed`.
+    const earlier = await this.stagedInEarlierLife(job, [...this.staged.list(), ...late]);
+    for (const run of earlier) this.staged.takingBack(run, 'removed');
+    if (!(await this.takeBackRuns(job, late.filter((run) => earlier.includes(run)).map((run) => ({ run, reason: 'removed' as const }))))) return false;
+    late = late.filter((run) => !earlier.includes(run));
     // A pause set at run time (`leasebeat pause`, perhaps while no instance ran) counts like the
     // definition's: the missed ticks are `paused`, not lost to the catch-up limit or window.
     const paused = job.paused || taken.paused;
@@ -300,16 +315,39 @@ export class JobLane implements Sleeper {
     // by a leader alive at the tick, and one that started is past taking back.
     const waiting: StagedRun[] = [];
     for (const run of late) if (await this.term.takeBack.waitingStaged(run)) waiting.push(run);
-    for (const { tick, reason } of planLateStaged(job, waiting.map((run) => run.tick), plan, now, paused)) {
+    const decided = planLateStaged(job, waiting.map((run) => run.tick), plan, now, paused);
+    return this.takeBackRuns(job, decided.map(({ tick, reason }) => ({ run: waiting.find((candidate) => candidate.tick === tick)!, reason })), false);
+  }
+
+  /**
+   * Of `runs`, those added to BullMQ before the schedule was created (see ScheduledJob.owedAfter). Only a
+   * run due within a staging horizon of the creation can be one, so most schedules read nothing here.
+   */
+  private async stagedInEarlierLife(job: ScheduledJob, runs: StagedRun[]): Promise<StagedRun[]> {
+    const created = job.owedAfter;
+    if (created === undefined) return [];
+    const horizon = this.term.stageAheadMs + job.maxJitterMs;
+    const earlier: StagedRun[] = [];
+    for (const run of runs) if (run.dueAt - horizon <= created && (await this.term.takeBack.addedBefore(run, created))) earlier.push(run);
+    return earlier;
+  }
+
+  /**
+   * Takes back runs earlier terms added ahead of their tick (or held), each for its reason; with
+   * `unlessStarted`, only those no worker has started (a started one is past taking back). False when the
+   * term cannot write now, or is over.
+   */
+  private async takeBackRuns(job: ScheduledJob, decisions: Array<{ run: StagedRun; reason: UnstageReason }>, unlessStarted = true): Promise<boolean> {
+    for (const { run, reason } of decisions) {
+      if (unlessStarted && !(await this.term.takeBack.waitingStaged(run))) continue;
       if (!(await this.writable())) return false;
-      const run = waiting.find((candidate) => candidate.tick === tick)!;
       const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, retentionMs(job));
       this.term.reached();
       if (outcome === 'fenced') {
         this.term.fenced();
         return false;
       }
-      this.log.info({ tick: new Date(tick), reason, outcome }, 'decided a staged run that came due while no worker started it');
+      this.log.info({ tick: new Date(run.tick), reason, outcome }, 'decided a run an earlier term added ahead that no worker started');
     }
     return true;
   }

@@ -93,15 +93,21 @@ export class LaneCursor {
     this.rewindDue = true;
   }
 
-  /** Walks back if the job was redefined since the last rewind; returns the (possibly new) position. */
-  rewind(now: number): number {
+  /**
+   * Walks back if the job was redefined since the last rewind, and on to `floor` (when the new definition
+   * was written: its ticks before then were owed by no definition) if that is later; returns the (possibly
+   * new) position.
+   */
+  rewind(now: number, floor = -Infinity): number {
     if (!this.rewindDue) return this.cursor;
     // Staging moved the cursor up to a horizon past now. A new schedule may have ticks between the
     // newest tick recorded by now and there: walk them again. Those recorded already (a staged run
     // the edit kept) are answered `settled` by the ledger, which accepts a new tick below the
     // watermark (it refuses only holes).
     this.rewindDue = false;
-    this.cursor = Math.min(this.cursor, this.recordedBy(now));
+    // Past the floor, even forward: a lane not running late has recorded every tick of the old definition
+    // up to now, and the new one owes nothing before it was written.
+    this.cursor = Math.max(Math.min(this.cursor, this.recordedBy(now)), floor);
     return this.cursor;
   }
 

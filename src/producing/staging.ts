@@ -113,6 +113,12 @@ export class RunTakeBack {
     return (JSON.parse(data) as Partial<TickJobData>).dueAt !== undefined;
   }
 
+  /** Whether BullMQ's record of the run says it was added before `instant` (its `timestamp`). */
+  async addedBefore(run: StagedRun, instant: number): Promise<boolean> {
+    const timestamp = await this.options.redis.hget(this.options.queues.get(run.queue).toKey(run.jobId), 'timestamp');
+    return timestamp !== null && Number(timestamp) < instant;
+  }
+
   /**
    * Pulls the run (see pullStagedRun.lua): true once pulled, false when it is not waiting unstarted. A run
    * a worker holds unstarted is neither: a worker hands a due staged run back each second, for a moment,

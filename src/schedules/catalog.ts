@@ -86,7 +86,7 @@ export class JobCatalog {
   private compile(id: string, record: ScheduleRecord, type: ScheduledJob | undefined, files: ReadonlyMap<string, ScheduledJob>): Compiled {
     const problem = judgeSchedule(id, record.spec.job, files);
     if (problem?.kind === 'shadowed') return { record, type, job: undefined, problem };
-    const result = compileSchedule(id, record.spec, type, record.createdAt);
+    const result = compileSchedule(id, record.spec, type, record.createdAt, record.updatedAt);
     if (!result.ok) {
       this.log.error({ schedule: id, errors: result.errors }, `schedule "${id}" does not compile and does not run: ${result.errors.join('; ')}`);
       return { record, type, job: undefined, problem: { kind: 'invalid', detail: result.errors.join('; ') } };

@@ -110,13 +110,14 @@ export function checkScheduleSpec(id: string, input: unknown, types: JobTypes, n
  * The schedule a stored spec runs as: a ScheduledJob named by the schedule's id that does its job type's
  * work (handler or flow, queue, concurrency, BullMQ options) on its own ticks. With the job type gone
  * (`type` undefined) it has neither handler nor flow: its ticks are recorded as skipped `no-handler`.
- * `createdAt`, when the schedule was created, ends what it owes from before: see ScheduledJob.owedAfter.
+ * `createdAt` and `updatedAt` are the record's: see ScheduledJob.owedAfter and definedAt.
  */
 export function compileSchedule(
   id: string,
   spec: StoredSpec,
   type: ScheduledJob | undefined,
   createdAt?: number,
+  updatedAt?: number,
 ): { ok: true; job: ScheduledJob } | { ok: false; errors: string[] } {
   const definition: Record<string, unknown> = { name: id };
   for (const field of DEFINITION_FIELDS) if (spec[field] !== undefined) definition[field] = spec[field];
@@ -143,6 +144,7 @@ export function compileSchedule(
     jobOptions: type?.jobOptions ?? result.job.jobOptions,
     type: spec.job,
     ...(createdAt === undefined ? {} : { owedAfter: createdAt }),
+    ...(updatedAt === undefined ? {} : { definedAt: updatedAt }),
   };
   return { ok: true, job };
 }

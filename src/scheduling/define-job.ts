@@ -211,4 +211,9 @@ export interface ScheduledJob<TData = unknown> {
    * ticks of the time it did not exist. An edit keeps it: ticks owed before the edit stay owed.
    */
   readonly owedAfter?: number;
+  /**
+   * For a runtime schedule: when its current version was written (Redis time, ms). A lane that takes up
+   * the new version walks its ticks from there on: a tick of it before the write was owed by no version.
+   */
+  readonly definedAt?: number;
 }

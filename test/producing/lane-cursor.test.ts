@@ -178,6 +178,20 @@ describe('LaneCursor: a redefinition rewinds', () => {
     assert.equal(cursor.recordedBy(T0 + 2 * M), T0 + 2 * M);
   });
 
+  it("a schedule's new version owes no tick before its write: the rewind goes on to it, even forward", () => {
+    const every15s = scheduledJob({ every: '15s' });
+    // Staged ahead to T0 + 1 m at T0 + 30 s; the new version was written at T0 + 20 s.
+    const staged = takenOver(T0);
+    staged.recorded(T0 + M, T0 + 30 * S);
+    staged.redefined();
+    assert.equal(staged.rewind(T0 + 30 * S, T0 + 20 * S), T0 + 20 * S);
+    assert.deepEqual(walk(every15s, staged, T0 + 45 * S, T0 + 30 * S), [T0 + 30 * S, T0 + 45 * S], 'T0 + 15 s, before the write, is not walked');
+    // Nothing staged (the position at the newest recorded tick): the floor moves it forward.
+    const level = takenOver(T0);
+    level.redefined();
+    assert.equal(level.rewind(T0 + 30 * S, T0 + 20 * S), T0 + 20 * S);
+  });
+
   it('with nothing ahead of now, a rewind changes nothing', () => {
     const cursor = takenOver(T0);
     cursor.recorded(T0 + M, T0 + M);
