@@ -173,7 +173,11 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
 
   app.get('/', guard, noStore, async (_req, res) => {
     const nonce = randomBytes(16).toString('base64');
-    const page = { identity: source.identity, hasHistory: source.history !== undefined, nonce, boardPath: BOARD_PATH };
+    const page = {
+      identity: source.identity, hasHistory: source.history !== undefined, nonce, boardPath: BOARD_PATH,
+      // The page lists runtime schedules only where /api/schedules is served.
+      schedules: source.admin ? { readOnly: options.board?.readOnly ?? false } : undefined,
+    };
     let html: string;
     try {
       const [snapshot, history] = await Promise.all([bounded('the status (Redis and the lease)', () => source.status()), readHistory()]);

@@ -1,5 +1,6 @@
 import type { HistorySnapshot } from './history.js';
 import type { ReadinessCheck, StatusSnapshot } from './sources.js';
+import { SCHEDULES_SCRIPT, SCHEDULES_STYLE, schedulesMarkup } from './status-schedules.js';
 
 const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
@@ -58,7 +59,9 @@ dl { display: grid; grid-template-columns: max-content 1fr; gap: .25rem 1rem; ma
 dt { color: var(--muted); }
 dd { margin: 0; overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; }
-main > * { min-width: 0; }
+main > *, .contents > * { min-width: 0; }
+/* #app and #app-after only split the sections around the schedules, which the 5 s re-render leaves alone. */
+.contents { display: contents; }
 table { width: 100%; border-collapse: collapse; background: var(--card); border: 1px solid var(--line); border-radius: 8px; }
 th, td { text-align: left; padding: .4rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 tbody tr:last-child td { border-bottom: 0; }
@@ -107,11 +110,12 @@ svg.lag text { fill: var(--muted); font: 10px ui-monospace, monospace; }
 .note { color: var(--muted); font-size: .85em; margin: .4rem 0 0; }
 .outage { border-color: var(--bad); }
 .outage table { margin: .5rem 0; }
-`;
+${SCHEDULES_STYLE}`;
 
 /*
  * The page renders in the browser, from the embedded JSON first and then from /api/status and
- * /api/history every 5 s, so there is one renderer. It builds DOM nodes and sets text only through text
+ * /api/history every 5 s, so there is one renderer (the schedules, never embedded, come from
+ * /api/schedules a page at a time). It builds DOM nodes and sets text only through text
  * nodes: no value from the server is ever parsed as HTML. Colours come from classes (the CSP allows no
  * style attributes); chart geometry from SVG attributes.
  */
@@ -119,6 +123,7 @@ const SCRIPT = `
 (() => {
   'use strict';
   const app = document.getElementById('app');
+  const appAfter = document.getElementById('app-after');
   const footer = document.getElementById('updated');
   const board = document.body.dataset.board;
   const SVG = 'http://www.w3.org/2000/svg';
@@ -396,8 +401,11 @@ const SCRIPT = `
     // Sections this source does not have are left out (replaceChildren would print a null as text).
     if (!snap) {
       app.replaceChildren(outageSection(outage));
+      appAfter.replaceChildren();
       return;
     }
+    // Definitions without a schedule are the job types schedules may name.
+    if (schedules) schedules.offer(snap.jobs.filter((job) => job.schedule === 'job type').map((job) => job.name));
     const term = snap.cluster.term || currentTerm(history);
     document.title = 'leasebeat · ' + snap.instance.identity;
     app.replaceChildren(...[
@@ -422,6 +430,8 @@ const SCRIPT = `
       h('section', {}, h('h2', {}, 'Jobs (' + snap.jobs.length + ')'),
         table(['Job', 'Queue', 'Schedule', 'Next runs', 'Last tick', 'Last job', 'Enqueued', 'Skipped', 'Fenced', 'State'],
           snap.jobs.map(jobRow), 'No jobs loaded.')),
+    ].filter(Boolean));
+    appAfter.replaceChildren(...[
       history ? leadershipSection(history) : null,
       h('section', {}, h('h2', {}, 'Members (' + snap.cluster.members.length + ')'),
         table(['Identity', 'Condition', 'Role', 'Last heartbeat', 'Active jobs', 'State'],
@@ -435,16 +445,32 @@ const SCRIPT = `
     footer.textContent = text;
     footer.className = failed ? 'bad' : '';
   }
-  async function getJson(path, optional) {
-    const response = await fetch(path, { cache: 'no-store', headers: { accept: 'application/json' } });
-    if (optional && !response.ok) return null;
+  async function answerOf(response) {
     if (!response.ok) {
-      // The API says what did not answer ({ error }): that is the message worth showing.
-      const body = await response.json().catch(() => null);
-      throw new Error(body && body.error ? body.error : 'HTTP ' + response.status);
+      // The API says what did not answer or what it refused ({ error }): that is the message worth showing;
+      // else the first line of a plain answer (a guard's refusal, "internal error").
+      const text = await response.text().catch(() => '');
+      let body = null;
+      try { body = JSON.parse(text); } catch { body = null; }
+      const line = text.trim().split('\\n')[0].slice(0, 200);
+      throw new Error(body && body.error ? body.error : 'HTTP ' + response.status + (line && !body ? ': ' + line : ''));
     }
     return response.json();
   }
+  async function getJson(path, optional) {
+    const response = await fetch(path, { cache: 'no-store', headers: { accept: 'application/json' } });
+    if (optional && !response.ok) return null;
+    return answerOf(response);
+  }
+  // A same-origin fetch carries what the API's guards check: the browser adds Origin and
+  // Sec-Fetch-Site: same-origin (requireSameOrigin) and the Basic credentials it holds for this page; the
+  // body is JSON, the only kind a write accepts.
+  async function sendJson(path, body) {
+    const response = await fetch(path, { method: 'POST', cache: 'no-store', credentials: 'same-origin',
+      headers: { accept: 'application/json', 'content-type': 'application/json' }, body: JSON.stringify(body || {}) });
+    return answerOf(response);
+  }
+${SCHEDULES_SCRIPT}
   // /readyz answers without Redis, with a JSON body whatever its status.
   async function checksNow() {
     const response = await fetch('/readyz', { cache: 'no-store' }).catch(() => null);
@@ -452,6 +478,8 @@ const SCRIPT = `
     return body ? body.checks : null;
   }
   const embedded = JSON.parse(document.getElementById('snapshot').textContent);
+  const schedulesRoot = document.getElementById('schedules');
+  const schedules = schedulesRoot ? schedulesView(schedulesRoot) : null;
   let history = embedded.history;
   let outage = embedded.outage;
   let shown = embedded.status;
@@ -478,14 +506,19 @@ const SCRIPT = `
   }
   render(shown, history);
   stamp('Loaded ' + new Date().toLocaleTimeString() + ' · refreshes every 5 s');
-  setInterval(refresh, 5000);
-  document.addEventListener('visibilitychange', refresh);
+  function refreshAll() {
+    void refresh();
+    if (schedules) schedules.refresh();
+  }
+  setInterval(refreshAll, 5000);
+  document.addEventListener('visibilitychange', refreshAll);
 })();
 `;
 
 /**
  * The status page: a self-contained document (no external assets) that shows the cluster, the jobs and the
  * load errors of `snapshot`, and, with a `history`, each job's recent ticks, its lag and the leadership terms.
+ * With `schedules`, it also pages through the runtime schedules from `/api/schedules` (status-schedules.ts).
  * Job lists live in Bull Board at `boardPath`; this page only links to them.
  */
 export function renderStatusPage(options: {
@@ -499,6 +532,8 @@ export function renderStatusPage(options: {
   history?: HistorySnapshot | null;
   /** Whether `/api/history` exists; default: whether `history` was given. */
   hasHistory?: boolean;
+  /** When `/api/schedules` exists: the page shows the runtime schedules, with their actions unless `readOnly`. */
+  schedules?: { readOnly: boolean };
   nonce: string;
   boardPath: string;
 }): string {
@@ -515,8 +550,9 @@ export function renderStatusPage(options: {
 </head>
 <body data-board="${escapeHtml(boardPath)}">
 <header><h1>leasebeat</h1><span>${identity}</span>
-<nav><a href="${escapeHtml(boardPath)}">Bull Board</a><a href="/api/status">JSON</a><a href="/metrics">Metrics</a></nav></header>
-<main id="app"><noscript>This page renders with JavaScript; the same data is at <a href="/api/status">/api/status</a>.</noscript></main>
+<nav>${options.schedules ? '<a href="#schedules">Schedules</a>' : ''}<a href="${escapeHtml(boardPath)}">Bull Board</a><a href="/api/status">JSON</a><a href="/metrics">Metrics</a></nav></header>
+<main><div id="app" class="contents"><noscript>This page renders with JavaScript; the same data is at <a href="/api/status">/api/status</a>.</noscript></div>
+${options.schedules ? schedulesMarkup(options.schedules) : ''}<div id="app-after" class="contents"></div></main>
 <footer id="updated"></footer>
 <script type="application/json" id="snapshot">${jsonForScript({ status: snapshot, outage: options.outage ?? null, history: options.history ?? null, hasHistory: options.hasHistory ?? options.history != null })}</script>
 <script nonce="${nonceAttr}">${SCRIPT}</script>
