@@ -1,7 +1,7 @@
 import type { Job, JobType, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { LogLine } from '../../test/support/instance.js';
-import { tickJobId, type TickJobData } from '../../src/ledger/job-data.js';
+import type { TickJobData } from '../../src/ledger/job-data.js';
 import type { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { ticksInRange } from '../../src/scheduling/plan.js';
@@ -10,16 +10,10 @@ import type { ExecutedFault } from './faults.js';
 import { DELIBERATE_FAILURE, type RunEndRecord, type RunRecord } from './jobs/_record.js';
 import { SAMPLE_MS, type LeaseHistorySnapshot, type LeaseRecordWrite } from './lease-history.js';
 import { AIMED_KILLS, type ElectionTimings } from './plan.js';
+import { auditSchedules, type ScheduleAudit, type ScheduleAuditInput } from './schedule-audit.js';
+import { iso, TickChecker, Violations, type InvariantResult, type SeenJob, type TickStats } from './tick-check.js';
 
-/** The outcome of one invariant: how many items it checked and what broke it (the first few). */
-export interface InvariantResult {
-  name: string;
-  ok: boolean;
-  checked: number;
-  violations: string[];
-  /** How many violations there were in all; `violations` lists at most {@link MAX_LISTED}. */
-  violationCount: number;
-}
+export { Violations, type InvariantResult, type TickStats } from './tick-check.js';
 
 /** A leadership term as the fence history shows it: when its leader raised the fence, and its enqueues. */
 export interface TermSummary {
@@ -30,12 +24,6 @@ export interface TermSummary {
   enqueues: number;
   firstWrite?: number;
   lastWrite?: number;
-}
-
-export interface TickStats {
-  ticks: number;
-  enqueued: number;
-  skipped: Record<string, number>;
 }
 
 /** A failover: from a fault to the first enqueue written under a term raised after it. */
@@ -65,6 +53,8 @@ export interface Audit {
   writesWithoutEvent: number;
   /** The lock's own history: how many writes, from where, and the holding stretches it shows. */
   lease: { writes: number; source: LeaseHistorySnapshot['source']; holderChanges: number; stretches: number; longestUnexcusedSilenceMs: number; lostInFailover: number };
+  /** The runtime schedules a client wrote during the faults, when it ran (see schedule-audit.ts). */
+  schedules?: ScheduleAudit['summary'];
 }
 
 export interface AuditInput {
@@ -88,9 +78,10 @@ export interface AuditInput {
   /** When each process incarnation exited, by identity (a run cut off by a crash ended then). */
   exits: ReadonlyMap<string, number>;
   timings: ElectionTimings;
+  /** The schedules client's writes, when one ran: the audit covers its schedules as it covers file jobs. */
+  schedules?: Omit<ScheduleAuditInput, 'types'>;
 }
 
-const MAX_LISTED = 25;
 const STATES: JobType[] = ['completed', 'failed', 'active', 'waiting', 'delayed', 'prioritized', 'waiting-children'];
 /** How long after a fault ends a new term still counts as its failover. */
 const FAILOVER_ATTRIBUTION_MS = 15_000;
@@ -103,34 +94,10 @@ interface Raise {
   at: number;
 }
 
-interface SeenJob {
-  id: string;
-  name: string;
-  tick: number;
-  token: string;
-  state: string;
-  failedReason: string;
-  /** Redis time of the write (its `added` event), else the job timestamp. */
-  writtenAt: number;
-}
 
 const tokenKey = (token: { generation: string; leaderTransitions: number } | undefined): string =>
   token ? `${token.generation}#${token.leaderTransitions}` : 'none';
 
-export class Violations {
-  readonly items: string[] = [];
-  count = 0;
-  checked = 0;
-
-  add(message: string): void {
-    this.count++;
-    if (this.items.length < MAX_LISTED) this.items.push(message);
-  }
-
-  result(name: string): InvariantResult {
-    return { name, ok: this.count === 0, checked: this.checked, violations: this.items, violationCount: this.count };
-  }
-}
 
 /** Reads every job of the queues once, with its state and the time Redis wrote it. */
 async function readJobs(queues: Map<string, Queue>, writes: ReadonlyMap<string, JobWrites>): Promise<{ jobs: Map<string, SeenJob>; withoutEvent: Set<string> }> {
@@ -184,64 +151,29 @@ export async function audit(input: AuditInput): Promise<Audit> {
 
   // 1. Every (job, nominal tick) in the window: exactly one job, or a recorded skip with its reason.
   const exactlyOnce = new Violations();
-  const lost = new Violations();
+  const checker = new TickChecker({ redis: input.redis, ledger: input.ledger, seen, runsByJob, writes: input.writes });
   const ticks: Record<string, TickStats> = {};
   const windowJobs: SeenJob[] = [];
   /** Per job, its due ticks in the window and whether each was run or recorded at all (for the stalls). */
   const lanes = new Map<string, Array<{ tick: number; accounted: boolean }>>();
-  for (const job of input.jobs) {
+  // Job types (neither schedule nor every) never tick by themselves: their schedules are audited below.
+  for (const job of input.jobs.filter((j) => j.trigger.kind !== 'none')) {
     const stats: TickStats = { ticks: 0, enqueued: 0, skipped: {} };
     ticks[job.name] = stats;
-    const ledger = await ledgerOf(input, job.name);
-    const ranges = await input.ledger.skippedRanges(job.name);
-    for (const range of ranges) {
-      exactlyOnce.checked++;
-      // An inverted range covers no tick, yet claims to: the tick it meant was lost without a record.
-      if (range.from > range.to) exactlyOnce.add(`${job.name}: inverted skipped range ${iso(range.from)} – ${iso(range.to)} (count ${range.count}, ${range.reason})`);
-    }
+    await checker.load(job.name, exactlyOnce);
     const { ticks: due } = ticksInRange(job, input.window.from, input.window.to, Number.MAX_SAFE_INTEGER);
     const lane: Array<{ tick: number; accounted: boolean }> = [];
     lanes.set(job.name, lane);
     for (const tick of due) {
-      stats.ticks++;
-      exactlyOnce.checked++;
-      const where = `${job.name} tick ${new Date(tick).toISOString()}`;
-      const id = tickJobId(job.name, tick);
-      const found = seen.get(id);
-      const state = ledger.get(tick);
-      const range = ranges.find((r) => r.from <= tick && tick <= r.to);
-      const ran = runsByJob.has(id);
-      lane.push({ tick, accounted: state !== undefined || range !== undefined || ran });
-      if (state?.startsWith('enqueued|')) {
-        lost.checked++;
-        // Recorded as added, yet neither run nor in BullMQ: an add that a failover lost, and that no term adds again.
-        if (!found && !ran) {
-          const added = input.writes.get(id)?.addedAt;
-          lost.add(`${where}: recorded ${state}, but its run never ran and BullMQ has no job ${id}` +
-            (added === undefined ? '' : ` (its add was seen at ${iso(added)}, ${added <= tick ? `${tick - added} ms before` : `${added - tick} ms after`} the tick)`));
-        }
-      }
-      const skipReason = state?.startsWith('skipped|') ? state.slice('skipped|'.length) : state === undefined ? range?.reason : undefined;
-      if (state?.startsWith('enqueued|')) {
-        stats.enqueued++;
-        if (state !== `enqueued|${id}`) exactlyOnce.add(`${where}: ledger says ${state}, expected job id ${id}`);
-        if (!found) exactlyOnce.add(`${where}: recorded as enqueued but BullMQ has no job ${id}`);
-        else if (found.tick !== tick || found.name !== job.name) exactlyOnce.add(`${where}: job ${id} carries tick ${found.tick} of ${found.name}`);
-        else windowJobs.push(found);
-        if (range) exactlyOnce.add(`${where}: enqueued, yet also inside a skipped range (${range.reason})`);
-        const timestamps = new Set((runsByJob.get(id) ?? []).map((run) => run.timestamp));
-        if (timestamps.size > 1) exactlyOnce.add(`${where}: its runs show ${timestamps.size} different adds (job timestamps ${[...timestamps].join(', ')})`);
-      } else if (skipReason !== undefined) {
-        stats.skipped[skipReason] = (stats.skipped[skipReason] ?? 0) + 1;
-        if (found) exactlyOnce.add(`${where}: recorded as skipped (${skipReason}) but BullMQ has job ${id}`);
-        if (skipReason === '') exactlyOnce.add(`${where}: skipped without a reason`);
-      } else if (state?.startsWith('claimed|')) {
-        exactlyOnce.add(`${where}: still only claimed (${state}) after the drain: never enqueued`);
-      } else {
-        exactlyOnce.add(`${where}: neither a job nor a recorded skip${found ? ` (BullMQ has ${id} without a ledger entry)` : ''}`);
-      }
+      const { accounted, enqueued } = checker.check(job.name, tick, exactlyOnce, true, stats);
+      lane.push({ tick, accounted });
+      if (enqueued) windowJobs.push(enqueued);
     }
   }
+  // The runtime schedules a client wrote during the faults, by the same per-tick rule (their lanes too).
+  const schedules = input.schedules
+    ? await auditSchedules({ ...input.schedules, types: new Map(input.jobs.map((job) => [job.name, job])) }, { checker, seen, runs: input.runs, window: input.window, redis: input.redis, ledger: input.ledger, adds: input.writes, lanes })
+    : undefined;
   // No job for a window tick may exist outside the ledger's deterministic id (e.g. a second id for one tick).
   const perTick = new Map<string, string[]>();
   for (const job of seen.values()) {
@@ -275,7 +207,7 @@ export async function audit(input: AuditInput): Promise<Audit> {
   // 3. Every enqueued job ended completed, or failed by its own handler; none vanished.
   const finished = new Violations();
   const runsPerJob: Record<string, number> = {};
-  for (const job of windowJobs) {
+  for (const job of [...windowJobs, ...(schedules?.enqueued ?? [])]) {
     finished.checked++;
     const runs = runsByJob.get(job.id)?.length ?? 0;
     runsPerJob[String(runs)] = (runsPerJob[String(runs)] ?? 0) + 1;
@@ -323,9 +255,9 @@ export async function audit(input: AuditInput): Promise<Audit> {
 
   return {
     invariants: [
-      exactlyOnce.result('every (job, nominal tick) in the window has exactly one job, or a recorded skip with its reason'),
+      exactlyOnce.result('every (job, nominal tick) in the window has exactly one job, or a recorded skip with its reason', { settles: true }),
       fenced.result('no enqueue carries a token lower than the fence at the time of its write'),
-      finished.result('every enqueued job ended completed, or failed by its own handler; none vanished'),
+      finished.result('every enqueued job ended completed, or failed by its own handler; none vanished', { settles: true }),
       disjoint.result("leader terms never overlap in their enqueues ([first, last] write per term)"),
       forward.result('the fence only moves forward (leaderTransitions rise from term to term)'),
       lease.l1.result('L1 (lock history): leaseTransitions never decrease across writes within one generation'),
@@ -334,8 +266,9 @@ export async function audit(input: AuditInput): Promise<Audit> {
       serial.result('no two runs of a skip/bufferOne job at once, and runs in tick order'),
       producing.violations.result(`no lease holder goes without enqueuing for longer than RenewDeadline + ${PRODUCE_SLACK_MS} ms while it reaches Redis, nor keeps renewing that long once cut from Redis (lock history vs enqueues)`),
       again.violations.result('no job id runs twice, unless the process of its previous run died before that run could finish (a stalled re-run after a Redis failover is a duplicate)'),
-      lost.result('no tick recorded enqueued whose run never ran and is not in BullMQ (a lost add, e.g. a staged run)'),
+      checker.lost.result('no tick recorded enqueued whose run never ran and is not in BullMQ (a lost add, e.g. a staged run)'),
       stalls.result(`no job's lane stalls: no ${STALL_TICKS} or more consecutive due ticks neither run nor recorded`),
+      ...(schedules?.invariants ?? []),
     ],
     ticks,
     terms,
@@ -354,6 +287,7 @@ export async function audit(input: AuditInput): Promise<Audit> {
       longestUnexcusedSilenceMs: producing.longest,
       lostInFailover: input.lease.lostInFailover ?? 0,
     },
+    ...(schedules ? { schedules: schedules.summary } : {}),
   };
 }
 
@@ -653,12 +587,6 @@ function overlap(from: number, to: number, intervals: Array<[number, number]>): 
   return covered;
 }
 
-/** The ledger of one job: nominal tick → its recorded fate. */
-async function ledgerOf(input: AuditInput, job: string): Promise<Map<number, string>> {
-  const fields = await input.redis.hgetall(input.ledger.keys.ledger(job));
-  return new Map(Object.entries(fields).map(([tick, state]) => [Number(tick), state]));
-}
-
 function termSummaries(raises: Raise[], jobs: Map<string, SeenJob>): TermSummary[] {
   const terms = new Map<string, TermSummary>();
   raises.forEach((raise, index) => terms.set(raise.token, { rank: index, identity: raise.identity, token: raise.token, raisedAt: raise.at, enqueues: 0 }));
@@ -707,4 +635,3 @@ function longestSilence(times: number[]): number {
   return longest;
 }
 
-const iso = (ms: number): string => new Date(ms).toISOString();

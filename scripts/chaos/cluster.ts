@@ -129,6 +129,11 @@ export class ChaosCluster {
     return this.connection.client;
   }
 
+  /** The URL of the Redis under test, as a user would configure it (the one server, the sentinels or the cluster's nodes). */
+  get url(): string {
+    return this.replicated?.url ?? this.records.url;
+  }
+
   /** A new client to the Redis under test (following failovers on a replicated one); the caller disconnects it. */
   newClient(): Redis {
     const client = this.replicated ? this.replicated.client() : this.records.client();

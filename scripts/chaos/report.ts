@@ -58,6 +58,8 @@ export interface ChaosReport {
   leaseWrites: LeaseRecordWrite[];
   fence: { leaderTransitions: number; fenced: number; rejectedRaises: number };
   processes: number;
+  /** The runtime schedules a client wrote during the faults, when it ran. */
+  schedules?: Audit['schedules'];
 }
 
 /** The second runs of one job id: the duplicates, then those a death of the previous runner explains. */
@@ -78,6 +80,28 @@ function secondRunLines(report: ChaosReport): string[] {
     for (const r of explained.slice(0, 25)) {
       lines.push(row(r, `${r.previous.identity} exited ${new Date(r.death!.at).toISOString()}${r.death!.fault === undefined ? '' : ` (#${r.death!.fault} ${r.death!.kind})`}`));
     }
+  }
+  return lines;
+}
+
+/** The runtime schedules' section: what the client wrote, and their ticks as the audit judged them. */
+function scheduleLines(report: ChaosReport): string[] {
+  const s = report.schedules;
+  if (!s) return [];
+  const w = s.writes;
+  const lines = [
+    '', '## Runtime schedules', '',
+    `A client wrote ${s.schedules} schedules of the \`tenant\` job type during the faults: ${w.total} writes (${w.create} creates, ${w['edit-data']} data edits, ` +
+      `${w['edit-interval']} interval edits, ${w.remove} removes), ${w.unknown} of them unknown (the call threw). ${s.runs} runs of them were audited. ` +
+      `Allowance around a write: stage-ahead ${s.allowanceMs.stageAhead} ms + apply ${s.allowanceMs.apply} ms.`,
+    '',
+    `- a tick run with a version after the acknowledgement of the write that replaced it, by how much: ${formatSpread(s.ranAfterEditMs)}`,
+    `- a tick of a removed schedule run after its removal's acknowledgement, by how much: ${formatSpread(s.ranAfterRemoveMs)}`,
+    `- ticks decided late (catch-up, or a claim left pending) and run by a version written after the tick: ${s.caughtUpByLaterVersion}`,
+    '', '| Schedule | Ticks | Of them around a write | Enqueued | Skipped (reason: count) |', '|---|---:|---:|---:|---|',
+  ];
+  for (const [id, stats] of Object.entries(s.ticks)) {
+    lines.push(`| ${id} | ${stats.ticks} | ${stats.optional ?? 0} | ${stats.enqueued} | ${Object.entries(stats.skipped).map(([reason, n]) => `${reason}: ${n}`).join(', ')} |`);
   }
   return lines;
 }
@@ -132,6 +156,7 @@ export function toMarkdown(report: ChaosReport): string {
   lines.push('', `Handler runs per enqueued job: ${Object.entries(report.runsPerJob).map(([runs, n]) => `${runs} run(s): ${n}`).join(', ')} ` +
     '(a second run is allowed only when the process of the first one died: at-least-once processing).');
   lines.push(...secondRunLines(report));
+  lines.push(...scheduleLines(report));
   const aimed = report.faults.filter((f) => f.aim);
   if (aimed.length > 0) {
     lines.push('', '## Aimed kills', '', '| # | Fault | Aimed at | Kill after it | Replication held | Primary |', '|---:|---|---|---:|---:|---:|');

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
+import { DEFAULT_STAGE_AHEAD_MS } from '../../src/producing/staging.js';
 import { loadJobs } from '../../src/scheduling/loader.js';
 import { audit, type Audit, type InvariantResult } from './audit.js';
 import { ChaosCluster } from './cluster.js';
@@ -14,6 +15,7 @@ import { RUN_ENDS_KEY, RUNS_KEY, type RunEndRecord, type RunRecord } from './job
 import { describeFault, estimatedMs, planFaults, type ElectionTimings, type LockKind } from './plan.js';
 import { spread, toMarkdown, type ChaosReport, type Spread } from './report.js';
 import type { LeaseRecordWrite } from './lease-history.js';
+import { DEFAULT_SCHEDULES, SchedulesClient } from './schedules-client.js';
 import type { RedisKind } from './topology.js';
 
 export const JOBS_DIR = fileURLToPath(new URL('./jobs/', import.meta.url));
@@ -39,6 +41,11 @@ export interface ChaosOptions {
   log?: (line: string) => void;
   /** Restrict the fault kinds (`only`), or put some first (`lead`): see planFaults. */
   faults?: { only?: string[]; lead?: string[] };
+  /**
+   * How many runtime schedules a client keeps upserting, editing and removing during the faults (see
+   * schedules-client.ts); default {@link DEFAULT_SCHEDULES}, 0 for none.
+   */
+  schedules?: number;
 }
 
 export interface ChaosResult {
@@ -46,8 +53,6 @@ export interface ChaosResult {
   outDir: string;
 }
 
-/** The invariants that can still come true while the system drains: ticks settling, jobs finishing. */
-const SETTLING = [0, 2];
 /**
  * BullMQ recovers a run whose worker died once its 30 s lock has expired and two 15 s stalled checks
  * have seen it: up to a minute, plus the run itself.
@@ -67,7 +72,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const startedAt = new Date();
   const redisKind = options.redis ?? 'single';
   const outDir = options.outDir ?? join(RESULTS_DIR, `${options.lock}-${redisKind === 'single' ? '' : `${redisKind}-`}seed${options.seed}-${startedAt.toISOString().replaceAll(':', '-')}`);
-  const faultArgs = (options.faults?.only ? ` --faults ${options.faults.only.join(',')}` : '') + (options.faults?.lead ? ` --lead ${options.faults.lead.join(',')}` : '');
+  const schedules = options.schedules ?? DEFAULT_SCHEDULES;
+  const faultArgs = (options.faults?.only ? ` --faults ${options.faults.only.join(',')}` : '') + (options.faults?.lead ? ` --lead ${options.faults.lead.join(',')}` : '') +
+    (schedules === DEFAULT_SCHEDULES ? '' : ` --schedules ${schedules}`);
   const command = `npm run chaos -- --minutes ${+(options.durationMs / 60_000).toFixed(3)} --instances ${options.instances} --lock ${options.lock}${redisKind === 'single' ? '' : ` --redis ${redisKind}`} --seed ${options.seed}${faultArgs}`;
   const plan = planFaults({ seed: options.seed, durationMs: options.durationMs, lock: options.lock, redis: redisKind, timings, ...options.faults });
   log(`chaos: ${options.lock} lock on ${redisKind} Redis, ${options.instances} instances, ${(options.durationMs / 1000).toFixed(0)} s of faults, seed ${options.seed}`);
@@ -91,6 +98,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const tail = new EventTail(() => cluster.newClient(), queueNames.map((name) => `${cluster.bullPrefix}:${name}:events`));
   const queues = new Map<string, Queue>();
   const faults: ExecutedFault[] = [];
+  // Its own connection, by the URL users would give the admin API; started with the faults.
+  const client = schedules > 0 ? new SchedulesClient({ connection: cluster.url, jobs, seed: options.seed, schedules }) : undefined;
   try {
     tail.start();
     cluster.startAll();
@@ -100,6 +109,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // Ticks due while the first leader was still taking over belong to no term: the window starts after.
     const windowFrom = firstRaise + 1000;
     const faultsEnd = Date.now() + options.durationMs;
+    client?.start();
     for (const fault of plan) {
       if (Date.now() + fault.gapMs + estimatedMs(fault) > faultsEnd) break;
       await sleep(fault.gapMs);
@@ -109,6 +119,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     }
     await sleep(Math.max(0, faultsEnd - Date.now()));
     const windowTo = Date.now();
+    await client?.stop();
+    if (client) log(`chaos: the schedules client made ${client.writes.length} writes to ${schedules} schedules`);
 
     const drainStart = Date.now();
     // Made after the faults, on the suite's client as it is now (replaced if it ended meanwhile).
@@ -119,11 +131,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       queues.set(name, queue);
     }
     const ledger = new TickLedger(cluster.client, new KeySpace());
-    const input = { jobs: [...jobs.values()], window: { from: windowFrom, to: windowTo }, redis: cluster.client, ledger, queues, faults, steadyJob: 'every-second', timings };
+    const input = {
+      jobs: [...jobs.values()], window: { from: windowFrom, to: windowTo }, redis: cluster.client, ledger, queues, faults, steadyJob: 'every-second', timings,
+      // The instances stage ahead by the default horizon (LEASEBEAT_STAGE_AHEAD is not set).
+      ...(client ? { schedules: { writes: client.writes, ids: client.scheduleIds, stageAheadMs: DEFAULT_STAGE_AHEAD_MS } } : {}),
+    };
     log('chaos: faults over; draining');
     for (;;) {
       const draft = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
-      if (SETTLING.every((i) => draft.invariants[i]!.ok) || Date.now() - drainStart > (options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS)) break;
+      if (draft.invariants.every((i) => !i.settles || i.ok) || Date.now() - drainStart > (options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS)) break;
       await sleep(2000);
     }
     const drainMs = Date.now() - drainStart;
@@ -131,14 +147,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await tail.stop();
     await cluster.history.stop();
     if (cluster.replicated && 'dropLostWrites' in cluster.history) await cluster.history.dropLostWrites();
-    const result = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
+    const runs = await readRuns(cluster);
+    const result = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs });
     const fence = await ledger.fence();
+    // The schedules' ground truth as the audit judged it, for reading a violation: the client's writes, each
+    // schedule's ledger (hash, skipped ranges, job state) and its runs.
+    const schedulesEvidence = client ? await scheduleEvidence(cluster.client, ledger, client, runs) : undefined;
     result.invariants.push(processesBehaved(cluster));
     const report = buildReport({ options, redis: redisKind, redisFailovers: redisFailovers(faults, tail.writes), leaseWrites: cluster.history.snapshot().writes, timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
     await writeResults(outDir, report, cluster);
+    if (schedulesEvidence) await writeFile(join(outDir, 'schedules.json'), JSON.stringify(schedulesEvidence, null, 2));
     return { report, outDir };
   } finally {
     await tail.stop().catch(() => undefined);
+    await client?.stop().catch(() => undefined);
+    await client?.close();
     for (const queue of queues.values()) await queue.close();
     tail.close();
     await cluster.close();
@@ -174,6 +197,25 @@ function processesBehaved(cluster: ChaosCluster): InvariantResult {
     violations: violations.slice(0, 25),
     violationCount: violations.length,
   };
+}
+
+/** Per schedule: the client's writes, its ledger as Redis holds it, and its runs. */
+async function scheduleEvidence(redis: ChaosCluster['client'], ledger: TickLedger, client: SchedulesClient, runs: RunRecord[]): Promise<Record<string, unknown>> {
+  const evidence: Record<string, unknown> = {};
+  for (const id of client.scheduleIds) {
+    evidence[id] = {
+      writes: client.writes.filter((w) => w.id === id).map((w) => ({ ...w, sentAt: new Date(w.sentAt).toISOString(), answeredAt: new Date(w.answeredAt).toISOString() })),
+      jobState: await redis.hgetall(ledger.keys.jobState(id)),
+      ledger: Object.fromEntries(
+        Object.entries(await redis.hgetall(ledger.keys.ledger(id)))
+          .sort(([a], [b]) => Number(a) - Number(b))
+          .map(([tick, state]) => [new Date(Number(tick)).toISOString(), state]),
+      ),
+      skipped: await ledger.skippedRanges(id),
+      runs: runs.filter((run) => run.job === id).map((run) => ({ tick: new Date(run.tick).toISOString(), identity: run.identity, startedAt: new Date(run.startedAt).toISOString(), data: run.data })),
+    };
+  }
+  return evidence;
 }
 
 async function readRuns(cluster: ChaosCluster): Promise<RunRecord[]> {
@@ -259,6 +301,7 @@ function buildReport(parts: {
     leaseWrites: parts.leaseWrites,
     fence: { leaderTransitions: parts.fence.leaderTransitions, fenced: parts.fence.fenced, rejectedRaises: parts.fence.rejectedRaises },
     processes: parts.processes,
+    ...(result.schedules ? { schedules: result.schedules } : {}),
   };
 }
 

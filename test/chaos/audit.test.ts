@@ -2,11 +2,19 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import { audit, COMPLETION_SLACK_MS, laneStalls, leaseInvariants, secondRuns, serialRuns } from '../../scripts/chaos/audit.js';
+import type { JobWrites } from '../../scripts/chaos/events.js';
 import type { ExecutedFault } from '../../scripts/chaos/faults.js';
+import { auditSchedules } from '../../scripts/chaos/schedule-audit.js';
+import type { ScheduleWrite } from '../../scripts/chaos/schedules-client.js';
+import { TickChecker, type SeenJob } from '../../scripts/chaos/tick-check.js';
 import type { RunEndRecord, RunRecord } from '../../scripts/chaos/jobs/_record.js';
 import type { LeaseRecordWrite } from '../../scripts/chaos/lease-history.js';
 import { CHAOS_TIMINGS } from '../../scripts/chaos/suite.js';
 import { KeySpace } from '../../src/redis/keys.js';
+import { directWrites } from '../../src/redis/durability.js';
+import { validateJobDefinition } from '../../src/scheduling/schema.js';
+import type { StoredSpec } from '../../src/schedules/spec.js';
+import { ScheduleStore } from '../../src/schedules/store.js';
 import { tickJobId } from '../../src/ledger/job-data.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { useRedis } from '../support/redis-server.js';
@@ -225,5 +233,92 @@ describe('chaos audit on a real Redis: a lost staged run', () => {
     } finally {
       await queue.close();
     }
+  });
+});
+
+describe('chaos audit on a real Redis: runtime schedules written by a client', () => {
+  const redis = useRedis({ flush: true });
+  const B = Date.UTC(2026, 0, 1);
+  const type = validateJobDefinition({ name: 'tenant', handler: () => undefined }, '/jobs/tenant.ts');
+  const types = new Map(type.ok ? [[type.job.name, type.job]] : []);
+  const spec = (id: string, seq: number, every: '1s' | '2s'): ScheduleWrite['spec'] => ({ job: 'tenant', every, data: { schedule: id, write: seq } });
+  /** A write sent at B + `sent` ms, answered 10 ms later; `ok` (with its version) or unknown. */
+  function write(seq: number, id: string, op: ScheduleWrite['op'], sent: number, answer: { version?: number; removed?: boolean; unknown?: true }, every: '1s' | '2s' = '1s'): ScheduleWrite {
+    return {
+      seq, id, op, ...(op === 'remove' ? {} : { spec: spec(id, seq, every) }), sentAt: B + sent, answeredAt: B + sent + 10,
+      ...(answer.unknown ? { outcome: 'unknown' as const, error: 'Command timed out' } : { outcome: 'ok' as const, ...answer }),
+    };
+  }
+  /** A run of `id` at B + `tick` ms with the data of write `seq`. */
+  const scheduleRun = (id: string, tick: number, seq: number): RunRecord => ({ ...runOf(tickJobId(id, B + tick), 'p1', B + tick + 5), data: { schedule: id, write: seq } });
+
+  it('judges owed ticks, the version each run carries and the store against the acknowledged writes', async () => {
+    const keys = new KeySpace();
+    const ledger = new TickLedger(redis.client, keys);
+    const writes = [
+      write(1, 's1', 'create', 100, { version: 1 }),
+      write(2, 's1', 'edit-data', 5100, { version: 2 }),
+      write(3, 's1', 'remove', 10100, { removed: true }),
+      write(4, 's1', 'create', 15100, { version: 1 }, '2s'),
+      write(5, 's1', 'edit-interval', 20100, { unknown: true }),
+      write(6, 's2', 'create', 100, { version: 1 }),
+      // A version given twice: the edit's acknowledgement says 1 again, as if the create were lost.
+      write(7, 's2', 'edit-data', 1100, { version: 1 }),
+    ];
+    // [tick, data of write, added at]: each is commented with the verdict.
+    const runs: Array<[number, number, number]> = [
+      [4000, 2, 5200], // decided late (its add after the edit, 1.2 s after the tick): caught up by the schedule as it then stood
+      [6000, 1, 4000], // staged before the edit and kept: 890 ms after its acknowledgement, within the 3 s allowance
+      [9000, 1, 7000], // staged 1.9 s after the edit's acknowledgement: past the allowance (applied late)
+      [11000, 2, 9000], // staged before the removal, which came 890 ms before the tick: within the 1 s it has to take it back
+      [12000, 2, 10000], // staged before the removal, 1.9 s before the tick: should have been taken back
+      [16000, 2, 16500], // the removed life's data on the re-created life's tick
+      [19000, 5, 20200], // an odd tick before the interval edit that added it
+      [21000, 5, 20500], // an odd tick of the unknown edit: it may have taken effect
+    ];
+    const states: string[] = [];
+    const seen = new Map<string, SeenJob>();
+    const adds = new Map<string, JobWrites>();
+    for (const [tick, , added] of runs) {
+      const id = tickJobId('s1', B + tick);
+      states.push(String(B + tick), `enqueued|${id}`);
+      seen.set(id, { id, name: 's1', tick: B + tick, token: 'g#1', state: 'completed', failedReason: '', writtenAt: B + added });
+      adds.set(id, { addedAt: B + added, repeats: [] });
+    }
+    // Every other owed tick of s1 is recorded skipped, but for B+7000: a silent gap.
+    for (let tick = 2000; tick <= 30_000; tick += 1000) if (!runs.some(([t]) => t === tick) && tick !== 7000) states.push(String(B + tick), 'skipped|catchup-limit');
+    await redis.client.hset(keys.ledger('s1'), ...states);
+    // s2 is judged for its writes only: its ticks are one recorded range.
+    await redis.client.zadd(keys.skips('s2'), B, JSON.stringify({ from: B + 1000, to: B + 30_000, count: 30, reason: 'catchup-limit' }));
+    const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
+    await store.upsert('s1', spec('s1', 4, '2s') as StoredSpec, 'test');
+    const runRecords = runs.map(([tick, seq]) => scheduleRun('s1', tick, seq));
+    const runsByJob = new Map(runRecords.map((run) => [run.jobId, [run]]));
+    const lanes = new Map<string, Array<{ tick: number; accounted: boolean }>>();
+    const checker = new TickChecker({ redis: redis.client, ledger, seen, runsByJob, writes: adds });
+    const result = await auditSchedules(
+      { writes, ids: ['s1', 's2'], stageAheadMs: 2000, types },
+      { checker, seen, runs: runRecords, window: { from: B, to: B + 30_000 }, redis: redis.client, ledger, adds, lanes },
+    );
+    const [owed, versions, kept] = result.invariants;
+    const at = (ms: number): string => new Date(B + ms).toISOString();
+    assert.deepEqual(owed!.violations, [`s1 tick ${at(7000)}: neither a job nor a recorded skip`]);
+    assert.deepEqual(versions!.violations.map((v) => v.slice(0, v.indexOf(' (run on'))), [at(9000), at(12000), at(16000), at(19000)].map((t) => `s1 tick ${t}`));
+    assert.match(versions!.violations[0]!, /superseded by write #2 edit-data .* 3890 ms before its tick: past the allowance of 3000 ms/);
+    assert.match(versions!.violations[1]!, /after write #3 remove, .* 1890 ms before the tick, which has no such tick \(a removal\): its staged run was not taken back/);
+    assert.match(versions!.violations[2]!, /of the schedule's life after a removal; the tick was owed by write #4 create every 2s.*: a re-created schedule ran a tick of its previous life/);
+    assert.match(versions!.violations[3]!, /ran with write #5 edit-interval every 1s, .*sent 1100 ms after the tick, which no version in force then had: a version applied to a tick before it was written/);
+    assert.equal(result.summary.caughtUpByLaterVersion, 1);
+    assert.deepEqual(kept!.violations, [
+      `s2: write #7 edit-data every 1s, sent ${at(1100)}, acknowledged ${at(1110)} as version 1, but the writes before it allow versions 2–2: an acknowledged write was lost, or a version given twice`,
+      's2: the store ends holding no schedule; the client\'s writes leave write #7 at version 1',
+    ]);
+    // Owed: s1's 1 s ticks from its creation + 1 s to its removal's send (2..10 s), its 2 s ticks from its
+    // re-creation + 2 s (18 s on), and the even ticks after the unknown interval edit; around the writes optional.
+    const stats = result.summary.ticks.s1!;
+    assert.equal(lanes.get('s1')!.filter((t) => !t.accounted).length, 1);
+    assert.deepEqual(lanes.get('s1')!.map((t) => (t.tick - B) / 1000), [2, 3, 4, 5, 6, 7, 8, 9, 10, 18, 20, 22, 24, 26, 28, 30]);
+    assert.equal(stats.ticks - stats.optional!, 16);
+    assert.deepEqual(result.enqueued.map((job) => job.tick - B).sort((a, b) => a - b), runs.map(([tick]) => tick).sort((a, b) => a - b));
   });
 });

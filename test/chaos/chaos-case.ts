@@ -38,6 +38,22 @@ const AIMED_LEAD = [...AIMED_KILLS];
 const AIM_GAP_MS = 100;
 
 /**
+ * What the runtime-schedules audit found that src has not fixed yet (issue 21), each reproduced without
+ * faults by a `todo` test in schedule-findings.test.ts: listed in a case's diagnostics, not failed on. Any
+ * other violation fails the case, and `npm run chaos` reports these too. Remove an entry once its fix
+ * lands (its todo test passes then).
+ */
+export const KNOWN_FINDINGS: ReadonlyArray<{ finding: string; pattern: RegExp }> = [
+  { finding: 'an interval edit runs a tick from before the edit', pattern: /which no version in force then had: a version applied to a tick before it was written/ },
+  { finding: 'a re-created schedule runs a tick claimed in its previous life', pattern: /a re-created schedule ran a tick of its previous life/ },
+  { finding: 'a run staged before a removal runs in the life re-created before the next leader', pattern: /its staged run was not taken back .*; the schedule was re-created by write/ },
+  {
+    finding: 'a staged run that came due while no leader ran is kept though an edit dropped its tick',
+    pattern: /which has no such tick \(another interval\): its staged run was not taken back/,
+  },
+];
+
+/**
  * The chaos runs, one file each (test/chaos/chaos-*.test.ts) so that they run beside the rest of the
  * suite. `draws`: how many faults beyond the lead must fit (a topology's faults take longer: fewer fit).
  */
@@ -59,8 +75,15 @@ export function chaosTest({ lock, redis, seed: defaultSeed, faultsMs, lead, draw
     t.diagnostic(`faults: ${JSON.stringify(report.faultCounts)}; ${report.terms.length} terms over ${report.processes} processes`);
     t.diagnostic(`failover (fault → first enqueue of a newer term) min/median/p99/max: ${formatSpread(report.failover.all)}`);
     t.diagnostic(`ticks: ${JSON.stringify(report.ticks)}; runs per job ${JSON.stringify(report.runsPerJob)}`);
-    // Every broken invariant at once, not only the first.
-    const broken = report.invariants.filter((i) => !i.ok).map((i) => `${i.name}: ${i.violationCount} violation(s): ${i.violations.join(' | ')}`);
+    // Every broken invariant at once, not only the first; the known findings aside (all of them listed).
+    const known = (v: string): boolean => KNOWN_FINDINGS.some(({ pattern }) => pattern.test(v));
+    for (const { finding, pattern } of KNOWN_FINDINGS) {
+      const seen = report.invariants.flatMap((i) => i.violations.filter((v) => pattern.test(v)));
+      if (seen.length > 0) t.diagnostic(`known finding (issue 21, not fixed yet): ${finding}: ${seen.length}× e.g. ${seen[0]}`);
+    }
+    const broken = report.invariants
+      .filter((i) => !i.ok && (i.violationCount > i.violations.length || i.violations.some((v) => !known(v))))
+      .map((i) => `${i.name}: ${i.violationCount} violation(s): ${i.violations.join(' | ')}`);
     assert.deepEqual(broken, [], `report: ${outDir}/report.md`);
     for (const invariant of report.invariants) assert.ok(invariant.checked > 0, `${invariant.name}: checked nothing`);
     // The lead, and more drawn from the bag.
@@ -85,5 +108,11 @@ export function chaosTest({ lock, redis, seed: defaultSeed, faultsMs, lead, draw
       assert.ok(report.redisFailover.all && report.redisFailover.all.n >= 1, 'production resumed after a promotion');
     }
     assert.ok(report.ticks['every-second']!.enqueued >= faultsMs / 1000 - 15, 'the per-second job kept ticking through the faults');
+    // The schedules client wrote through the faults: creates, data and interval edits, removes, re-creates.
+    const schedules = report.schedules!;
+    t.diagnostic(`schedules: writes ${JSON.stringify(schedules.writes)}; ${schedules.runs} runs; ticks ${JSON.stringify(schedules.ticks)}`);
+    const { create, remove, 'edit-data': edits, 'edit-interval': intervals } = schedules.writes;
+    assert.ok(create >= 8 && remove >= 3 && edits >= 10 && intervals >= 2, `the client wrote too little: ${JSON.stringify(schedules.writes)}`);
+    assert.ok(schedules.runs >= faultsMs / 1000, `${schedules.runs} runs of the schedules`);
   });
 }

@@ -15,6 +15,8 @@ export interface RunRecord {
   identity: string;
   attemptsMade: number;
   startedAt: number;
+  /** `ctx.data`: a runtime schedule's data (the chaos client's write it came from); absent for file jobs. */
+  data?: unknown;
 }
 
 /** The end of a run, for jobs whose runs must not overlap: matched to its start by jobId, identity and startedAt. */
@@ -85,6 +87,7 @@ export async function recordRun(job: Job<TickRunData>, ctx: HandlerContext): Pro
     identity: process.env.LEASEBEAT_IDENTITY ?? '',
     attemptsMade: job.attemptsMade,
     startedAt: Date.now(),
+    ...(ctx.data === undefined ? {} : { data: ctx.data }),
   };
   // The aim is read in the same round trip: a run costs no more when no fault is aiming.
   const [, aim] = (await recorder().pipeline().rpush(RUNS_KEY, JSON.stringify(record)).get(AIM_KEY).exec()) ?? [];
