@@ -8,6 +8,7 @@ import type { Schedules } from './admin/schedules.js';
 import { JobCatalog } from './schedules/catalog.js';
 import { ScheduleFeed, type ScheduleMetrics } from './schedules/feed.js';
 import { ScheduleStore } from './schedules/store.js';
+import { producerMetricsByType, workerMetricsByType } from './schedules/metric-labels.js';
 import { checkElectionTimings, DEFAULT_LEASE_DURATION_MS, DEFAULT_RENEW_DEADLINE_MS, DEFAULT_RETRY_PERIOD_MS, type LeaderElectionMetrics } from './election/config.js';
 import { defaultIdentity } from './election/identity.js';
 import { LeaderElector } from './election/leader-elector.js';
@@ -320,18 +321,23 @@ class LeasebeatScheduler implements Scheduler {
     const scheduleLog = this.log.child({ component: 'schedules' });
     this.scheduleFeed = new ScheduleFeed(this.redis, new ScheduleStore(this.redis, keys, writes), scheduleLog);
     this.catalog = new JobCatalog(() => this.registry.jobs, () => this.scheduleFeed.records, scheduleLog);
+    const metricLabel = (job: string): string => this.catalog.jobs.get(job)?.type ?? job;
     // The status page's strips and timeline, from what Redis already holds (the ledger, BullMQ, the lease's writes).
     const [namespace = '', lease = ''] = lock.describe().split('/');
     this.historyReader = new HistoryReader({
       redis: this.redis,
       keys,
-      jobs: () => [...this.catalog.jobs.values()].map((job) => ({ name: job.name, queue: this.queueSet.get(job.queue) })),
+      // File jobs only: a runtime schedule's runs are on the Schedules section and `leasebeat schedules
+      // describe`, and 100,000 of them would make the strips and the timeline megabytes per refresh.
+      jobs: () => [...this.registry.jobs.values()].map((job) => ({ name: job.name, queue: this.queueSet.get(job.queue) })),
       ...(leaseHistoryKey ? { leaseHistoryKey } : {}),
       ...(lock instanceof KubernetesLeaseLock ? { noHistoryNote: kubernetesHistoryNote(namespace, lease) } : {}),
     });
     this.admin = createAdmin({
-      connection: this.redis, prefix, leaseName, bullPrefix, lock, jobsDir: settings.jobsDir, jobs: () => this.catalog.jobs, writes,
+      // The job files (job types among them); the schedules it reads from Redis, judged by this catalog.
+      connection: this.redis, prefix, leaseName, bullPrefix, lock, jobsDir: settings.jobsDir, jobs: () => this.registry.jobs, writes,
       scheduleProblem: (id) => this.catalog.problemOf(id),
+      scheduleLive: (id) => this.catalog.liveVersion(id),
     });
     this.schedules = this.admin.schedules;
     if (settings.workers) {
@@ -346,7 +352,7 @@ class LeasebeatScheduler implements Scheduler {
         // A staged run starts only while a live term stands behind it: the one that staged it, or a newer one
         // once it has applied its pause and catch-up rules to it.
         mayStartStaged: (job, run) => this.ledger.stagedRunMayStart(run.stagedBy ?? run.token, job, run.dueAt!, settings.election.renewDeadlineMs),
-        ...(settings.metrics.workers ? { metrics: settings.metrics.workers } : {}),
+        ...(settings.metrics.workers ? { metrics: workerMetricsByType(settings.metrics.workers, metricLabel) } : {}),
       });
     }
     this.elector = new LeaderElector({
@@ -382,7 +388,7 @@ class LeasebeatScheduler implements Scheduler {
       unreachableLimitMs: settings.election.renewDeadlineMs,
       logger: this.log,
       clock: this.clock,
-      metrics: settings.metrics.producer,
+      ...(settings.metrics.producer ? { metrics: producerMetricsByType(settings.metrics.producer, metricLabel) } : {}),
       // Always passed: the producer's own default (0) is not the scheduler's.
       stageAheadMs: settings.stageAheadMs,
       pulseIntervalMs: settings.election.retryPeriodMs,
@@ -490,7 +496,8 @@ class LeasebeatScheduler implements Scheduler {
   }
 
   metricLabels(): KnownLabels {
-    return { election: this.elector.settings.name, jobs: [...this.catalog.jobs.keys()] };
+    // Runtime schedules are counted under their job type's name (see metric-labels.ts), a file definition.
+    return { election: this.elector.settings.name, jobs: [...this.registry.jobs.keys()] };
   }
 
   async status(): Promise<StatusSnapshot> {
@@ -498,7 +505,8 @@ class LeasebeatScheduler implements Scheduler {
     const leader = this.elector.getLeader();
     const paused = await this.ledger.pausedJobs();
     const now = this.clock.now();
-    const jobs = await Promise.all([...this.catalog.jobs.values()].map(async (job) => {
+    // File jobs: runtime schedules are listed page by page through `schedules`, not in every status.
+    const jobs = await Promise.all([...this.registry.jobs.values()].map(async (job) => {
       const state = await this.ledger.jobState(job.name);
       return {
         name: job.name,

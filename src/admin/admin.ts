@@ -77,6 +77,8 @@ export interface AdminOptions {
   jobs?: () => ReadonlyMap<string, ScheduledJob>;
   /** How the running instance judged a schedule (its job type gone, its name taken), for `schedules` views. */
   scheduleProblem?: (id: string) => ScheduleProblem | undefined;
+  /** The version of a schedule the running instance runs by, for `schedules` views' `live`. */
+  scheduleLive?: (id: string) => number | undefined;
   /** Who `schedules` writes are recorded as, when a call does not say; default the OS user@host. */
   who?: string;
   /** Bound on every operation, Redis and the lease included. Default 10 s. */
@@ -130,6 +132,8 @@ export interface ClusterStatus {
   jobs: AdminJobStatus[];
   /** The jobs folder as seen here: null when no folder was given or it does not exist. */
   jobsDir: { path: string; loaded: number; errors: string[] } | null;
+  /** How many runtime schedules are stored (not in `jobs`: `schedules.list` pages through them). */
+  schedules: number;
 }
 
 export interface DrainOptions {
@@ -248,6 +252,7 @@ class ClusterAdmin implements Admin {
       store: new ScheduleStore(this.redis, this.keys, writes),
       types: async () => (await this.definitions(false))?.jobs,
       ...(options.scheduleProblem ? { problemOf: options.scheduleProblem } : {}),
+      ...(options.scheduleLive ? { liveVersionOf: options.scheduleLive } : {}),
       redisNow: () => this.redisTime(),
       runs: async (name, limit) => {
         try {
@@ -279,8 +284,10 @@ class ClusterAdmin implements Admin {
         this.knownJobs(),
         this.definitions(false),
       ]);
-      const [members, redisNow] = await Promise.all([this.membersNow(holderOf(lease)), this.redisTime()]);
-      const names = new Set([...known, ...paused.keys(), ...(definitions?.jobs.keys() ?? [])]);
+      const [members, redisNow, scheduleIds] = await Promise.all([this.membersNow(holderOf(lease)), this.redisTime(), this.redis.zrange(this.keys.scheduleIds, 0, -1)]);
+      // Runtime schedules are listed page by page (`schedules.list`), not each in every status.
+      const schedules = new Set(scheduleIds);
+      const names = new Set([...known, ...paused.keys(), ...(definitions?.jobs.keys() ?? [])].filter((name) => !schedules.has(name)));
       const now = Date.now();
       const jobs = await Promise.all(
         [...names].sort().map(async (name): Promise<AdminJobStatus> => {
@@ -315,6 +322,7 @@ class ClusterAdmin implements Admin {
         disruption: members.disruption,
         judgedBy: members.judgedBy,
         jobs,
+        schedules: schedules.size,
         jobsDir: definitions ? { path: this.options.jobsDir ?? '(loaded by this instance)', loaded: definitions.jobs.size, errors: definitions.errors.map((e) => e.message) } : null,
       };
     });

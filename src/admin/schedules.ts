@@ -44,6 +44,11 @@ export interface ScheduleView {
   pauseNote: string | null;
   /** Why it does not run as written (its job type is gone, a file job has its name), or null. */
   problem: ScheduleProblem | null;
+  /**
+   * From a running instance's admin (`scheduler.schedules`): the version this instance runs by (an edit is
+   * live here once this is its version), or null while it runs none. Null from `createAdmin`.
+   */
+  live: number | null;
 }
 
 export interface ScheduleDescription extends ScheduleView {
@@ -104,6 +109,8 @@ export interface ScheduleDesk {
   types(): Promise<JobTypes | undefined>;
   /** How this instance compiled and judged a schedule, when it runs one (a scheduler's own admin). */
   problemOf?(id: string): ScheduleProblem | undefined;
+  /** The version of a schedule the running instance runs by (a scheduler's own admin). */
+  liveVersionOf?(id: string): number | undefined;
   redisNow(): Promise<number>;
   /** The newest runs of a name; none (not an error) for a schedule no leader has recorded yet. */
   runs(name: string, limit: number): Promise<RecentRun[]>;
@@ -260,6 +267,7 @@ class ScheduleApi implements Schedules {
       paused: record.spec.paused === true || paused.has(record.id),
       pauseNote: paused.get(record.id)?.note ?? null,
       problem: this.desk.problemOf?.(record.id) ?? (types ? (judgeSchedule(record.id, record.spec.job, types) ?? null) : null),
+      live: this.desk.liveVersionOf?.(record.id) ?? null,
     };
   }
 }

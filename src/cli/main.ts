@@ -321,6 +321,7 @@ async function status(options: { json?: boolean }, command: Command): Promise<vo
     if (report.leaseError) console.log(`lease: ${report.leaseError}`);
     for (const line of formatMembersTable({ members: report.members, disruption: report.disruption, judgedBy: report.judgedBy })) console.log(line);
     for (const row of report.jobs) console.log(formatJobLine(row));
+    if (report.schedules > 0) console.log(`runtime schedules: ${report.schedules} (\`leasebeat schedules ls\` lists them)`);
     if (report.jobsDir === null) console.log('(no jobs folder here: next run times need LEASEBEAT_JOBS_DIR)');
     for (const error of report.jobsDir?.errors ?? []) console.log(`error: ${error}`);
   });

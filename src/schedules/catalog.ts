@@ -46,6 +46,12 @@ export class JobCatalog {
     return this.compiled.get(id)?.problem;
   }
 
+  /** The version of schedule `id` this instance runs by, or undefined when it runs none of it. */
+  liveVersion(id: string): number | undefined {
+    const compiled = this.compiled.get(id);
+    return compiled?.job ? compiled.record.version : undefined;
+  }
+
   /** The schedules as this instance compiled them, by id (orphans included, shadowed and invalid not). */
   schedule(id: string): ScheduledJob | undefined {
     return this.compiled.get(id)?.job;

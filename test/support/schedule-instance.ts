@@ -41,7 +41,7 @@ export function useScheduleInstance(redis: RedisFixture): ScheduleInstance {
       return scheduler;
     },
     loaded: async (id) => {
-      await until(`the instance to load schedule ${id}`, async () => (await instance.scheduler.status()).jobs.some((job) => job.name === id));
+      await until(`the instance to load schedule ${id}`, async () => (await instance.scheduler.schedules.get(id))?.live != null);
     },
   };
   return instance;
