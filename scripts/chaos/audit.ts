@@ -155,7 +155,7 @@ export async function audit(input: AuditInput): Promise<Audit> {
   const ticks: Record<string, TickStats> = {};
   const windowJobs: SeenJob[] = [];
   /** Per job, its due ticks in the window and whether each was run or recorded at all (for the stalls). */
-  const lanes = new Map<string, Array<{ tick: number; accounted: boolean }>>();
+  const lanes = new Map<string, Array<{ tick: number; accounted: boolean; note?: string }>>();
   // Job types (neither schedule nor every) never tick by themselves: their schedules are audited below.
   for (const job of input.jobs.filter((j) => j.trigger.kind !== 'none')) {
     const stats: TickStats = { ticks: 0, enqueued: 0, skipped: {} };
@@ -462,7 +462,7 @@ export const STALL_TICKS = 2;
  * a run nor any ledger record (nor a skipped range), blamed on the fault injected last before it. (A lone
  * missing tick is the exactly-once invariant's.)
  */
-export function laneStalls(lanes: ReadonlyMap<string, ReadonlyArray<{ tick: number; accounted: boolean }>>, faults: ExecutedFault[]): Violations {
+export function laneStalls(lanes: ReadonlyMap<string, ReadonlyArray<{ tick: number; accounted: boolean; note?: string }>>, faults: ExecutedFault[]): Violations {
   const violations = new Violations();
   for (const [job, ticks] of lanes) {
     violations.checked++;
@@ -475,7 +475,8 @@ export function laneStalls(lanes: ReadonlyMap<string, ReadonlyArray<{ tick: numb
         const fault = faults.filter((f) => f.startedAt <= from && !f.detail.startsWith('skipped')).at(-1);
         violations.add(`${job}: ${j - i + 1} consecutive ticks ${iso(from)} – ${iso(ticks[j]!.tick)} neither run nor recorded` +
           (j === ticks.length - 1 ? ' (through the end of the window)' : '') +
-          (fault ? `; last fault before: #${fault.index} ${fault.kind} at ${iso(fault.startedAt)}` : ''));
+          (fault ? `; last fault before: #${fault.index} ${fault.kind} at ${iso(fault.startedAt)}` : '') +
+          (ticks[j]!.note ?? ''));
       }
       i = j;
     }

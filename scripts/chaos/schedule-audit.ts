@@ -17,6 +17,8 @@ import { iso, Violations, type InvariantResult, type SeenJob, type TickChecker, 
  * healthy leader; the rest is the event-loop stalls of a loaded 2-core machine under faults.
  */
 export const APPLY_SLACK_MS = 1_000;
+/** How soon after an unrecorded tick a removal is named as what left it without a record (a failover's length). */
+const REMOVAL_REACH_MS = 15_000;
 
 /**
  * THE RULE, and its allowances (what "an edit applies from the next tick after it is acknowledged" and "a
@@ -73,7 +75,7 @@ export interface ScheduleAuditContext {
   /** BullMQ's event streams: when each job was added (Redis time), to tell a late decision from a staged one. */
   adds: ReadonlyMap<string, JobWrites>;
   /** The lanes judged for stalls: each schedule's owed ticks are added under its id. */
-  lanes: Map<string, Array<{ tick: number; accounted: boolean }>>;
+  lanes: Map<string, Array<{ tick: number; accounted: boolean; note?: string }>>;
 }
 
 export interface ScheduleAudit {
@@ -217,7 +219,7 @@ export async function auditSchedules(input: ScheduleAuditInput, context: Schedul
     const stats: TickStats = { ticks: 0, enqueued: 0, skipped: {}, optional: 0 };
     ticks[id] = stats;
     await context.checker.load(id, owedTicks);
-    const lane: Array<{ tick: number; accounted: boolean }> = [];
+    const lane: Array<{ tick: number; accounted: boolean; note?: string }> = [];
     context.lanes.set(id, lane);
     const runnable = new Set<number>();
     for (const tick of timeline.candidateTicks(context.window, lookbackMs)) {
@@ -228,8 +230,12 @@ export async function auditSchedules(input: ScheduleAuditInput, context: Schedul
       const intervalMs = Math.max(...having.map((v) => v.everyMs));
       const existed = ![...timeline.within(tick - intervalMs, tick)].some((v) => !v.job);
       const owed = having.length === inForce.length && existed;
-      const { accounted, enqueued: job } = context.checker.check(id, tick, owedTicks, owed, stats);
-      if (owed) lane.push({ tick, accounted });
+      // What came next: a removal sent soon after the tick (within a failover's reach), before any leader
+      // recorded it, explains a gap.
+      const next = timeline.writes.find((w) => w.sentAt > tick);
+      const note = next?.op === 'remove' && next.sentAt - tick <= REMOVAL_REACH_MS ? `; the schedule's removal (write ${describe(next)}) was sent ${next.sentAt - tick} ms after the tick, before any leader recorded it` : '';
+      const { accounted, enqueued: job } = context.checker.check(id, tick, owedTicks, owed, stats, note);
+      if (owed) lane.push({ tick, accounted, ...(note ? { note } : {}) });
       if (job) enqueued.push(job);
     }
     // Ticks no version had that have a job or a run anyway: their records must still agree with BullMQ

@@ -100,8 +100,9 @@ export class TickChecker {
    * may or may not have been owed (a schedule's tick around a write) may have neither, but never a record
    * that BullMQ contradicts. Counts it into `stats`; returns whether it was run or recorded at all (for the
    * stalls) and BullMQ's job when the ledger says it was enqueued (for "every enqueued job ended").
+   * `gapNote` is added to the violation of a tick with neither (what the caller knows of why).
    */
-  check(job: string, tick: number, violations: Violations, owed: boolean, stats: TickStats): { accounted: boolean; enqueued: SeenJob | undefined } {
+  check(job: string, tick: number, violations: Violations, owed: boolean, stats: TickStats, gapNote = ''): { accounted: boolean; enqueued: SeenJob | undefined } {
     const { states, ranges } = this.ledgers.get(job)!;
     stats.ticks++;
     if (!owed) stats.optional = (stats.optional ?? 0) + 1;
@@ -138,7 +139,7 @@ export class TickChecker {
     } else if (state?.startsWith('claimed|')) {
       if (owed) violations.add(`${where}: still only claimed (${state}) after the drain: never enqueued`);
     } else if (owed || found || runs) {
-      violations.add(`${where}: neither a job nor a recorded skip${found ? ` (BullMQ has ${id} without a ledger entry)` : runs ? ` (it ran ${runs.length} time(s) without a ledger entry)` : ''}`);
+      violations.add(`${where}: neither a job nor a recorded skip${found ? ` (BullMQ has ${id} without a ledger entry)` : runs ? ` (it ran ${runs.length} time(s) without a ledger entry)` : gapNote}`);
     }
     return { accounted, enqueued };
   }

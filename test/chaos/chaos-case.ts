@@ -48,6 +48,10 @@ export const KNOWN_FINDINGS: ReadonlyArray<{ finding: string; pattern: RegExp }>
   { finding: 'a re-created schedule runs a tick claimed in its previous life', pattern: /a re-created schedule ran a tick of its previous life/ },
   { finding: 'a run staged before a removal runs in the life re-created before the next leader', pattern: /its staged run was not taken back .*; the schedule was re-created by write/ },
   {
+    finding: 'a removal while ticks are owed and unrecorded (no leader, or a lane behind) leaves them without a record',
+    pattern: /neither (a job nor a recorded skip|run nor recorded).*; the schedule's removal \(write .*\) was sent \d+ ms after the tick, before any leader recorded it/,
+  },
+  {
     finding: 'a staged run that came due while no leader ran is kept though an edit dropped its tick',
     pattern: /which has no such tick \(another interval\): its staged run was not taken back/,
   },
