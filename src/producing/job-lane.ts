@@ -274,7 +274,10 @@ export class JobLane implements Sleeper {
       if (this.unadded === tick) return false;
       (owed ? late : unowed).push({ tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt });
     }
-    if (!(await this.takeBackRuns(job, unowed.map((run) => ({ run, reason: 'rescheduled' as const }))))) return false;
+    // Late staged runs of ticks the job no longer has (edited while no leader ran) go back with the claims.
+    const offSchedule = late.filter((run) => nextTick(job, run.tick - 1) !== run.tick);
+    late = late.filter((run) => !offSchedule.includes(run));
+    if (!(await this.takeBackRuns(job, [...unowed, ...offSchedule].map((run) => ({ run, reason: 'rescheduled' as const }))))) return false;
     // A runtime schedule removed and created again while no leader ran: the runs staged before it was
     // created belong to its earlier life, whose removal no leader applied. They go back as `removed`.
     const earlier = await this.stagedInEarlierLife(job, [...this.staged.list(), ...late]);
@@ -508,7 +511,11 @@ export class JobLane implements Sleeper {
   /** Adds the buffered tick once the run before it has finished. */
   private async release(job: ScheduledJob): Promise<void> {
     const tick = this.buffered;
-    if (tick === undefined || (await this.unfinished(job))) return;
+    if (tick === undefined) return;
+    // A release whose claim was written but whose reply (or its WAIT) was lost made the buffered tick the
+    // job's last run: the run it waited for is no longer "previous", so it only waits for its own add.
+    const released = (await this.term.ledger.jobState(job.name)).lastJobTick === tick;
+    if (!released && (await this.unfinished(job))) return;
     if (!(await this.writable())) return;
     await this.claimAndAdd(job, tick, {});
   }

@@ -269,6 +269,8 @@ export class ReplicaWait implements WritePath {
    * not there when the write was stamped, and count as re-established.
    */
   private async connectedFor(key: string): Promise<Redis> {
+    // A lazy Cluster client (the admin's) has no slot map before its first command: connect it first.
+    if (isCluster(this.client) && this.client.status === 'wait') await this.client.connect();
     const connection = this.connectionFor(key);
     if (connection.status === 'wait') await connection.connect();
     else if (connection.status !== 'ready') await connection.ping();
