@@ -89,12 +89,14 @@ function scheduleLines(report: ChaosReport): string[] {
   const s = report.schedules;
   if (!s) return [];
   const w = s.writes;
+  const ticks = Object.values(s.ticks).reduce((sum, t) => ({ all: sum.all + t.ticks, optional: sum.optional + (t.optional ?? 0) }), { all: 0, optional: 0 });
   const lines = [
     '', '## Runtime schedules', '',
     `A client wrote ${s.schedules} schedules of the \`tenant\` job type during the faults: ${w.total} writes (${w.create} creates, ${w['edit-data']} data edits, ` +
       `${w['edit-interval']} interval edits, ${w.remove} removes), ${w.unknown} of them unknown (the call threw). ${s.runs} runs of them were audited. ` +
       `Allowance around a write: stage-ahead ${s.allowanceMs.stageAhead} ms + apply ${s.allowanceMs.apply} ms.`,
     '',
+    `- ticks audited in the window: ${ticks.all} (${ticks.all - ticks.optional} owed, ${ticks.optional} around a write, owed or not)`,
     `- a tick run with a version after the acknowledgement of the write that replaced it, by how much: ${formatSpread(s.ranAfterEditMs)}`,
     `- a tick of a removed schedule run after its removal's acknowledgement, by how much: ${formatSpread(s.ranAfterRemoveMs)}`,
     `- ticks decided late (catch-up, or a claim left pending) and run by a version written after the tick: ${s.caughtUpByLaterVersion}`,

@@ -17,8 +17,8 @@ import { iso, Violations, type InvariantResult, type SeenJob, type TickChecker, 
  * healthy leader; the rest is the event-loop stalls of a loaded 2-core machine under faults.
  */
 export const APPLY_SLACK_MS = 1_000;
-/** How soon after an unrecorded tick a removal is named as what left it without a record (a failover's length). */
-const REMOVAL_REACH_MS = 15_000;
+/** How soon after an unrecorded tick a write that drops it is named as what left it without a record (a failover's length). */
+const DROP_REACH_MS = 15_000;
 
 /**
  * THE RULE, and its allowances (what "an edit applies from the next tick after it is acknowledged" and "a
@@ -72,7 +72,7 @@ export interface ScheduleAuditContext {
   window: { from: number; to: number };
   redis: Redis;
   ledger: TickLedger;
-  /** BullMQ's event streams: when each job was added (Redis time), to tell a late decision from a staged one. */
+  /** BullMQ's event streams: when each job was first added (Redis time), for a run whose job has no timestamp. */
   adds: ReadonlyMap<string, JobWrites>;
   /** The lanes judged for stalls: each schedule's owed ticks are added under its id. */
   lanes: Map<string, Array<{ tick: number; accounted: boolean; note?: string }>>;
@@ -230,10 +230,12 @@ export async function auditSchedules(input: ScheduleAuditInput, context: Schedul
       const intervalMs = Math.max(...having.map((v) => v.everyMs));
       const existed = ![...timeline.within(tick - intervalMs, tick)].some((v) => !v.job);
       const owed = having.length === inForce.length && existed;
-      // What came next: a removal sent soon after the tick (within a failover's reach), before any leader
-      // recorded it, explains a gap.
+      // What came next: a write that drops the tick (a removal, another interval) sent soon after it
+      // (within a failover's reach), before any leader recorded it, explains a gap.
       const next = timeline.writes.find((w) => w.sentAt > tick);
-      const note = next?.op === 'remove' && next.sentAt - tick <= REMOVAL_REACH_MS ? `; the schedule's removal (write ${describe(next)}) was sent ${next.sentAt - tick} ms after the tick, before any leader recorded it` : '';
+      const note = next && next.sentAt - tick <= DROP_REACH_MS && !timeline.has(next, tick)
+        ? `; the schedule's next write (${describe(next)}), ${next.op === 'remove' ? 'its removal' : 'which has no such tick'}, was sent ${next.sentAt - tick} ms after the tick, before any leader recorded it`
+        : '';
       const { accounted, enqueued: job } = context.checker.check(id, tick, owedTicks, owed, stats, note);
       if (owed) lane.push({ tick, accounted, ...(note ? { note } : {}) });
       if (job) enqueued.push(job);
@@ -268,7 +270,9 @@ export async function auditSchedules(input: ScheduleAuditInput, context: Schedul
         if (next?.outcome === 'ok' && next.answeredAt < run.tick) (next.op === 'remove' ? afterRemove : afterEdit).push(run.tick - next.answeredAt);
         continue;
       }
-      const addedAt = context.adds.get(run.jobId)?.addedAt ?? run.timestamp;
+      // The add that ran: BullMQ's job timestamp (the producer stamps it with Redis' time). The event
+      // stream's first `added` may be an add a failover of BullMQ's primary lost, and the run a later one's.
+      const addedAt = run.timestamp > 0 ? run.timestamp : (context.adds.get(run.jobId)?.addedAt ?? 0);
       const owedBy = [...atTick].filter((v) => v.job && hasTick(v.job, run.tick));
       const late = addedAt > run.tick;
       if (late && hasTick(version.job, run.tick) && owedBy.some((v) => timeline.sameLife(v, version)) && timeline.within(addedAt - APPLY_SLACK_MS, addedAt).has(version)) {

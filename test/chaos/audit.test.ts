@@ -249,8 +249,10 @@ describe('chaos audit on a real Redis: runtime schedules written by a client', (
       ...(answer.unknown ? { outcome: 'unknown' as const, error: 'Command timed out' } : { outcome: 'ok' as const, ...answer }),
     };
   }
-  /** A run of `id` at B + `tick` ms with the data of write `seq`. */
-  const scheduleRun = (id: string, tick: number, seq: number): RunRecord => ({ ...runOf(tickJobId(id, B + tick), 'p1', B + tick + 5), data: { schedule: id, write: seq } });
+  /** A run of `id` at B + `tick` ms with the data of write `seq`, its job added (its timestamp) at B + `added`. */
+  const scheduleRun = (id: string, tick: number, seq: number, added: number): RunRecord => ({
+    ...runOf(tickJobId(id, B + tick), 'p1', B + tick + 5), timestamp: B + added, data: { schedule: id, write: seq },
+  });
 
   it('judges owed ticks, the version each run carries and the store against the acknowledged writes', async () => {
     const keys = new KeySpace();
@@ -292,7 +294,7 @@ describe('chaos audit on a real Redis: runtime schedules written by a client', (
     await redis.client.zadd(keys.skips('s2'), B, JSON.stringify({ from: B + 1000, to: B + 30_000, count: 30, reason: 'catchup-limit' }));
     const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
     await store.upsert('s1', spec('s1', 4, '2s') as StoredSpec, 'test');
-    const runRecords = runs.map(([tick, seq]) => scheduleRun('s1', tick, seq));
+    const runRecords = runs.map(([tick, seq, added]) => scheduleRun('s1', tick, seq, added));
     const runsByJob = new Map(runRecords.map((run) => [run.jobId, [run]]));
     const lanes = new Map<string, Array<{ tick: number; accounted: boolean }>>();
     const checker = new TickChecker({ redis: redis.client, ledger, seen, runsByJob, writes: adds });
@@ -302,7 +304,11 @@ describe('chaos audit on a real Redis: runtime schedules written by a client', (
     );
     const [owed, versions, kept] = result.invariants;
     const at = (ms: number): string => new Date(B + ms).toISOString();
-    assert.deepEqual(owed!.violations, [`s1 tick ${at(7000)}: neither a job nor a recorded skip`]);
+    // What came next is named: here the removal, sent 3.1 s after the tick (a lane behind would drop it).
+    assert.deepEqual(owed!.violations, [
+      `s1 tick ${at(7000)}: neither a job nor a recorded skip; the schedule's next write (#3 remove, sent ${at(10_100)}, acknowledged ${at(10_110)}), its removal, ` +
+        'was sent 3100 ms after the tick, before any leader recorded it',
+    ]);
     assert.deepEqual(versions!.violations.map((v) => v.slice(0, v.indexOf(' (run on'))), [at(9000), at(12000), at(16000), at(19000)].map((t) => `s1 tick ${t}`));
     assert.match(versions!.violations[0]!, /superseded by write #2 edit-data .* 3890 ms before its tick: past the allowance of 3000 ms/);
     assert.match(versions!.violations[1]!, /after write #3 remove, .* 1890 ms before the tick, which has no such tick \(a removal\): its staged run was not taken back/);
