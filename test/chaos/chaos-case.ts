@@ -52,6 +52,15 @@ export const KNOWN_FINDINGS: ReadonlyArray<{ finding: string; pattern: RegExp }>
     finding: 'an interval edit while ticks are owed and unrecorded (no leader, or a lane behind) leaves those the new interval lacks without a record',
     pattern: /neither (a job nor a recorded skip|run nor recorded).*; the schedule's next write \(#\d+ [a-z-]+ every .*\), which has no such tick, was sent \d+ ms after the tick, before any leader recorded it/,
   },
+  {
+    // The same takeover, the other way: ddca4c4 fixed this for a live lane (its rewind), not for a takeover.
+    finding: 'an interval edit while no leader ran: the next term catches up ticks of the new interval from before the edit',
+    pattern: /which no version in force then had: a version applied to a tick before it was written/,
+  },
+  {
+    finding: 'a claim whose add failed (BullMQ failing over) is added after an edit by the new interval, which does not have its tick',
+    pattern: /added \d+ ms after its tick, ran with write .*, whose schedule has no tick there/,
+  },
 ];
 
 /**
