@@ -94,7 +94,7 @@ function scheduleLines(report: ChaosReport): string[] {
     '', '## Runtime schedules', '',
     `A client wrote ${s.schedules} schedules of the \`tenant\` job type during the faults: ${w.total} writes (${w.create} creates, ${w['edit-data']} data edits, ` +
       `${w['edit-interval']} interval edits, ${w.remove} removes), ${w.unknown} of them unknown (the call threw). ${s.runs} runs of them were audited. ` +
-      `Allowance around a write: stage-ahead ${s.allowanceMs.stageAhead} ms + apply ${s.allowanceMs.apply} ms.`,
+      `Allowance around a write: stage-ahead ${s.allowanceMs.stageAhead} ms + apply ${s.allowanceMs.apply} ms; a staged run of a tick a write dropped, ${s.allowanceMs.drop} ms.`,
     '',
     `- ticks audited in the window: ${ticks.all} (${ticks.all - ticks.optional} owed, ${ticks.optional} around a write, owed or not)`,
     `- a tick run with a version after the acknowledgement of the write that replaced it, by how much: ${formatSpread(s.ranAfterEditMs)}`,

@@ -36,8 +36,11 @@ const DROP_REACH_MS = 15_000;
  *   by what came before. So an edit acknowledged at a that keeps tick T may leave T ∈ (a, a + L] with the
  *   old data. But a write that drops T (a remove, or an interval without T) takes its staged run back
  *   (`removed`, `rescheduled`) unless BullMQ had promoted it and a worker started it: a run of T with
- *   what came before such a write acknowledged at a is allowed only for T ∈ (a, a + S] (the "stage-ahead
- *   horizon already staged and taken back").
+ *   what came before such a write acknowledged at a is allowed only for T ∈ (a, a + D], D = max(S,
+ *   RenewDeadline) (the "stage-ahead horizon already staged and taken back"). RenewDeadline: a leader cut
+ *   off or frozen before it could take the run back leaves it to the workers, which start a staged run
+ *   while its term's last stamp is younger than RenewDeadline (guarantees.md, pre-staging), and that
+ *   stamp came before the write.
  * - A tick decided late, its run added at A > T (a catch-up after no leader ran, or a claim an earlier
  *   term left pending), may instead carry the version in force at some instant of [A − S, A]: "ticks
  *   owed before an edit and not yet recorded are caught up by the schedule as it now stands"
@@ -60,6 +63,8 @@ export interface ScheduleAuditInput {
   ids: readonly string[];
   /** The instances' stage-ahead horizon (H above). */
   stageAheadMs: number;
+  /** The instances' RenewDeadline (in D above). */
+  renewDeadlineMs: number;
   /** The job types, to compile each spec as the instances do. */
   types: JobTypes;
 }
@@ -85,8 +90,8 @@ export interface ScheduleAudit {
   summary: {
     schedules: number;
     writes: ReturnType<typeof countWrites>;
-    /** H and S of the rule. */
-    allowanceMs: { stageAhead: number; apply: number };
+    /** H, S and D of the rule. */
+    allowanceMs: { stageAhead: number; apply: number; drop: number };
     /** Per schedule id: its ticks in the window (owed and optional), enqueued and skipped. */
     ticks: Record<string, TickStats>;
     runs: number;
@@ -203,6 +208,7 @@ const describe = (w: ScheduleWrite): string =>
  */
 export async function auditSchedules(input: ScheduleAuditInput, context: ScheduleAuditContext): Promise<ScheduleAudit> {
   const lookbackMs = input.stageAheadMs + APPLY_SLACK_MS;
+  const dropMs = Math.max(APPLY_SLACK_MS, input.renewDeadlineMs);
   const owedTicks = new Violations();
   const versions = new Violations();
   const kept = new Violations();
@@ -264,7 +270,7 @@ export async function auditSchedules(input: ScheduleAuditInput, context: Schedul
       const atTick = timeline.within(run.tick - lookbackMs, run.tick);
       // An acknowledged later write that drops the tick, with time to take its staged run back before it.
       const later = timeline.writes.slice(timeline.writes.indexOf(write) + 1);
-      const dropper = later.find((w) => w.outcome === 'ok' && w.answeredAt <= run.tick - APPLY_SLACK_MS && !timeline.has(w, run.tick));
+      const dropper = later.find((w) => w.outcome === 'ok' && w.answeredAt <= run.tick - dropMs && !timeline.has(w, run.tick));
       if (atTick.has(version) && hasTick(version.job, run.tick) && !dropper) {
         const next = timeline.after(write);
         if (next?.outcome === 'ok' && next.answeredAt < run.tick) (next.op === 'remove' ? afterRemove : afterEdit).push(run.tick - next.answeredAt);
@@ -291,7 +297,7 @@ export async function auditSchedules(input: ScheduleAuditInput, context: Schedul
         // A removal followed by a re-creation before the run: a leader after both never saw the removal.
         const recreated = dropper.op === 'remove' ? later.find((w) => w.seq > dropper.seq && w.op === 'create' && w.sentAt < run.startedAt) : undefined;
         versions.add(`${where}: ${added}, ran with write ${describe(write)}, after write ${describe(dropper)}, ${run.tick - dropper.answeredAt} ms before the tick, ` +
-          `which has no such tick (${dropper.op === 'remove' ? 'a removal' : 'another interval'}): its staged run was not taken back (allowance ${APPLY_SLACK_MS} ms)` +
+          `which has no such tick (${dropper.op === 'remove' ? 'a removal' : 'another interval'}): its staged run was not taken back (allowance ${dropMs} ms)` +
           (recreated ? `; the schedule was re-created by write ${describe(recreated)} before the run` : ''));
       } else {
         // Superseded before the instant that counts: the tick (less L) when staged, its add (less S) when decided late.
@@ -328,7 +334,7 @@ export async function auditSchedules(input: ScheduleAuditInput, context: Schedul
     summary: {
       schedules: input.ids.length,
       writes: countWrites(input.writes),
-      allowanceMs: { stageAhead: input.stageAheadMs, apply: APPLY_SLACK_MS },
+      allowanceMs: { stageAhead: input.stageAheadMs, apply: APPLY_SLACK_MS, drop: dropMs },
       ticks,
       runs: runCount,
       ranAfterEditMs: spread(afterEdit),

@@ -134,7 +134,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const input = {
       jobs: [...jobs.values()], window: { from: windowFrom, to: windowTo }, redis: cluster.client, ledger, queues, faults, steadyJob: 'every-second', timings,
       // The instances stage ahead by the default horizon (LEASEBEAT_STAGE_AHEAD is not set).
-      ...(client ? { schedules: { writes: client.writes, ids: client.scheduleIds, stageAheadMs: DEFAULT_STAGE_AHEAD_MS } } : {}),
+      ...(client ? { schedules: { writes: client.writes, ids: client.scheduleIds, stageAheadMs: DEFAULT_STAGE_AHEAD_MS, renewDeadlineMs: timings.renewDeadlineMs } } : {}),
     };
     log('chaos: faults over; draining');
     for (;;) {

@@ -272,8 +272,8 @@ describe('chaos audit on a real Redis: runtime schedules written by a client', (
       [4000, 2, 5200], // decided late (its add after the edit, 1.2 s after the tick): caught up by the schedule as it then stood
       [6000, 1, 4000], // staged before the edit and kept: 890 ms after its acknowledgement, within the 3 s allowance
       [9000, 1, 7000], // staged 1.9 s after the edit's acknowledgement: past the allowance (applied late)
-      [11000, 2, 9000], // staged before the removal, which came 890 ms before the tick: within the 1 s it has to take it back
-      [12000, 2, 10000], // staged before the removal, 1.9 s before the tick: should have been taken back
+      [11000, 2, 9000], // staged before the removal, which came 890 ms before the tick: within the 1.5 s (RenewDeadline) it has to take it back
+      [12000, 2, 10000], // staged before the removal, 1.9 s before the tick: past RenewDeadline, should have been taken back
       [16000, 2, 16500], // the removed life's data on the re-created life's tick
       [19000, 5, 20200], // an odd tick before the interval edit that added it
       [21000, 5, 20500], // an odd tick of the unknown edit: it may have taken effect
@@ -299,7 +299,7 @@ describe('chaos audit on a real Redis: runtime schedules written by a client', (
     const lanes = new Map<string, Array<{ tick: number; accounted: boolean }>>();
     const checker = new TickChecker({ redis: redis.client, ledger, seen, runsByJob, writes: adds });
     const result = await auditSchedules(
-      { writes, ids: ['s1', 's2'], stageAheadMs: 2000, types },
+      { writes, ids: ['s1', 's2'], stageAheadMs: 2000, renewDeadlineMs: 1500, types },
       { checker, seen, runs: runRecords, window: { from: B, to: B + 30_000 }, redis: redis.client, ledger, adds, lanes },
     );
     const [owed, versions, kept] = result.invariants;
