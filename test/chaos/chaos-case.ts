@@ -58,6 +58,12 @@ export const KNOWN_FINDINGS: ReadonlyArray<{ finding: string; pattern: RegExp }>
     pattern: /which no version in force then had: a version applied to a tick before it was written/,
   },
   {
+    // Seen on Cluster with BullMQ's primary killed during a staged delay: the removal's take-back of the
+    // staged run could not pull it while BullMQ failed over, and the run, staged by a live term, started late.
+    finding: 'a staged run whose take-back meets a failover of BullMQ\'s primary runs after the removal',
+    pattern: /which has no such tick \(a removal\): its staged run was not taken back/,
+  },
+  {
     finding: 'a claim whose add failed (BullMQ failing over) is added after an edit by the new interval, which does not have its tick',
     pattern: /added \d+ ms after its tick, ran with write .*, whose schedule has no tick there/,
   },
