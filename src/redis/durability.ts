@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { LeaderElectionRecord, LockObservation, LockVersion } from '../election/record.js';
 import type { LockFeedListener, ResourceLock } from '../election/resource-lock.js';
 import { serverRunIdScript, type LuaScript } from '../util/lua.js';
@@ -271,18 +271,25 @@ export class ReplicaWait implements WritePath {
   private async connectedFor(key: string): Promise<Redis> {
     // A lazy Cluster client (the admin's) has no slot map before its first command: connect it first.
     if (isCluster(this.client) && this.client.status === 'wait') await this.client.connect();
+    // After a failover the slot map may name no live node for the key. A write that is never sent would
+    // never correct it: a read of the key's slot makes the client follow the cluster and refresh its map.
+    if (isCluster(this.client) && !this.nodeOf(this.client, key)) await this.client.exists(key).catch(() => undefined);
     const connection = this.connectionFor(key);
     if (connection.status === 'wait') await connection.connect();
     else if (connection.status !== 'ready') await connection.ping();
     return connection;
   }
 
+  /** The primary the Cluster client's slot map names for `key`, if it knows one. */
+  private nodeOf(cluster: Cluster, key: string): Redis | undefined {
+    const nodeKey = cluster.slots[keySlot(key)]?.[0];
+    return nodeKey === undefined ? undefined : cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
+  }
+
   /** The connection that serves `key`: the client itself, or on Cluster the node serving its slot. */
   private connectionFor(key: string): Redis {
     if (!isCluster(this.client)) return this.client;
-    const cluster = this.client;
-    const nodeKey = cluster.slots[keySlot(key)]?.[0];
-    const node = nodeKey === undefined ? undefined : cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
+    const node = this.nodeOf(this.client, key);
     // No slot map yet (connecting, or refreshing after a failover): WAIT cannot be placed, so the write
     // is not sent and the caller retries.
     if (!node) throw new DurabilityError(`WAIT for ${key}: no node known for slot ${keySlot(key)}`, 0, this.minReplicas, 'no node is known for its slot yet');
