@@ -286,7 +286,11 @@ export async function auditSchedules(input: ScheduleAuditInput, context: Schedul
         continue;
       }
       const added = `added ${late ? `${addedAt - run.tick} ms after` : `${run.tick - addedAt} ms before`} its tick`;
-      if (late && hasTick(version.job, run.tick) && owedBy.length > 0 && !owedBy.some((v) => timeline.sameLife(v, version))) {
+      if (late && !hasTick(version.job, run.tick)) {
+        // Decided (or its add retried) under a version that does not have the tick: owed by no version then.
+        versions.add(`${where}: ${added}, ran with write ${describe(write)}, whose schedule has no tick there` +
+          (owedBy.length > 0 ? ` (write ${describe(owedBy[0]!.write!)} owed it)` : ''));
+      } else if (late && owedBy.length > 0 && !owedBy.some((v) => timeline.sameLife(v, version))) {
         versions.add(`${where}: ${added}, ran with write ${describe(write)}, of the schedule's life after a removal; the tick was owed by write ${describe(owedBy[0]!.write!)}, before it: a re-created schedule ran a tick of its previous life`);
       } else if (write.sentAt > run.tick) {
         versions.add(`${where}: ${added}, ran with write ${describe(write)}, sent ${write.sentAt - run.tick} ms after the tick, which ` +
