@@ -147,9 +147,7 @@ export class SchedulesClient {
       if (error instanceof ScheduleError && error.code !== 'version-conflict') throw error;
       this.writes.push({ ...base, answeredAt: Date.now(), outcome: 'unknown', error: error instanceof Error ? error.message : String(error) });
       // As a client that lost an answer would, it looks at the schedule (the write stays unknown: a late
-      // one may still land). On Cluster that read also refreshes the admin's slot map, which a failover
-      // of the slot's primary leaves empty for durable writes until some command does (a finding,
-      // reproduced in test/chaos/chaos-findings.test.ts): without it every later write would fail.
+      // one may still land).
       await this.admin.schedules.get(id).catch(() => undefined);
     }
     // What the client writes next assumes this write took effect, acknowledged or not.
