@@ -3,6 +3,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createAdmin } from '../src/index.js';
 import { startChild } from './child.js';
+import type { MillionSchedulesResult } from './million-schedules.js';
 import { BENCH_JOB_TYPE, jobTypeFolder, type ScheduleLeaderReport } from './schedules-leader-process.js';
 
 export interface RuntimeSchedulesResult {
@@ -16,6 +17,8 @@ export interface RuntimeSchedulesResult {
   /** A leader with no schedules, and one with `upserts` stored. */
   idle: ScheduleLeaderReport;
   loaded: ScheduleLeaderReport;
+  /** The million rows (bench/million-schedules.ts); absent from results stored before they were measured. */
+  million?: MillionSchedulesResult;
 }
 
 const EDITS = 500;

@@ -1,0 +1,362 @@
+/**
+ * Issue 21's million rows of section 8: a leader over 1,000,000 hourly runtime schedules spread over the
+ * hour (schedule i fires at second i mod 3600 of every hour: `S M * * * *`), against the same process over
+ * none. Its memory and takeover are measured in its own process (bench/million-leader-process.ts); what it
+ * enqueued is read from BullMQ afterwards, from the queue's event stream (ground truth, not its logs).
+ *
+ * `LEASEBEAT_BENCH_MILLION_SCHEDULES` and `LEASEBEAT_BENCH_MILLION_WINDOW_S` shrink the run for a quick check
+ * (the rows then say so, and claim no goal).
+ */
+import { createInterface } from 'node:readline';
+import { rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { createAdmin } from '../src/index.js';
+import { spread, type Spread } from '../scripts/chaos/report.js';
+import { startChild, type BenchChild } from './child.js';
+import type { MemorySample } from './million-leader-process.js';
+import { BENCH_JOB_TYPE, jobTypeFolder } from './schedules-leader-process.js';
+
+/** The issue's scale and window. */
+export const MILLION = 1_000_000;
+export const MILLION_WINDOW_S = 600;
+const HOUR_MS = 3_600_000;
+/** The queue the bench's job type runs on (no `queue` in its definition: leasebeat's default), with BullMQ's default prefix. */
+const QUEUE = 'leasebeat';
+const QUEUE_KEY = `bull:${QUEUE}`;
+/** The ledger of a job, for the diagnosis of a tick that was due and not enqueued (read only). */
+const ledgerKey = (job: string): string => `leasebeat:{leasebeat}:ledger:${job}`;
+/** The event stream is kept whole for the measurement (BullMQ trims it to 10,000 entries by default). */
+const UNTRIMMED_EVENTS = 100_000_000;
+const WORKER_CONCURRENCY = 100;
+const SAMPLE_MS = 5_000;
+/** After the takeover, the measured window starts this much later (on a whole second). */
+export const SETTLE_MS = 10_000;
+/** After the window, the last runs are given this long to be promoted before the leader stops. */
+const TAIL_MS = 5_000;
+/** The leader over no schedules is sampled this long after it settled (at most the window). */
+const IDLE_WINDOW_MS = 120_000;
+/** How long a takeover may take before the run gives up on the log line and looks for the first enqueue. */
+const TAKEOVER_WAIT_MS = 20 * 60_000;
+const MISSING_EXAMPLES = 20;
+const SLOWEST = 10;
+
+/** Schedule i's second of the hour, and its 6-field cron. */
+export const offsetOf = (i: number): number => i % 3600;
+const cronOf = (i: number): string => `${offsetOf(i) % 60} ${Math.floor(offsetOf(i) / 60)} * * * *`;
+
+export interface MillionLeaderRun {
+  schedules: number;
+  /** Process start → the producer's log "every job taken over", ms; undefined if it never logged it. */
+  takeoverMs: number | undefined;
+  /** Process start → the first run it added to BullMQ (the first job event of the queue's stream), ms. */
+  firstEnqueueMs: number | undefined;
+  /** Its memory at the start of the measured window (takeover + 10 s), and at its end. */
+  settled: MemorySample;
+  end: MemorySample;
+  /** Its CPU time per second between those two samples, ms. */
+  cpuMsPerSecond: number;
+}
+
+export interface MissingTick {
+  id: string;
+  tick: number;
+  /** What Redis holds for it: the job hash (`job`, `none`), its ledger record (or `none`). */
+  job: string;
+  ledger: string;
+}
+
+export interface MillionSchedulesResult {
+  schedules: number;
+  /** The setup: `schedules.upsert` of every schedule, this many in flight, per second. */
+  inFlight: number;
+  upsertsPerSecond: number;
+  /** Redis' `used_memory` with the schedules stored, before any leader ran over them. */
+  redisUsedMiB: number;
+  idle: MillionLeaderRun;
+  loaded: MillionLeaderRun;
+  /** The measured window of nominal ticks, epoch ms: [windowStart, windowEnd). */
+  windowStart: number;
+  windowEnd: number;
+  /** Ticks of the window due by the specs written (ground truth: computed from the offsets). */
+  due: number;
+  /** Due ticks whose run exists in BullMQ (any event of its job id), and those of them made available to workers (`waiting`). */
+  enqueued: number;
+  available: number;
+  /** Runs made available for a tick of the window that no schedule had due (wrong ticks). */
+  unexpected: number;
+  /** Due ticks not made available, the first few, with what Redis holds for them. */
+  missing: MissingTick[];
+  /** Whether the event stream still starts with the leader's first run (else it was trimmed, and the counts are low). */
+  streamWhole: boolean;
+  /** Available to workers (its `waiting` event, Redis time) − nominal tick, ms, over the due ticks of the window. */
+  enqueueLagMs: Spread | undefined;
+  /** Due ticks made available within 100 ms of their tick. */
+  within100Ms: number;
+  /** The latest of them: job id, its lag, and when its run was first added (its first event − tick; negative: staged ahead), ms. */
+  slowest: Array<{ jobId: string; lagMs: number; addedMs: number }>;
+}
+
+/** Runs `count` calls of `call`, `inFlight` at a time; answers calls per second. */
+async function rate(count: number, inFlight: number, call: (index: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < count) await call(next++);
+    }),
+  );
+  return count / ((performance.now() - started) / 1000);
+}
+
+/** A leader process, with every line it printed so far parsed. */
+interface LeaderChild {
+  child: BenchChild;
+  started: number;
+  takenOver(): number | undefined;
+  samples: MemorySample[];
+  /** The first sample taken at or after `at` (waits for it). */
+  sampleAfter(at: number): Promise<MemorySample>;
+}
+
+async function startLeader(url: string): Promise<LeaderChild> {
+  const child = startChild('./million-leader-process.ts', [url, String(SAMPLE_MS)]);
+  const samples: MemorySample[] = [];
+  let takenOver: number | undefined;
+  let started: number | undefined;
+  createInterface({ input: child.child.stdout! }).on('line', (text) => {
+    if (!text.startsWith('{')) return;
+    const line = JSON.parse(text) as { started?: number; takenOver?: number; sample?: MemorySample };
+    if (line.started !== undefined) started = line.started;
+    if (line.takenOver !== undefined) takenOver = line.takenOver;
+    if (line.sample) samples.push(line.sample);
+  });
+  await child.line((l) => l.startsWith('{"started"'), 60_000);
+  while (started === undefined) await sleep(10);
+  return {
+    child,
+    started,
+    takenOver: () => takenOver,
+    samples,
+    sampleAfter: async (at) => {
+      for (;;) {
+        const sample = samples.find((s) => s.at >= at);
+        if (sample) return sample;
+        if (child.child.exitCode !== null || child.child.signalCode !== null) throw new Error('million-leader-process exited');
+        await sleep(200);
+      }
+    },
+  };
+}
+
+/** The Redis time of the queue's first event, if any. */
+async function firstEvent(redis: Redis): Promise<number | undefined> {
+  const [first] = await redis.xrange(`${QUEUE_KEY}:events`, '-', '+', 'COUNT', 1);
+  return first ? Number(first[0].split('-')[0]) : undefined;
+}
+
+/**
+ * Waits until the leader logs its takeover and (over schedules) has added its first run; answers both, from
+ * the process start, and the Redis time of that first run. A leader that adds runs and does not log the
+ * line within a minute of its first run is taken as producing from that run.
+ */
+async function awaitTakeover(
+  redis: Redis,
+  leader: LeaderChild,
+  count: number,
+): Promise<{ takeoverMs: number | undefined; firstEnqueueMs: number | undefined; firstEventAt: number | undefined; producingAt: number }> {
+  const deadline = Date.now() + TAKEOVER_WAIT_MS;
+  let first: number | undefined;
+  let firstSeen: number | undefined;
+  for (;;) {
+    if (leader.child.child.exitCode !== null || leader.child.child.signalCode !== null) throw new Error('million-leader-process exited before its takeover');
+    if (count > 0 && first === undefined && (first = await firstEvent(redis)) !== undefined) firstSeen = Date.now();
+    const logged = leader.takenOver() !== undefined;
+    if (logged && (count === 0 || first !== undefined)) break;
+    if (firstSeen !== undefined && Date.now() > firstSeen + 60_000) break;
+    if (count === 0 && Date.now() > leader.started + 60_000) break;
+    if (Date.now() > deadline) throw new Error(`the leader over ${count} schedules neither logged its takeover nor added a run in ${TAKEOVER_WAIT_MS / 60_000} min`);
+    await sleep(100);
+  }
+  const takeoverMs = leader.takenOver();
+  const firstEnqueueMs = first === undefined ? undefined : Math.round(first - leader.started);
+  const producingAt = leader.started + Math.max(takeoverMs ?? 0, firstEnqueueMs ?? 0);
+  return { takeoverMs, firstEnqueueMs, firstEventAt: first, producingAt };
+}
+
+/** Runs a leader over what is stored, measures it from the settled instant for `windowMs`, and stops it. */
+async function leaderRun(
+  redis: Redis,
+  url: string,
+  count: number,
+  windowMs: number,
+  progress: (line: string) => void,
+): Promise<{ run: MillionLeaderRun; windowStart: number; windowEnd: number; firstEventAt: number | undefined }> {
+  const leader = await startLeader(url);
+  try {
+    const { takeoverMs, firstEnqueueMs, firstEventAt, producingAt } = await awaitTakeover(redis, leader, count);
+    progress(`    leader over ${count}: takeover log ${takeoverMs ?? 'never'} ms, first enqueue ${firstEnqueueMs ?? 'none'} ms after its process start`);
+    const windowStart = Math.ceil((producingAt + SETTLE_MS) / 1000) * 1000;
+    const windowEnd = windowStart + windowMs;
+    const settled = await leader.sampleAfter(windowStart);
+    progress(`    settled: RSS ${settled.rssMiB.toFixed(0)} MiB, heap ${settled.heapUsedMiB.toFixed(0)} MiB; window of ${windowMs / 1000} s until ${new Date(windowEnd).toISOString()}`);
+    for (let at = windowStart + 60_000; at < windowEnd; at += 60_000) {
+      const s = await leader.sampleAfter(at);
+      progress(`    ${Math.round((s.at - windowStart) / 1000)} s: RSS ${s.rssMiB.toFixed(0)} MiB, heap ${s.heapUsedMiB.toFixed(0)} MiB`);
+    }
+    const end = await leader.sampleAfter(windowEnd);
+    await sleep(Math.max(0, windowEnd + TAIL_MS - Date.now()));
+    const cpuMsPerSecond = ((end.cpuMs - settled.cpuMs) / (end.at - settled.at)) * 1000;
+    return { run: { schedules: count, takeoverMs, firstEnqueueMs, settled, end, cpuMsPerSecond }, windowStart, windowEnd, firstEventAt };
+  } finally {
+    await leader.child.stop();
+  }
+}
+
+/** The nominal tick of schedule i within [from, to), if it has one there (the window is at most an hour). */
+function dueTick(i: number, from: number, to: number): number | undefined {
+  let tick = from - (from % HOUR_MS) + offsetOf(i) * 1000;
+  if (tick < from) tick += HOUR_MS;
+  return tick < to ? tick : undefined;
+}
+
+/** Reads the whole event stream: per job id, the Redis time of the first event naming it, and of its first `waiting`. */
+async function readEvents(redis: Redis): Promise<{ seen: Map<string, number>; waiting: Map<string, number> }> {
+  const seen = new Map<string, number>();
+  const waiting = new Map<string, number>();
+  let cursor = '-';
+  for (;;) {
+    const entries = await redis.xrange(`${QUEUE_KEY}:events`, cursor, '+', 'COUNT', 10_000);
+    for (const [id, fields] of entries) {
+      const at = Number(id.split('-')[0]);
+      const jobIndex = fields.indexOf('jobId');
+      if (jobIndex < 0) continue;
+      const jobId = fields[jobIndex + 1]!;
+      if (!seen.has(jobId)) seen.set(jobId, at);
+      if (fields[fields.indexOf('event') + 1] === 'waiting' && !waiting.has(jobId)) waiting.set(jobId, at);
+    }
+    if (entries.length < 10_000) break;
+    cursor = `(${entries.at(-1)![0]}`;
+  }
+  return { seen, waiting };
+}
+
+/** Writes `count` hourly schedules through `schedules.upsert`, `inFlight` at once; answers upserts per second. */
+async function writeSchedules(url: string, dir: string, count: number, inFlight: number): Promise<number> {
+  const admin = createAdmin({ connection: url, jobsDir: dir });
+  try {
+    return await rate(count, inFlight, (i) => admin.schedules.upsert(`t${i}`, { job: BENCH_JOB_TYPE, schedule: cronOf(i), data: { tenant: i } }));
+  } finally {
+    await admin.close();
+  }
+}
+
+export function millionScale(): { schedules: number; windowS: number } {
+  const schedules = Number(process.env.LEASEBEAT_BENCH_MILLION_SCHEDULES ?? MILLION);
+  const windowS = Number(process.env.LEASEBEAT_BENCH_MILLION_WINDOW_S ?? MILLION_WINDOW_S);
+  if (!Number.isInteger(schedules) || schedules <= 0) throw new Error(`LEASEBEAT_BENCH_MILLION_SCHEDULES: not a positive integer: ${schedules}`);
+  if (!Number.isInteger(windowS) || windowS <= 0 || windowS > 3600) throw new Error(`LEASEBEAT_BENCH_MILLION_WINDOW_S: not an integer in 1…3600: ${windowS}`);
+  return { schedules, windowS };
+}
+
+/**
+ * On `redis` (emptied): a leader over no schedules, then `schedules` hourly schedules written through
+ * `schedules.upsert`, a BullMQ worker in its own process, and a leader over them for `windowS` seconds
+ * after its takeover settled; then every due tick of the window against BullMQ's event stream.
+ */
+export async function measureMillionSchedules(
+  redis: Redis,
+  url: string,
+  { schedules, windowS, inFlight }: { schedules: number; windowS: number; inFlight: number },
+  progress: (line: string) => void,
+): Promise<MillionSchedulesResult> {
+  const windowMs = windowS * 1000;
+  const dir = await jobTypeFolder();
+  const prepare = async (): Promise<void> => {
+    await redis.flushall();
+    await redis.hset(`${QUEUE_KEY}:meta`, 'opts.maxLenEvents', UNTRIMMED_EVENTS);
+  };
+  try {
+    await prepare();
+    progress(`  million: a leader over no schedules, ${Math.min(windowMs, IDLE_WINDOW_MS) / 1000} s`);
+    const idle = (await leaderRun(redis, url, 0, Math.min(windowMs, IDLE_WINDOW_MS), progress)).run;
+
+    await prepare();
+    progress(`  million: ${schedules.toLocaleString('en-US')} hourly schedules through schedules.upsert, ${inFlight} in flight`);
+    const upsertsPerSecond = await writeSchedules(url, dir, schedules, inFlight);
+    const redisUsedMiB = Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1] ?? NaN) / 2 ** 20;
+    progress(`    ${Math.round(upsertsPerSecond)} upserts/s; Redis used_memory ${redisUsedMiB.toFixed(0)} MiB`);
+
+    const worker = startChild('./worker-process.ts', [url, QUEUE, String(WORKER_CONCURRENCY)]);
+    let measured: Awaited<ReturnType<typeof leaderRun>>;
+    try {
+      await worker.line((l) => l === 'ready');
+      progress(`  million: a leader over them, ${windowS} s`);
+      measured = await leaderRun(redis, url, schedules, windowMs, progress);
+    } finally {
+      await worker.stop();
+    }
+    const { run: loaded, windowStart, windowEnd, firstEventAt } = measured;
+
+    progress('  million: reading the event stream');
+    const { seen, waiting } = await readEvents(redis);
+    const started = await firstEvent(redis);
+    const lags: number[] = [];
+    let due = 0;
+    let enqueued = 0;
+    const missing: Array<{ id: string; tick: number }> = [];
+    let notAvailable = 0;
+    const dueIds = new Set<string>();
+    const slow: MillionSchedulesResult['slowest'] = [];
+    for (let i = 0; i < schedules; i++) {
+      const tick = dueTick(i, windowStart, windowEnd);
+      if (tick === undefined) continue;
+      due++;
+      const jobId = `t${i}@${tick}`;
+      dueIds.add(jobId);
+      if (seen.has(jobId)) enqueued++;
+      const at = waiting.get(jobId);
+      if (at === undefined) {
+        notAvailable++;
+        if (missing.length < MISSING_EXAMPLES) missing.push({ id: `t${i}`, tick });
+        continue;
+      }
+      lags.push(at - tick);
+      slow.push({ jobId, lagMs: at - tick, addedMs: seen.get(jobId)! - tick });
+      if (slow.length > 4 * SLOWEST) slow.sort((a, b) => b.lagMs - a.lagMs).length = SLOWEST;
+    }
+    let unexpected = 0;
+    for (const jobId of waiting.keys()) {
+      const tick = Number(jobId.slice(jobId.lastIndexOf('@') + 1));
+      if (tick >= windowStart && tick < windowEnd && !dueIds.has(jobId)) unexpected++;
+    }
+    const examples: MissingTick[] = [];
+    for (const { id, tick } of missing) {
+      const [exists, record] = await Promise.all([redis.exists(`${QUEUE_KEY}:${id}@${tick}`), redis.hget(ledgerKey(id), String(tick))]);
+      examples.push({ id, tick, job: exists ? 'job' : 'none', ledger: record ?? 'none' });
+    }
+    const lag = spread(lags);
+    progress(`    ${due} due, ${enqueued} enqueued, ${due - notAvailable} available, ${unexpected} unexpected; enqueue lag ${lag ? `${lag.median} / ${lag.p99} / ${lag.max} ms` : 'n/a'}`);
+    return {
+      schedules,
+      inFlight,
+      upsertsPerSecond,
+      redisUsedMiB,
+      idle,
+      loaded,
+      windowStart,
+      windowEnd,
+      due,
+      enqueued,
+      available: due - notAvailable,
+      unexpected,
+      missing: examples,
+      streamWhole: started !== undefined && firstEventAt !== undefined && started <= firstEventAt,
+      enqueueLagMs: lag,
+      within100Ms: lags.filter((ms) => ms <= 100).length,
+      slowest: slow.sort((a, b) => b.lagMs - a.lagMs).slice(0, SLOWEST),
+    };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
