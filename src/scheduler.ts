@@ -5,10 +5,9 @@ import type { Queue } from 'bullmq';
 import type { Logger } from 'pino';
 import { createAdmin, type Admin } from './admin/admin.js';
 import type { Schedules } from './admin/schedules.js';
-import { JobCatalog } from './schedules/catalog.js';
 import { ScheduleFeed, type ScheduleMetrics } from './schedules/feed.js';
 import { ScheduleStore } from './schedules/store.js';
-import { producerMetricsByType, workerMetricsByType } from './schedules/metric-labels.js';
+import { StoredSchedules } from './schedules/stored-schedules.js';
 import { checkElectionTimings, DEFAULT_LEASE_DURATION_MS, DEFAULT_RENEW_DEADLINE_MS, DEFAULT_RETRY_PERIOD_MS, type LeaderElectionMetrics } from './election/config.js';
 import { defaultIdentity } from './election/identity.js';
 import { LeaderElector } from './election/leader-elector.js';
@@ -226,8 +225,6 @@ class LeasebeatScheduler implements Scheduler {
   /** The runtime schedules as Redis has them, followed through their change stream. */
   private readonly scheduleFeed: ScheduleFeed;
   readonly schedules: Schedules;
-  /** File definitions and compiled schedules by name: what the producer, workers and reports work from. */
-  private readonly catalog: JobCatalog;
   private readonly ledger: TickLedger;
   readonly members: MemberStore;
   readonly admin: Admin;
@@ -319,9 +316,9 @@ class LeasebeatScheduler implements Scheduler {
     });
     this.registry = new JobRegistry(settings.jobsDir, { logger: this.log.child({ component: 'jobs' }) });
     const scheduleLog = this.log.child({ component: 'schedules' });
-    this.scheduleFeed = new ScheduleFeed(this.redis, new ScheduleStore(this.redis, keys, writes), scheduleLog);
-    this.catalog = new JobCatalog(() => this.registry.jobs, () => this.scheduleFeed.records, scheduleLog);
-    const metricLabel = (job: string): string => this.catalog.jobs.get(job)?.type ?? job;
+    const scheduleStore = new ScheduleStore(this.redis, keys, writes);
+    this.scheduleFeed = new ScheduleFeed(this.redis, scheduleStore, scheduleLog);
+    const storedSchedules = new StoredSchedules(scheduleStore, () => this.registry.jobs, scheduleLog);
     // The status page's strips and timeline, from what Redis already holds (the ledger, BullMQ, the lease's writes).
     const [namespace = '', lease = ''] = lock.describe().split('/');
     this.historyReader = new HistoryReader({
@@ -334,10 +331,9 @@ class LeasebeatScheduler implements Scheduler {
       ...(lock instanceof KubernetesLeaseLock ? { noHistoryNote: kubernetesHistoryNote(namespace, lease) } : {}),
     });
     this.admin = createAdmin({
-      // The job files (job types among them); the schedules it reads from Redis, judged by this catalog.
+      // The job files (job types among them); a schedule is live here once the feed has passed its write on.
       connection: this.redis, prefix, leaseName, bullPrefix, lock, jobsDir: settings.jobsDir, jobs: () => this.registry.jobs, writes,
-      scheduleProblem: (id) => this.catalog.problemOf(id),
-      scheduleLive: (id) => this.catalog.liveVersion(id),
+      scheduleApplied: (record) => this.scheduleFeed.applied(record),
     });
     this.schedules = this.admin.schedules;
     if (settings.workers) {
@@ -352,7 +348,7 @@ class LeasebeatScheduler implements Scheduler {
         // A staged run starts only while a live term stands behind it: the one that staged it, or a newer one
         // once it has applied its pause and catch-up rules to it.
         mayStartStaged: (job, run) => this.ledger.stagedRunMayStart(run.stagedBy ?? run.token, job, run.dueAt!, settings.election.renewDeadlineMs),
-        ...(settings.metrics.workers ? { metrics: workerMetricsByType(settings.metrics.workers, metricLabel) } : {}),
+        ...(settings.metrics.workers ? { metrics: settings.metrics.workers } : {}),
       });
     }
     this.elector = new LeaderElector({
@@ -380,7 +376,8 @@ class LeasebeatScheduler implements Scheduler {
       redis: this.redis,
       ledger: this.ledger,
       queues: this.queueSet,
-      jobs: () => this.catalog.jobs,
+      jobs: () => this.registry.jobs,
+      schedules: storedSchedules,
       stillLeading: () => this.stillLeading(),
       // A leader that cannot produce must not keep the lease: with the Kubernetes lock it could renew
       // for ever while cut off from Redis, or while the fence belongs to a newer term.
@@ -388,7 +385,8 @@ class LeasebeatScheduler implements Scheduler {
       unreachableLimitMs: settings.election.renewDeadlineMs,
       logger: this.log,
       clock: this.clock,
-      ...(settings.metrics.producer ? { metrics: producerMetricsByType(settings.metrics.producer, metricLabel) } : {}),
+      // A runtime schedule's ticks and runs are counted under its job type's name (producerMetricsByType, metricName).
+      ...(settings.metrics.producer ? { metrics: settings.metrics.producer } : {}),
       // Always passed: the producer's own default (0) is not the scheduler's.
       stageAheadMs: settings.stageAheadMs,
       pulseIntervalMs: settings.election.retryPeriodMs,
@@ -425,32 +423,25 @@ class LeasebeatScheduler implements Scheduler {
     await this.heartbeat.beat().catch((error: unknown) => this.log.warn({ err: error }, 'first heartbeat failed; retrying every interval'));
     this.registry.on('change', (change) => {
       for (const error of change.errors) this.log.error({ file: error.file }, error.message);
-      this.catalog.filesChanged();
-      this.workers?.update(this.catalog.jobs);
+      this.workers?.update(this.registry.jobs);
       this.producer.reload();
     });
     const snapshot = await this.registry.start();
     // Names only up to a screenful: with 100,000 schedules the whole list would be megabytes of log.
     const names = [...snapshot.jobs.keys()];
     this.log.info({ jobs: names.length, names: names.slice(0, 20), errors: snapshot.errors.length, identity: this.identity }, 'jobs loaded');
-    // The schedules follow the files: each is compiled against its job type.
-    this.scheduleFeed.on('change', (ids) => {
-      this.catalog.schedulesChanged(ids);
-      this.workers?.update(this.catalog.jobs);
-      this.producer.reload(ids);
+    // The leader's lanes follow each change; the feed holds no copy of the schedules (see ScheduleFeed).
+    this.scheduleFeed.on('change', (changes) => {
+      this.producer.schedulesChanged(changes.map((change) => change.id));
       const applied = this.settings.metrics.schedules;
       if (applied) {
         const now = Date.now();
-        for (const id of ids) {
-          const record = this.scheduleFeed.records.get(id);
-          if (record) applied.applied((now - record.updatedAt) / 1000);
-        }
+        for (const { record } of changes) if (record) applied.applied((now - record.updatedAt) / 1000);
       }
     });
+    this.scheduleFeed.on('resync', () => this.producer.schedulesResync());
     await this.scheduleFeed.start();
-    this.catalog.filesChanged();
-    this.log.info({ schedules: this.scheduleFeed.records.size }, 'schedules loaded');
-    this.workers?.update(this.catalog.jobs);
+    this.workers?.update(this.registry.jobs);
     // A stop() that arrived during start-up has already cancelled the campaign: do not begin a new one.
     if (!this.cordoned && !this.shuttingDown) this.startCampaign();
     this.heartbeatRun = this.heartbeat.run(this.heartbeatControl.signal);
@@ -487,7 +478,8 @@ class LeasebeatScheduler implements Scheduler {
   }
 
   queues(): Queue[] {
-    for (const job of this.catalog.jobs.values()) this.queueSet.get(job.queue);
+    // A runtime schedule runs on its job type's queue: the job files name every queue.
+    for (const job of this.registry.jobs.values()) this.queueSet.get(job.queue);
     return this.queueSet.all();
   }
 
@@ -496,7 +488,7 @@ class LeasebeatScheduler implements Scheduler {
   }
 
   metricLabels(): KnownLabels {
-    // Runtime schedules are counted under their job type's name (see metric-labels.ts), a file definition.
+    // Runtime schedules are counted under their job type's name (producerMetricsByType, metricName), a file definition.
     return { election: this.elector.settings.name, jobs: [...this.registry.jobs.keys()] };
   }
 

@@ -22,8 +22,7 @@ import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { loadJobs, type LoadError, type LoadResult } from '../scheduling/loader.js';
 import { nextTicks } from '../scheduling/plan.js';
 import { systemClock } from '../util/clock.js';
-import type { ScheduleProblem } from '../schedules/catalog.js';
-import { ScheduleStore } from '../schedules/store.js';
+import { ScheduleStore, type ScheduleRecord } from '../schedules/store.js';
 import { createSchedules, type Schedules } from './schedules.js';
 import type { RecentRun, TriggerResult } from './run-views.js';
 
@@ -75,10 +74,8 @@ export interface AdminOptions {
    * (each import of a job file stays in memory, so a long-lived process must not repeat it per request).
    */
   jobs?: () => ReadonlyMap<string, ScheduledJob>;
-  /** How the running instance judged a schedule (its job type gone, its name taken), for `schedules` views. */
-  scheduleProblem?: (id: string) => ScheduleProblem | undefined;
-  /** The version of a schedule the running instance runs by, for `schedules` views' `live`. */
-  scheduleLive?: (id: string) => number | undefined;
+  /** Whether the running instance has taken a schedule's stored write on, for `schedules` views' `live`. */
+  scheduleApplied?: (record: ScheduleRecord) => boolean;
   /** Who `schedules` writes are recorded as, when a call does not say; default the OS user@host. */
   who?: string;
   /** Bound on every operation, Redis and the lease included. Default 10 s. */
@@ -251,8 +248,7 @@ class ClusterAdmin implements Admin {
     this.schedules = createSchedules({
       store: new ScheduleStore(this.redis, this.keys, writes),
       types: async () => (await this.definitions(false))?.jobs,
-      ...(options.scheduleProblem ? { problemOf: options.scheduleProblem } : {}),
-      ...(options.scheduleLive ? { liveVersionOf: options.scheduleLive } : {}),
+      ...(options.scheduleApplied ? { applied: options.scheduleApplied } : {}),
       redisNow: () => this.redisTime(),
       runs: async (name, limit) => {
         try {

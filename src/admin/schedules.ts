@@ -1,7 +1,7 @@
 import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js';
 import { nextTicks } from '../scheduling/plan.js';
 import type { RecentRun, TriggerResult } from './run-views.js';
-import { judgeSchedule, type ScheduleProblem } from '../schedules/catalog.js';
+import { compileRecord, type ScheduleProblem } from '../schedules/catalog.js';
 import { checkScheduleSpec, compileSchedule, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
 import { ScheduleVersionConflict, type ScheduleRecord, type ScheduleStore } from '../schedules/store.js';
 
@@ -108,9 +108,9 @@ export interface ScheduleDesk {
   /** The `jobs/` definitions (job types among them); undefined when none are configured. */
   types(): Promise<JobTypes | undefined>;
   /** How this instance compiled and judged a schedule, when it runs one (a scheduler's own admin). */
-  problemOf?(id: string): ScheduleProblem | undefined;
+
   /** The version of a schedule the running instance runs by (a scheduler's own admin). */
-  liveVersionOf?(id: string): number | undefined;
+  applied?(record: ScheduleRecord): boolean;
   redisNow(): Promise<number>;
   /** The newest runs of a name; none (not an error) for a schedule no leader has recorded yet. */
   runs(name: string, limit: number): Promise<RecentRun[]>;
@@ -255,7 +255,8 @@ class ScheduleApi implements Schedules {
   }
 
   private view(record: ScheduleRecord, types: JobTypes | undefined, paused: ReadonlyMap<string, { note: string }>): ScheduleView {
-    const job = this.compiled(record, types);
+    const compiled = types ? compileRecord(record, types) : undefined;
+    const job = compiled ? compiled.job : this.compiled(record, undefined);
     return {
       id: record.id,
       version: record.version,
@@ -266,8 +267,9 @@ class ScheduleApi implements Schedules {
       updatedBy: record.updatedBy,
       paused: record.spec.paused === true || paused.has(record.id),
       pauseNote: paused.get(record.id)?.note ?? null,
-      problem: this.desk.problemOf?.(record.id) ?? (types ? (judgeSchedule(record.id, record.spec.job, types) ?? null) : null),
-      live: this.desk.liveVersionOf?.(record.id) ?? null,
+      problem: compiled?.problem ?? null,
+      // Live once this instance has taken the write on and it runs (a shadowed or invalid schedule runs no version).
+      live: this.desk.applied?.(record) && job && compiled?.problem?.kind !== 'shadowed' ? record.version : null,
     };
   }
 }

@@ -521,20 +521,28 @@ export class TickLedger {
 
   /** Job names the cluster knows: every job a leader has scheduled has a state hash. */
   async knownJobs(): Promise<Set<string>> {
-    const prefix = this.keys.jobState('');
     const names = new Set<string>();
+    for await (const page of this.knownJobPages()) for (const name of page) names.add(name);
+    return names;
+  }
+
+  /**
+   * {@link knownJobs} a page at a time (a name may come twice), so that a million runtime schedules are
+   * never held at once.
+   */
+  async *knownJobPages(): AsyncGenerator<string[]> {
+    const prefix = this.keys.jobState('');
     // On Redis Cluster every key of the cluster shares one hash tag, but SCAN reads one node: ask each primary.
     const client = this.redis as RedisClient;
     const nodes: Redis[] = isCluster(client) ? client.nodes('master') : [client];
     for (const node of nodes) {
       let cursor = '0';
       do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', `${globEscape(prefix)}*`, 'COUNT', 500);
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${globEscape(prefix)}*`, 'COUNT', 1_000);
         cursor = next;
-        for (const key of keys) names.add(key.slice(prefix.length));
+        if (keys.length > 0) yield keys.map((key) => key.slice(prefix.length));
       } while (cursor !== '0');
     }
-    return names;
   }
 
   async jobState(job: string): Promise<JobState> {

@@ -6,13 +6,16 @@ import type { ScheduledJob } from '../scheduling/define-job.js';
 import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
 import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
-import { LaneCursor } from './lane-cursor.js';
+import { LaneCursor, type LaneMarks } from './lane-cursor.js';
 import type { LaneTerm } from './lane-term.js';
 import { StagedRuns, stagedBefore, unstageReason } from './staged-runs.js';
 import type { StagedRun } from './staging.js';
 
-/** What a step asks for: to go on at once, or to sleep (`wakeable`: a redefinition or a notice may cut it short). */
-type Next = { sleepMs: number; wakeable: boolean } | undefined;
+/**
+ * What a step asks for: to go on at once, to sleep (`wakeable`: a redefinition or a notice may cut it
+ * short), or to be dropped until `reviewAt` (see LaneParking).
+ */
+type Next = { sleepMs: number; wakeable: boolean } | { parkUntil: number | undefined } | undefined;
 const GO_ON: Next = undefined;
 
 /** A failed step is retried after this, doubling up to {@link MAX_RETRY_MS}. */
@@ -22,6 +25,29 @@ const MAX_RETRY_MS = 5_000;
 const BUFFER_POLL_MS = 1_000;
 /** The longest single sleep, so a lane with no tick due soon still notices a redefined schedule. */
 const MAX_SLEEP_MS = 60_000;
+
+/**
+ * How a runtime schedule's lane is dropped while its next tick is far off, so that a leader holds lanes
+ * only for the schedules due soon (see ScheduleLanes). File jobs' lanes never are.
+ */
+export interface LaneParking {
+  /** A lane parks only when its next tick is further off than this. */
+  readonly afterMs: number;
+  /**
+   * Drops the lane until `reviewAt` (undefined: no tick is left), remembering `marks` to walk on from.
+   * True when the lane is dropped and ends; false when it must go on (its schedule changed meanwhile).
+   */
+  park(lane: JobLane, marks: LaneMarks, reviewAt: number | undefined): Promise<boolean>;
+}
+
+/** How a lane is made. */
+export interface LaneStart {
+  /** Called once, when the lane has taken its job over (at once for a resumed lane). */
+  onTakenOver?: () => void;
+  /** Walk on from where a dropped lane of the same term stood, instead of taking the job over. */
+  resume?: LaneMarks;
+  parking?: LaneParking;
+}
 
 /**
  * The ordered lane of one job within one term. It records the job's ticks in nominal tick order with no
@@ -64,17 +90,26 @@ export class JobLane implements Sleeper {
   /** Ended: the term is over, or the job was removed and its staged runs were dealt with. */
   private ended = false;
   private logger: Logger | undefined;
+  private onTakenOver: (() => void) | undefined;
+  private readonly parking: LaneParking | undefined;
 
   /**
    * A lane is driven by the term's timer: while it sleeps it is its timer entry and this object, with no
    * suspended async call behind it (10,000 lanes cost about 2 KB less each than an awaiting loop).
-   * `onTakenOver` is called once, when the lane has taken its job over.
    */
   constructor(
     readonly name: string,
     private readonly term: LaneTerm,
-    private onTakenOver: (() => void) | undefined = undefined,
-  ) {}
+    start: LaneStart = {},
+  ) {
+    this.onTakenOver = start.onTakenOver;
+    this.parking = start.parking;
+    if (start.resume) {
+      // Its job was taken over earlier in this term, and nothing of it is pending or staged (see parkable).
+      this.ticks.resume(start.resume);
+      this.needsPlan = false;
+    }
+  }
 
   /** The lane's logger, made on first use: a pino child per lane costs kilobytes, and most lanes never log. */
   private get log(): Logger {
@@ -98,11 +133,14 @@ export class JobLane implements Sleeper {
   /** The job was removed: the lane takes back its staged runs, then ends. */
   stop(): void {
     this.stopped = true;
+    // A takeover that waits for this lane need not: its job is gone.
+    if (this.needsPlan) this.tookOver();
     this.interrupt();
   }
 
   /** Starts the lane: it takes its job over at once, then wakes up on the term's timer until the term ends. */
   start(): void {
+    if (!this.needsPlan) this.tookOver();
     this.wakeUp();
   }
 
@@ -160,6 +198,10 @@ export class JobLane implements Sleeper {
         next = { sleepMs: retryInMs, wakeable: false };
       }
       if (next === undefined) continue;
+      if ('parkUntil' in next) {
+        if (await this.park(next.parkUntil)) break;
+        continue;
+      }
       if (next.wakeable && (this.redefined || this.recheckStaged || this.stopped)) continue;
       // Idle from here: the alarm may ring (a notice, a redefinition) before this promise has settled.
       this.turning = undefined;
@@ -208,13 +250,41 @@ export class JobLane implements Sleeper {
         this.redefined = false;
         return GO_ON;
       }
+      let sleepMs = Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS);
+      if (this.parking && untilDue > this.parking.afterMs) {
+        if (this.parkable()) return { parkUntil: tick };
+        // Parked once the runs it staged are due: wake then, not a whole sleep later.
+        const stagedDue = this.staged.latestDue();
+        if (stagedDue !== undefined) sleepMs = Math.min(sleepMs, Math.max(0, stagedDue - this.term.now()) + 1);
+      }
       this.releaseDue = true;
-      return { sleepMs: Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS), wakeable: true };
+      return { sleepMs, wakeable: true };
     }
     // Release first, then decide the new tick against the released run.
     await this.release(job);
     if (this.unadded === undefined) await this.fire(job, tick!);
     return GO_ON;
+  }
+
+  /**
+   * Whether the lane holds nothing that only it knows: no tick buffered or unadded, no staged run whose
+   * due time has not come, no redefinition or notice unread, not running late. Such a lane can be dropped
+   * and resumed from its marks alone.
+   */
+  private parkable(): boolean {
+    const now = this.term.now();
+    return (
+      this.buffered === undefined && this.unadded === undefined && !this.behind && !this.stopped && !this.redefined &&
+      !this.recheckStaged && !this.ticks.rewindPending && this.staged.dropDue(now) === 0 && this.ticks.recordedBy(now) >= this.ticks.position
+    );
+  }
+
+  /** Drops the lane until `reviewAt` (see LaneParking); true when it is dropped. */
+  private async park(reviewAt: number | undefined): Promise<boolean> {
+    if (!(await this.writable())) return false;
+    const parked = await this.parking!.park(this, this.ticks.marks(this.term.now()), reviewAt);
+    if (parked) this.log.debug({ reviewAt: reviewAt === undefined ? null : new Date(reviewAt) }, 'lane parked until its next tick draws near');
+    return parked;
   }
 
   /** Records one due tick, or, when the lane fell behind past the catch-up window, the ticks it missed. */

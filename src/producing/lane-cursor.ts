@@ -34,6 +34,12 @@ export function takeoverCursor({ lastScheduledTick, scheduledSince, newestDueTic
   return newestDueTick ?? now;
 }
 
+/** Where a lane stood when it was dropped (see LaneCursor.marks): enough to walk on from there later. */
+export interface LaneMarks {
+  position: number;
+  watermark: number | undefined;
+}
+
 export class LaneCursor {
   /** Every tick at or before this instant is recorded (or, once the takeover is done, owed to no one). */
   private cursor = -Infinity;
@@ -59,6 +65,24 @@ export class LaneCursor {
   /** A rewind is owed: the job was redefined since the lane last walked back. */
   get rewindPending(): boolean {
     return this.rewindDue;
+  }
+
+  /**
+   * Where the lane stands at `now`, to walk on later from there ({@link resume}). Only for a lane with no
+   * tick recorded ahead of `now` and no rewind owed.
+   */
+  marks(now: number): LaneMarks {
+    return { position: Math.min(this.cursor, this.recordedBy(now)), watermark: this.newest };
+  }
+
+  /**
+   * Walks on from where a dropped lane of the same term stood: the ledger holds nothing newer for the
+   * job, since only this term's lanes record its ticks and none did after the drop.
+   */
+  resume(marks: LaneMarks): void {
+    this.cursor = marks.position;
+    this.dueCursor = marks.position;
+    this.newest = marks.watermark;
   }
 
   /**

@@ -14,6 +14,18 @@ export interface ProducerMetrics {
   fenced(count: number): void;
 }
 
+/**
+ * The metric hooks with a runtime schedule's ticks counted under its job type (`labelOf` maps a job name
+ * to its label): one series per job type, not per schedule. File jobs keep their own name.
+ */
+export function producerMetricsByType(hooks: ProducerMetrics, labelOf: (job: string) => string): ProducerMetrics {
+  return {
+    enqueued: (job, lagSeconds) => hooks.enqueued(labelOf(job), lagSeconds),
+    skipped: (job, reason, count) => hooks.skipped(labelOf(job), reason, count),
+    fenced: (count) => hooks.fenced(count),
+  };
+}
+
 /** What a lane needs from the leadership term it runs in. */
 export interface LaneTerm {
   readonly token: FencingToken;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
+import type { ScheduledJob } from '../scheduling/define-job.js';
 import type { LaneTerm } from './lane-term.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 
@@ -80,7 +81,10 @@ function parseEntries(entries: Array<[string, string[]]>): StreamEntry[] {
 }
 
 /** What the leader's trigger desk needs from its term: a lane's view (the fenced add included). */
-export type DeskTerm = LaneTerm;
+export interface DeskTerm extends LaneTerm {
+  /** The job's definition, read from the store when it is a runtime schedule with no lane now. */
+  resolveJob(name: string): Promise<ScheduledJob | undefined>;
+}
 
 /**
  * The leader's side of `leasebeat trigger`: reads the request stream while this instance leads and runs
@@ -144,7 +148,7 @@ export class TriggerDesk {
   /** Runs or refuses one request. False when the term is over (fenced or lost). */
   private async handle(request: TriggerRequest): Promise<boolean> {
     if (!(await this.term.waitLeading())) return false;
-    const job = this.term.job(request.job);
+    const job = await this.term.resolveJob(request.job);
     const jobId = manualJobId(request.job, request.id);
     const refusal = !job ? 'unknown-job' : job.paused ? 'paused' : '';
     const log = { job: request.job, request: request.id };

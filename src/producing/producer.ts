@@ -10,7 +10,9 @@ import { DueTimer } from './due-timer.js';
 import { directWrites, type WritePath } from '../redis/durability.js';
 import { FencedEnqueue, retentionMs } from './fenced-enqueue.js';
 import { JobLane } from './job-lane.js';
-import type { LaneTerm, ProducerMetrics } from './lane-term.js';
+import type { RuntimeScheduleSource } from './runtime-schedules.js';
+import { ScheduleLanes, type ScheduleLanesTerm, type TakeoverTally } from './schedule-lanes.js';
+import { producerMetricsByType, type LaneTerm, type ProducerMetrics } from './lane-term.js';
 import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
 import type { QueueSet } from '../redis/queue-set.js';
 import { RedisReachability } from '../redis/redis-reachability.js';
@@ -25,8 +27,18 @@ export interface ProducerOptions {
   redis: Redis;
   ledger: TickLedger;
   queues: QueueSet;
-  /** The jobs loaded right now; read again after every `reload()`. */
+  /** The jobs loaded from the job files right now; read again after every `reload()`. */
   jobs: () => ReadonlyMap<string, ScheduledJob>;
+  /**
+   * The runtime schedules, read from Redis as they fall due (see ScheduleLanes); none when not given. Tell
+   * the producer of changes with `schedulesChanged` and `schedulesMissed`.
+   */
+  schedules?: RuntimeScheduleSource;
+  /**
+   * How long before a runtime schedule's next tick (less the staging horizon) its lane is made; default
+   * `REVIEW_LEAD_MS` (10 s). Shorter parks lanes sooner (tests); longer holds more of them.
+   */
+  scheduleReviewLeadMs?: number;
   /**
    * The local self-fence: false once RenewDeadline has passed since the last successful renewal. Checked
    * right before every claim and every BullMQ add, so a leader that was paused cannot enqueue before it
@@ -80,9 +92,15 @@ const DEFAULT_UNREACHABLE_LIMIT_MS = 10_000;
 const DEFAULT_PULSE_INTERVAL_MS = 1_000;
 
 /** The term as the producer and its lanes see it. */
-interface ProducerTerm extends LaneTerm, DeskTerm {
+interface ProducerTerm extends LaneTerm, DeskTerm, ScheduleLanesTerm {
   /** Ends the term's production (the elector's term may go on). */
   stop(): void;
+  /** The runtime schedules' lanes of this term; undefined without runtime schedules. */
+  readonly schedules: ScheduleLanes | undefined;
+  /** Lanes told to stop (a job removed): they may still be taking back staged runs when the term ends. */
+  readonly retired: JobLane[];
+  /** How many file jobs' lanes run. */
+  fileLanes(): number;
 }
 
 /**
@@ -98,10 +116,14 @@ export class Producer {
   private readonly clock: Clock;
   private readonly log: Logger;
   private offsetMs: number | undefined;
+  /** The term producing now (or last). */
+  private current: ProducerTerm | undefined;
   private wake: AbortController | undefined;
-  /** What `reload` asked for since the lanes were last reconciled: every job, or these names. */
-  private reloadAll = false;
-  private readonly reloadNames = new Set<string>();
+  /** The job files changed since the lanes were last reconciled. */
+  private filesChanged = false;
+  /** Runtime schedules written or removed since their lanes were last told, and whether the feed missed some. */
+  private readonly changedSchedules = new Set<string>();
+  private schedulesMissed = false;
 
   constructor(private readonly options: ProducerOptions) {
     this.clock = options.clock ?? systemClock;
@@ -116,14 +138,32 @@ export class Producer {
     return Math.floor(this.offsetMs === undefined ? this.clock.now() : this.clock.monotonic() + this.offsetMs);
   }
 
-  /**
-   * Picks up changed job definitions at once (hot reload): every job's, or only those of `names` (a
-   * runtime schedule written or removed), so that one upsert among 100,000 schedules wakes one lane.
-   */
-  reload(names?: Iterable<string>): void {
-    if (names === undefined) this.reloadAll = true;
-    else if (!this.reloadAll) for (const name of names) this.reloadNames.add(name);
+  /** Picks up changed job files at once (hot reload): every lane reads its definition again. */
+  reload(): void {
+    this.filesChanged = true;
     this.wake?.abort();
+  }
+
+  /** Runtime schedules `ids` were written or removed: their lanes follow at once (one upsert wakes one lane). */
+  schedulesChanged(ids: Iterable<string>): void {
+    for (const id of ids) this.changedSchedules.add(id);
+    this.wake?.abort();
+  }
+
+  /** The schedule feed may have missed changes: every schedule lane reads its spec again, and the due index is read afresh. */
+  schedulesResync(): void {
+    this.schedulesMissed = true;
+    this.wake?.abort();
+  }
+
+  /**
+   * How many lanes the current term holds: one per file job, and one per runtime schedule due soon (the
+   * others wait in the due index). Zeros between terms.
+   */
+  laneCounts(): { files: number; schedules: number } {
+    const term = this.current;
+    if (!term || term.signal.aborted) return { files: 0, schedules: 0 };
+    return { files: term.fileLanes(), schedules: term.schedules?.size ?? 0 };
   }
 
   /** Produces for one term until `signal` aborts, or until the fence shows the term is over. */
@@ -180,69 +220,100 @@ export class Producer {
     return false;
   }
 
-  /** Runs one lane per job, keeps the lanes in step with the job definitions, and maintains the ledger. */
+  /**
+   * Runs one lane per file job and, through ScheduleLanes, one per runtime schedule due soon; keeps them
+   * in step with the definitions, and maintains the ledger.
+   */
   private async produce(context: ProducerTerm): Promise<void> {
     const lanes = new Map<string, JobLane>();
-    /** Lanes of removed jobs: they may still be taking back staged runs when the term ends. */
-    const stopped: JobLane[] = [];
-    const reconcileOne = (name: string, jobs: ReadonlyMap<string, ScheduledJob>, onTakenOver?: () => void): void => {
-      const lane = lanes.get(name);
-      if (lane && jobs.has(name)) return lane.wake();
-      if (lane) {
-        lane.stop();
-        lanes.delete(name);
-        stopped.push(lane);
-        return;
-      }
-      if (!jobs.has(name)) return;
-      const started = new JobLane(name, context, onTakenOver);
-      lanes.set(name, started);
-      started.start();
-    };
-    /** Brings the lanes in step with the jobs: all of them, or only the names a reload named. */
-    const reconcile = (onTakenOver?: () => void, only?: Iterable<string>): void => {
+    context.fileLanes = () => lanes.size;
+    /** Brings the file jobs' lanes in step with the job files. */
+    const reconcile = (takeover?: TakeoverTally): void => {
       const jobs = this.options.jobs();
-      if (only) {
-        for (const name of only) reconcileOne(name, jobs);
-        return;
+      for (const [name, lane] of [...lanes]) {
+        if (jobs.has(name)) {
+          lane.wake();
+          continue;
+        }
+        lanes.delete(name);
+        context.retireLane(lane);
       }
-      for (const name of [...lanes.keys()]) reconcileOne(name, jobs);
-      for (const name of jobs.keys()) if (!lanes.has(name)) reconcileOne(name, jobs, onTakenOver);
+      for (const name of jobs.keys()) {
+        if (lanes.has(name)) continue;
+        const started = new JobLane(name, context, takeover ? { onTakenOver: takeover.expect() } : {});
+        lanes.set(name, started);
+        started.start();
+      }
     };
     // Manual triggers (`leasebeat trigger`) run beside the lanes, under the same term and fence.
-    const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => lanes.get(job)?.paused())
+    const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => {
+      lanes.get(job)?.paused();
+      context.schedules?.lane(job)?.paused();
+    })
       .run()
       .catch((error: unknown) => context.log.error({ err: error }, 'trigger desk failed'));
     const pulse = this.pulse(context);
     let sweep: Promise<void> = Promise.resolve();
-    // The term starts from every job: what was reloaded before it is part of that.
-    this.reloadAll = false;
-    this.reloadNames.clear();
+    // The term starts from every job and schedule: what changed before it is part of that.
+    this.filesChanged = false;
+    this.changedSchedules.clear();
+    this.schedulesMissed = false;
+    // Once every job (and every schedule due at the start) is taken over, the staged runs of jobs this
+    // leader did not load are taken back.
+    const takeover = this.takeoverTally(context, () => (sweep = this.sweepRemovedJobs(context)));
+    const scanning = context.schedules?.run(takeover) ?? (takeover.seal(), Promise.resolve());
     try {
-      // Once every job is taken over, the staged runs of jobs this leader did not load are taken back.
-      reconcile(this.takeoverReport(context, this.options.jobs().size, () => (sweep = this.sweepRemovedJobs(context))));
+      reconcile(takeover);
       let nextResync = this.clock.monotonic() + CLOCK_RESYNC_MS;
       while (!context.signal.aborted) {
         this.wake = new AbortController();
         await this.clock.sleep(nextResync - this.clock.monotonic(), AbortSignal.any([context.signal, this.wake.signal])).catch(() => undefined);
         if (context.signal.aborted) break;
         if (this.wake.signal.aborted) {
-          const names = this.reloadAll ? undefined : [...this.reloadNames];
-          this.reloadAll = false;
-          this.reloadNames.clear();
-          reconcile(undefined, names);
-          if (names === undefined) context.log.info({ jobs: lanes.size }, 'schedules reloaded');
-          else context.log.debug({ jobs: lanes.size, changed: names.length }, 'schedules changed');
+          await this.followChanges(context, reconcile, lanes.size);
           continue;
         }
-        await this.maintain(context).catch((error: unknown) => context.log.warn({ err: error }, 'clock sync or ledger pruning failed'));
+        await this.maintain(context, lanes.keys()).catch((error: unknown) => context.log.warn({ err: error }, 'clock sync or ledger pruning failed'));
         nextResync = this.clock.monotonic() + CLOCK_RESYNC_MS;
       }
     } finally {
       context.stop();
       // Lanes end at their next check of the term; an add already on the wire may still land, which is
       // why the next term finishes every pending claim with the same job id.
-      await Promise.allSettled([desk, pulse, sweep, ...[...stopped, ...lanes.values()].map((lane) => lane.settled())]);
+      const running = [...context.retired, ...lanes.values(), ...(context.schedules?.lanesNow() ?? [])];
+      await Promise.allSettled([desk, pulse, sweep, scanning, ...running.map((lane) => lane.settled())]);
+    }
+  }
+
+  /** Tells the lanes what changed since they were last told: the job files, runtime schedules. */
+  private async followChanges(context: ProducerTerm, reconcile: () => void, fileLanes: number): Promise<void> {
+    const files = this.filesChanged;
+    if (files) {
+      this.filesChanged = false;
+      reconcile();
+      context.log.info({ jobs: fileLanes }, 'job files reloaded');
+    }
+    const schedules = context.schedules;
+    if (!schedules) return;
+    const missed = this.schedulesMissed;
+    const ids = [...this.changedSchedules];
+    this.schedulesMissed = false;
+    this.changedSchedules.clear();
+    try {
+      // Each schedule's lane is compiled again against the new job types.
+      if (files) await schedules.filesChanged();
+      if (missed) await schedules.resync();
+      if (ids.length > 0) await schedules.changed(ids);
+      if (ids.length > 0) context.log.debug({ changed: ids.length, lanes: schedules.size }, 'schedules changed');
+    } catch (error) {
+      if (context.signal.aborted) return;
+      // Told again on the next wake-up, which comes after the backoff.
+      this.filesChanged ||= files;
+      this.schedulesMissed ||= missed;
+      for (const id of ids) this.changedSchedules.add(id);
+      context.log.warn({ err: error, retryInMs: RESTART_BACKOFF_MS }, 'could not read changed runtime schedules; retrying');
+      await context.timer.nap(RESTART_BACKOFF_MS).done;
+      this.wake?.abort();
     }
   }
 
@@ -266,22 +337,39 @@ export class Producer {
   }
 
   /**
-   * What each lane of the term's start calls once it has taken its job over: once all `jobs` have, the
-   * takeover is logged and reported (at once when there are none), then `then` is called.
+   * Counts the lanes of the term's start (the file jobs', and the runtime schedules' of the first scan):
+   * once the count is sealed and every one has taken its job over, the takeover is logged and reported,
+   * then `then` is called.
    */
-  private takeoverReport(context: ProducerTerm, jobs: number, then: () => void): () => void {
+  private takeoverTally(context: ProducerTerm, then: () => void): TakeoverTally {
     const started = this.clock.monotonic();
-    let waiting = jobs;
-    const report = (): void => {
-      if (context.signal.aborted) return;
+    let expected = 0;
+    let waiting = 0;
+    let sealed = false;
+    const check = (): void => {
+      if (!sealed || waiting > 0 || context.signal.aborted) return;
+      sealed = false;
       const ms = this.clock.monotonic() - started;
-      context.log.info({ jobs, ms }, 'every job taken over');
-      this.options.onTakenOver?.(jobs, ms);
+      context.log.info({ jobs: expected, ms }, 'every job taken over');
+      this.options.onTakenOver?.(expected, ms);
       then();
     };
-    if (waiting === 0) queueMicrotask(report);
-    return () => {
-      if (--waiting === 0) report();
+    return {
+      expect: () => {
+        expected++;
+        waiting++;
+        let called = false;
+        return () => {
+          if (called) return;
+          called = true;
+          waiting--;
+          check();
+        };
+      },
+      seal: () => {
+        sealed = true;
+        queueMicrotask(check);
+      },
     };
   }
 
@@ -289,7 +377,7 @@ export class Producer {
   private async sweepRemovedJobs(context: ProducerTerm): Promise<void> {
     for (let attempt = 0; !context.signal.aborted; attempt++) {
       try {
-        const takenBack = await takeBackRemovedJobs(context, this.options.queues, this.options.jobs());
+        const takenBack = await takeBackRemovedJobs(context, this.options.queues, this.options.jobs(), this.options.schedules);
         if (takenBack > 0) context.log.info({ takenBack }, 'took back the staged runs of jobs no longer loaded');
         return;
       } catch (error) {
@@ -319,19 +407,22 @@ export class Producer {
     const leading = (): boolean => !term$.signal.aborted && this.options.stillLeading();
     const { ledger } = this.options;
     const stageAheadMs = this.options.stageAheadMs ?? 0;
+    let schedules: ScheduleLanes | undefined;
+    const job = (name: string): ScheduledJob | undefined => this.options.jobs().get(name) ?? schedules?.job(name);
     const takeOvers = new Coalescer((names: string[]) => {
-      const jobs = this.options.jobs();
       // Runs are staged up to the horizon (plus their jitter) ahead of their due time: earlier terms' staged
       // runs, whether due yet or not, lie within that of the watermark.
-      return ledger.takeOverStates(names.map((job) => ({ job, stagedWithinMs: stageAheadMs + (jobs.get(job)?.maxJitterMs ?? 0) })), this.now());
+      return ledger.takeOverStates(names.map((name) => ({ job: name, stagedWithinMs: stageAheadMs + (job(name)?.maxJitterMs ?? 0) })), this.now());
     });
     const reviews = new Coalescer(async (names: string[]) => {
       const marked = await ledger.markReviewed(token, names);
       return names.map(() => marked);
     });
     const writes = this.options.writes ?? directWrites(this.options.redis);
+    const metrics = this.options.metrics && producerMetricsByType(this.options.metrics, (name) => job(name)?.type ?? name);
     const enqueue = new FencedEnqueue({ ledger, queues: this.options.queues, token, leading, now: () => this.now(), writes });
-    return {
+    const retired: JobLane[] = [];
+    const context: ProducerTerm = {
       token,
       signal: term$.signal,
       log,
@@ -345,11 +436,27 @@ export class Producer {
         redis: this.options.redis,
         ledger,
         queues: this.options.queues,
-        onTakenBack: (job, reason) => this.options.metrics?.skipped(job, reason, 1),
+        onTakenBack: (name, reason) => metrics?.skipped(name, reason, 1),
       }),
-      metrics: this.options.metrics,
+      metrics,
       now: () => this.now(),
-      job: (name) => this.options.jobs().get(name),
+      job,
+      resolveJob: async (name) => {
+        const known = job(name);
+        if (known || !this.options.schedules || this.options.jobs().has(name)) return known;
+        const [stored] = await this.options.schedules.load([name]);
+        return stored?.job;
+      },
+      get schedules() {
+        return schedules;
+      },
+      retired,
+      fileLanes: () => 0,
+      startLane: (lane) => lane.start(),
+      retireLane: (lane) => {
+        lane.stop();
+        retired.push(lane);
+      },
       leading,
       waitLeading: () => {
         if (term$.signal.aborted) return Promise.resolve(false);
@@ -373,6 +480,9 @@ export class Producer {
       },
       stop: () => term$.abort(),
     };
+    if (this.options.schedules) schedules = new ScheduleLanes(this.options.schedules, context, this.options.scheduleReviewLeadMs);
+    this.current = context;
+    return context;
   }
 
   /**
@@ -402,10 +512,12 @@ export class Producer {
     }
   }
 
-  private async maintain(context: ProducerTerm): Promise<void> {
+  /** Syncs the clock, and prunes the ledger of the jobs with a lane (a parked schedule's is pruned when it parks). */
+  private async maintain(context: ProducerTerm, fileLanes: Iterable<string>): Promise<void> {
     await this.syncClock();
-    for (const job of this.options.jobs().values()) {
-      await this.options.ledger.prune(job.name, this.now() - retentionMs(job));
+    for (const name of [...fileLanes, ...(context.schedules?.ids() ?? [])]) {
+      const job = context.job(name);
+      if (job) await this.options.ledger.prune(name, this.now() - retentionMs(job));
     }
     context.reached();
   }

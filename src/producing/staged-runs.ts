@@ -71,6 +71,13 @@ export class StagedRuns {
     return this.runs.length;
   }
 
+  /** The latest due time of the runs held, or undefined when none is. */
+  latestDue(): number | undefined {
+    let latest: number | undefined;
+    for (const run of this.runs) latest = Math.max(latest ?? -Infinity, run.dueAt);
+    return latest;
+  }
+
   /** A take-back of `run` starts: it is carried to its end however late that is. */
   takingBack(run: StagedRun, reason: UnstageReason): void {
     run.takingBack = reason;

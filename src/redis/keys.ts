@@ -95,6 +95,15 @@ export class KeySpace {
     return `${this.base}:schedule-ids`;
   }
 
+  /**
+   * Sorted set: runtime schedule id → the instant (ms, Redis time) by which a leader must have looked at it
+   * again: never later than its next owed tick. The leader keeps lanes only for the schedules due soon
+   * and reads this index for the rest (see ScheduleStore.due and parkSchedule.lua).
+   */
+  get scheduleDue(): string {
+    return `${this.base}:schedule-due`;
+  }
+
   /** Stream of schedule changes (fields `id`, `version`; version 0 for a removal): the feed every instance follows. */
   get scheduleChanges(): string {
     return `${this.base}:schedule-changes`;

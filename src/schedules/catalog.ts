@@ -1,4 +1,3 @@
-import type { Logger } from 'pino';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { compileSchedule } from './spec.js';
 import type { ScheduleRecord } from './store.js';
@@ -12,93 +11,21 @@ export type ScheduleProblem =
   /** It no longer compiles (a job type changed under it): it does not run. */
   | { kind: 'invalid'; detail: string };
 
-interface Compiled {
-  record: ScheduleRecord;
-  /** The job type it was compiled against (undefined: orphaned): a new type object means compiling again. */
-  type: ScheduledJob | undefined;
-  job: ScheduledJob | undefined;
-  problem: ScheduleProblem | undefined;
-}
+/** What a stored schedule runs as against the job files: its definition (none when it does not run), and what is wrong with it. */
+export type CompiledRecord = { job: ScheduledJob; problem: ScheduleProblem | undefined } | { job: undefined; problem: ScheduleProblem };
 
 /**
- * Every definition an instance knows, by name: the `jobs/` files' (scheduled jobs and job types) and the
- * runtime schedules, each compiled against its job type. A name is a file job or a schedule, never both:
- * a file definition wins, and the schedule is reported as shadowed. Kept as one map that is updated in
- * place per changed schedule, so that an upsert costs one compile, not one per schedule.
+ * Compiles a stored schedule against the job files. A name is a file job or a schedule, never both: a
+ * file definition wins, and the schedule is shadowed. An orphan (its job type gone) still compiles: it
+ * has no handler, and its ticks are recorded as skipped `no-handler`.
  */
-export class JobCatalog {
-  private readonly merged = new Map<string, ScheduledJob>();
-  private readonly compiled = new Map<string, Compiled>();
-
-  constructor(
-    private readonly files: () => ReadonlyMap<string, ScheduledJob>,
-    private readonly schedules: () => ReadonlyMap<string, ScheduleRecord>,
-    private readonly log: Logger,
-  ) {}
-
-  /** File definitions and runnable schedules, by name. */
-  get jobs(): ReadonlyMap<string, ScheduledJob> {
-    return this.merged;
-  }
-
-  /** What keeps a stored schedule from running as written, if anything. */
-  problemOf(id: string): ScheduleProblem | undefined {
-    return this.compiled.get(id)?.problem;
-  }
-
-  /** The version of schedule `id` this instance runs by, or undefined when it runs none of it. */
-  liveVersion(id: string): number | undefined {
-    const compiled = this.compiled.get(id);
-    return compiled?.job ? compiled.record.version : undefined;
-  }
-
-  /** The schedules as this instance compiled them, by id (orphans included, shadowed and invalid not). */
-  schedule(id: string): ScheduledJob | undefined {
-    return this.compiled.get(id)?.job;
-  }
-
-  /** After the job files changed: every schedule is compiled again against the new types. */
-  filesChanged(): void {
-    this.merged.clear();
-    for (const [name, job] of this.files()) this.merged.set(name, job);
-    this.compiled.clear();
-    for (const id of this.schedules().keys()) this.update(id);
-  }
-
-  /** After the feed reported `ids` changed (written or removed). */
-  schedulesChanged(ids: readonly string[]): void {
-    for (const id of ids) this.update(id);
-  }
-
-  private update(id: string): void {
-    const record = this.schedules().get(id);
-    const files = this.files();
-    const previous = this.compiled.get(id);
-    if (!record) {
-      this.compiled.delete(id);
-      if (!files.has(id)) this.merged.delete(id);
-      return;
-    }
-    const type = files.get(record.spec.job);
-    const usable = type?.trigger.kind === 'none' ? type : undefined;
-    if (previous && previous.record.version === record.version && previous.record.updatedAt === record.updatedAt && previous.type === usable) return;
-    const entry = this.compile(id, record, usable, files);
-    this.compiled.set(id, entry);
-    if (files.has(id)) return;
-    if (entry.job) this.merged.set(id, entry.job);
-    else this.merged.delete(id);
-  }
-
-  private compile(id: string, record: ScheduleRecord, type: ScheduledJob | undefined, files: ReadonlyMap<string, ScheduledJob>): Compiled {
-    const problem = judgeSchedule(id, record.spec.job, files);
-    if (problem?.kind === 'shadowed') return { record, type, job: undefined, problem };
-    const result = compileSchedule(id, record.spec, type, record.createdAt, record.updatedAt);
-    if (!result.ok) {
-      this.log.error({ schedule: id, errors: result.errors }, `schedule "${id}" does not compile and does not run: ${result.errors.join('; ')}`);
-      return { record, type, job: undefined, problem: { kind: 'invalid', detail: result.errors.join('; ') } };
-    }
-    return { record, type, job: result.job, problem };
-  }
+export function compileRecord(record: ScheduleRecord, files: ReadonlyMap<string, ScheduledJob>): CompiledRecord {
+  const problem = judgeSchedule(record.id, record.spec.job, files);
+  if (problem?.kind === 'shadowed') return { job: undefined, problem };
+  const type = files.get(record.spec.job);
+  const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt, record.updatedAt);
+  if (!result.ok) return { job: undefined, problem: { kind: 'invalid', detail: result.errors.join('; ') } };
+  return { job: result.job, problem };
 }
 
 /**

@@ -9,27 +9,38 @@ export interface ScheduleMetrics {
   applied(lagSeconds: number): void;
 }
 
+/** One schedule the feed reported changed: its record as read after the change (undefined: removed). */
+export interface ScheduleChange {
+  id: string;
+  record: ScheduleRecord | undefined;
+}
+
 /** How long one XREAD blocks: the follower notices a stop within this, without polling in between. */
 const BLOCK_MS = 5_000;
-/** Entries read per XREAD, and specs read per HMGET while loading. */
+/** Entries read per XREAD, and specs read per HMGET. */
 const BATCH = 1_000;
 const RETRY_MS = 500;
 const MAX_RETRY_MS = 5_000;
 
 /**
- * Every instance's copy of the runtime schedules, kept current by following the store's change stream
- * (XREAD BLOCK on a connection of its own): a write is seen within one round trip, with no polling. The
- * stream is read from the last entry seen, so nothing is missed across a slow batch or a reconnect; when
- * the follower cannot be sure it saw every entry (the entry it read last is gone: trimmed before it read
- * on, or lost with a failed-over primary; or a read failed) it loads every schedule again, in batches,
- * and reports what differs.
+ * Tells an instance which runtime schedules changed, as they change, by following the store's change
+ * stream (XREAD BLOCK on a connection of its own): a write is seen within one round trip, with no
+ * polling, and its record is read and passed on (`change`). It holds no copy of the schedules, so an
+ * instance costs the same with 10 or 1,000,000 of them: whoever needs a schedule reads it (the leader
+ * when it falls due, see the due index). The stream is read from the last entry seen, so nothing is
+ * missed across a slow batch or a reconnect; when the follower cannot be sure it saw every entry (the
+ * entry it read last is gone: trimmed before it read on, or lost with a failed-over primary; or a read
+ * failed) it says so (`resync`), and whoever follows it reads again what it relies on.
  */
-export class ScheduleFeed extends EventEmitter<{ change: [ids: string[]] }> {
-  private readonly byId = new Map<string, ScheduleRecord>();
+export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChange[]]; resync: [] }> {
   private reader: Redis | undefined;
   private stopped = false;
   private following: Promise<void> | undefined;
   private lastEntry = '0-0';
+  /** Redis time (ms) up to which every write is applied: every entry before it was read and passed on. */
+  private appliedBefore = 0;
+  /** The ids of the last batch passed on: their entries may share the millisecond of {@link appliedBefore}. */
+  private lastBatch = new Set<string>();
 
   constructor(
     private readonly redis: Redis,
@@ -42,14 +53,17 @@ export class ScheduleFeed extends EventEmitter<{ change: [ids: string[]] }> {
   /** A record leasebeat cannot read is reported and left out: one bad record never stops the others. */
   private readonly unreadable = (error: Error): void => this.log.error({ err: error }, error.message);
 
-  /** The schedules as last read, by id. */
-  get records(): ReadonlyMap<string, ScheduleRecord> {
-    return this.byId;
+  /**
+   * Whether this instance has passed on the write of `record` (so what follows the feed runs by it, or
+   * by a newer one): its write came before the newest entry read.
+   */
+  applied(record: ScheduleRecord): boolean {
+    return record.updatedAt < this.appliedBefore || this.lastBatch.has(record.id);
   }
 
-  /** Loads every schedule, then follows the changes until `stop()`. Resolves once the first load is done. */
+  /** Starts following from the stream's newest entry. Resolves once positioned. */
   async start(): Promise<void> {
-    await this.resync();
+    await this.position();
     this.reader = this.redis.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
     this.reader.on('error', () => undefined);
     this.following = this.follow();
@@ -67,9 +81,12 @@ export class ScheduleFeed extends EventEmitter<{ change: [ids: string[]] }> {
     let mustResync = false;
     while (!this.stopped) {
       try {
-        if (mustResync) await this.resync();
+        if (mustResync) {
+          await this.position();
+          this.emit('resync');
+        }
         mustResync = false;
-        const reply = (await this.reader!.xread('COUNT', BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', this.store.keys.scheduleChanges, this.lastEntry));
+        const reply = await this.reader!.xread('COUNT', BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', this.store.keys.scheduleChanges, this.lastEntry);
         failures = 0;
         const entries = reply?.[0]?.[1] ?? [];
         if (entries.length === 0) continue;
@@ -77,17 +94,28 @@ export class ScheduleFeed extends EventEmitter<{ change: [ids: string[]] }> {
           mustResync = true;
           continue;
         }
+        const ids = [...new Set(entries.map(([, fields]) => fieldOf(fields, 'id')).filter((id): id is string => id !== undefined))];
+        await this.pass(ids);
         this.lastEntry = entries.at(-1)![0];
-        await this.apply([...new Set(entries.map(([, fields]) => fieldOf(fields, 'id')).filter((id): id is string => id !== undefined))]);
+        this.appliedBefore = entryTime(this.lastEntry);
+        this.lastBatch = new Set(ids);
       } catch (error) {
         if (this.stopped) return;
-        // The connection dropped or Redis failed over: entries may have been missed, so load afresh.
+        // The connection dropped or Redis failed over: entries may have been missed.
         mustResync = true;
         const retryInMs = Math.min(RETRY_MS * 2 ** failures++, MAX_RETRY_MS);
-        this.log.warn({ err: error, retryInMs }, 'the schedule feed was interrupted; loading every schedule again');
+        this.log.warn({ err: error, retryInMs }, 'the schedule feed was interrupted; following it again from its newest entry');
         await new Promise((resolve) => setTimeout(resolve, retryInMs).unref());
       }
     }
+  }
+
+  /** Positions the follower at the stream's newest entry: every write before it counts as applied. */
+  private async position(): Promise<void> {
+    const [entries, time] = await Promise.all([this.redis.xrevrange(this.store.keys.scheduleChanges, '+', '-', 'COUNT', 1), this.redis.time()]);
+    this.lastEntry = entries[0]?.[0] ?? '0-0';
+    this.appliedBefore = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+    this.lastBatch = new Set();
   }
 
   /**
@@ -100,43 +128,19 @@ export class ScheduleFeed extends EventEmitter<{ change: [ids: string[]] }> {
     return kept.length === 1;
   }
 
-  /** Reads the current records of `ids` and reports those whose version changed. */
-  private async apply(ids: string[]): Promise<void> {
-    const changed: string[] = [];
+  /** Reads the current records of `ids` and passes them on. */
+  private async pass(ids: string[]): Promise<void> {
     for (let i = 0; i < ids.length; i += BATCH) {
       const slice = ids.slice(i, i + BATCH);
       const records = await this.store.getMany(slice, this.unreadable);
-      slice.forEach((id, j) => {
-        if (this.put(id, records[j])) changed.push(id);
-      });
+      this.emit('change', slice.map((id, j) => ({ id, record: records[j] })));
     }
-    if (changed.length > 0) this.emit('change', changed);
   }
+}
 
-  /** Loads everything: the stream position first, so that a write made during the load is read again after it. */
-  private async resync(): Promise<void> {
-    const [newest] = await this.redis.xrevrange(this.store.keys.scheduleChanges, '+', '-', 'COUNT', 1);
-    this.lastEntry = newest?.[0] ?? '0-0';
-    const seen = new Set<string>();
-    const changed: string[] = [];
-    for await (const records of this.store.all(BATCH, this.unreadable)) {
-      for (const record of records) {
-        seen.add(record.id);
-        if (this.put(record.id, record)) changed.push(record.id);
-      }
-    }
-    for (const id of [...this.byId.keys()]) if (!seen.has(id) && this.put(id, undefined)) changed.push(id);
-    if (changed.length > 0) this.emit('change', changed);
-  }
-
-  /** Stores one id's record (undefined: removed); true when that changed what is known. */
-  private put(id: string, record: ScheduleRecord | undefined): boolean {
-    const known = this.byId.get(id);
-    if (!record) return this.byId.delete(id);
-    if (known?.version === record.version && known.updatedAt === record.updatedAt) return false;
-    this.byId.set(id, record);
-    return true;
-  }
+/** The Redis time (ms) of a stream entry id `<ms>-<seq>`. */
+function entryTime(entry: string): number {
+  return Number(entry.slice(0, entry.indexOf('-')));
 }
 
 function fieldOf(fields: string[], name: string): string | undefined {

@@ -2,10 +2,14 @@ import type { Redis } from 'ioredis';
 import type { KeySpace } from '../redis/keys.js';
 import type { WritePath } from '../redis/durability.js';
 import { LuaScript } from '../util/lua.js';
+import type { FencingToken } from '../ledger/tick-ledger.js';
+import type { DueEntry } from '../producing/runtime-schedules.js';
 import type { StoredSpec } from './spec.js';
 
 const upsertSchedule = new LuaScript(new URL('./lua/upsertSchedule.lua', import.meta.url));
 const removeSchedule = new LuaScript(new URL('./lua/removeSchedule.lua', import.meta.url));
+const parkSchedule = new LuaScript(new URL('./lua/parkSchedule.lua', import.meta.url));
+
 
 /** The change feed keeps about this many entries: a follower further behind than that loads everything again. */
 export const SCHEDULE_FEED_MAXLEN = 100_000;
@@ -46,7 +50,8 @@ export class ScheduleVersionConflict extends Error {
 
 /**
  * Runtime schedules in Redis, beside the ledger under the cluster's hash tag: a hash of specs by id, a
- * sorted set of ids for paging, and a stream that tells every instance what changed. Writes go through
+ * sorted set of ids for paging, a stream that tells every instance what changed, and the due index that
+ * tells the leader when to look at each one again. Writes go through
  * the durable write path, so on Sentinel and Cluster a schedule is acknowledged only once replicas hold it.
  */
 export class ScheduleStore {
@@ -57,7 +62,7 @@ export class ScheduleStore {
   ) {}
 
   private get scriptKeys(): string[] {
-    return [this.keys.schedules, this.keys.scheduleIds, this.keys.scheduleChanges];
+    return [this.keys.schedules, this.keys.scheduleIds, this.keys.scheduleChanges, this.keys.scheduleDue];
   }
 
   /** Stores `spec` as the schedule's next version (see upsertSchedule.lua). */
@@ -118,6 +123,41 @@ export class ScheduleStore {
     return this.redis.zcard(this.keys.scheduleIds);
   }
 
+  /** Which of `ids` are stored, in their order. */
+  async stored(ids: readonly string[]): Promise<boolean[]> {
+    if (ids.length === 0) return [];
+    const scores = await this.redis.zmscore(this.keys.scheduleIds, ...ids);
+    return scores.map((score) => score !== null);
+  }
+
+  /** Up to `limit` entries of the due index due after `after` (exclusive) and by `until`, earliest first. */
+  async due(after: number, until: number, limit: number): Promise<DueEntry[]> {
+    const from = after === -Infinity ? '-inf' : `(${after}`;
+    return pairs(await this.redis.zrangebyscore(this.keys.scheduleDue, from, until, 'WITHSCORES', 'LIMIT', 0, limit));
+  }
+
+  /** Every id of the due index due exactly at `at` (a page of {@link due} may end inside such a group). */
+  async dueExactly(at: number): Promise<string[]> {
+    return this.redis.zrangebyscore(this.keys.scheduleDue, at, at);
+  }
+
+  /** The earliest instant in the due index after `after`, or undefined when none is. */
+  async nextDue(after: number): Promise<number | undefined> {
+    const from = after === -Infinity ? '-inf' : `(${after}`;
+    return pairs(await this.redis.zrangebyscore(this.keys.scheduleDue, from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))[0]?.at;
+  }
+
+  /**
+   * Sets when a leader must look at schedule `id` again (undefined: nothing more is owed), if `version`
+   * written at `updatedAt` is still the stored one (see parkSchedule.lua). Straight to Redis, not through
+   * the durable path: a failover that loses the write leaves the earlier instant, which is only early.
+   */
+  async park(term: FencingToken, id: string, version: number, updatedAt: number, reviewAt: number | undefined): Promise<'parked' | 'changed' | 'fenced'> {
+    const keys = [this.keys.fence, this.keys.retiredGenerations, this.keys.schedules, this.keys.scheduleDue];
+    const outcome = await parkSchedule.run<number>(this.redis, keys, [term.generation, term.leaderTransitions, id, version, updatedAt, reviewAt ?? '']);
+    return outcome === 1 ? 'parked' : outcome === 0 ? 'changed' : 'fenced';
+  }
+
   /** Every stored record, `batch` at a time, in id order. */
   async *all(batch = 1_000, onUnreadable?: (error: ScheduleRecordError) => void): AsyncGenerator<ScheduleRecord[]> {
     let after: string | undefined;
@@ -136,6 +176,13 @@ export class ScheduleRecordError extends Error {
     super(`schedule "${id}": the stored record ${why}; remove it with \`leasebeat schedules rm ${id}\` and write it again`);
     this.name = 'ScheduleRecordError';
   }
+}
+
+/** `[member, score, member, score, ...]` as entries. */
+function pairs(flat: string[]): DueEntry[] {
+  const entries: DueEntry[] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) entries.push({ id: flat[i]!, at: Number(flat[i + 1]) });
+  return entries;
 }
 
 function parseRecord(id: string, text: string): ScheduleRecord {

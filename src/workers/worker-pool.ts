@@ -126,8 +126,8 @@ export class WorkerPool {
   ) {}
 
   /**
-   * Starts or adjusts workers so that every queue in `jobs` has one, sized to its jobs' concurrency up to
-   * the tuning's bound.
+   * Starts or adjusts workers so that every queue in `jobs` (the job files' definitions) has one, sized to
+   * its jobs' concurrency up to the tuning's bound. A runtime schedule's runs are done by its job type.
    */
   update(jobs: ReadonlyMap<string, ScheduledJob>): void {
     if (this.closing) return;
@@ -135,7 +135,10 @@ export class WorkerPool {
     const bound = this.options.tuning?.concurrency ?? DEFAULT_WORKER_TUNING.concurrency;
     const concurrencyByQueue = new Map<string, number>();
     for (const job of jobs.values()) {
-      concurrencyByQueue.set(job.queue, Math.min(bound, (concurrencyByQueue.get(job.queue) ?? 0) + job.concurrency));
+      // A job type runs the ticks of any number of runtime schedules, each up to its concurrency: its
+      // queue gets the whole bound.
+      const wanted = job.trigger.kind === 'none' ? bound : job.concurrency;
+      concurrencyByQueue.set(job.queue, Math.min(bound, (concurrencyByQueue.get(job.queue) ?? 0) + wanted));
     }
     for (const [queue, concurrency] of concurrencyByQueue) {
       const existing = this.workers.get(queue);
@@ -322,7 +325,7 @@ export class WorkerPool {
           'running a run again whose last start never finished (its process died or lost the lock): BullMQ runs a run at least once',
         );
       }
-      this.options.metrics?.started(job.name, start.start, { tick: (job.data as Partial<TickJobData>).tick ?? job.timestamp, startedAt: job.processedOn ?? Date.now() });
+      this.options.metrics?.started(metricName(job), start.start, { tick: (job.data as Partial<TickJobData>).tick ?? job.timestamp, startedAt: job.processedOn ?? Date.now() });
       const abort = new AbortController();
       // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
       signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
@@ -402,7 +405,7 @@ export class WorkerPool {
     } else {
       this.options.logger.warn(log, 'a finished run came back after a Redis failover lost the record of its finish: recording that finish again, not running it');
     }
-    this.options.metrics?.notRunAgain(job.name, refused ? 'completed-retry-refused' : 'finish-lost');
+    this.options.metrics?.notRunAgain(metricName(job), refused ? 'completed-retry-refused' : 'finish-lost');
     if (finish.outcome === 'completed') return finish.value === '' ? undefined : (JSON.parse(finish.value) as unknown);
     // Only completed and failed runs come back finished: a moved one is re-entered (startRun.lua).
     throw finish.final ? new UnrecoverableError(finish.value) : new Error(finish.value);
@@ -422,7 +425,7 @@ export class WorkerPool {
       try {
         if (!(await this.options.records.finishLost(job, token))) return;
         this.options.logger.warn({ job: job.name, jobId: job.id }, "a failover lost BullMQ's record of a run's finish: recording it again while the run is still ours");
-        this.options.metrics?.notRunAgain(job.name, 'finish-lost');
+        this.options.metrics?.notRunAgain(metricName(job), 'finish-lost');
         await recordAgain(token);
       } catch (error) {
         const retryInMs = Math.min(FINISH_RETRY_MS * 2 ** attempt, MAX_FINISH_RETRY_MS);
@@ -455,11 +458,19 @@ export class WorkerPool {
         await sleep(retryInMs);
       }
     }
-    this.options.metrics?.finishUnrecorded(job.name);
+    this.options.metrics?.finishUnrecorded(metricName(job));
   }
 }
 
 /** Whether BullMQ will not retry after this failure (no attempt left, or unrecoverable): as `Job.shouldRetryJob` decides. */
 function isFinal(job: Job, error: Error): boolean {
   return error instanceof UnrecoverableError || error.name === 'UnrecoverableError' || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+}
+
+/**
+ * The name a run is counted under in the per-job metrics: a runtime schedule's job type (its runs carry
+ * it), so that 100,000 schedules make one series per job type, not one per schedule; else the job's own.
+ */
+export function metricName(job: Job): string {
+  return (job.data as Partial<TickJobData> | undefined)?.type ?? job.name;
 }

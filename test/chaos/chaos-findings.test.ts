@@ -427,7 +427,7 @@ describe('chaos findings: a claim whose add failed is added after an edit by the
           // Now the schedule is edited to every 2 s, and BullMQ answers again.
           await admin.schedules.upsert('refused-add', { job: 'work', every: '2s', data: { v: 2 } });
           job = await compiled(store, types, 'refused-add');
-          producer.reload(['refused-add']);
+          producer.reload();
           failAdds = false;
           return false;
         }

@@ -1,6 +1,6 @@
 --[[
   Removes a schedule and tells the change feed. With an expected version, only if that version is stored.
-  KEYS[1] specs  KEYS[2] ids  KEYS[3] change feed
+  KEYS[1] specs  KEYS[2] ids  KEYS[3] change feed  KEYS[4] due index
   ARGV[1] id  ARGV[2] expected version ('' for any)  ARGV[3] the feed's approximate length cap
   Returns the removed version, 0 when there was no such schedule, -1 when the expected version did not
   match (nothing is removed).
@@ -15,6 +15,7 @@ if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= version then
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 -- Version 0 in the feed: the schedule is gone.
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[1], 'version', 0)
 return version

@@ -6,6 +6,7 @@
   KEYS[1] specs (hash: id -> "<version>|<updatedAt>|<createdAt>|<updatedBy>|<spec JSON>", times in ms)
   KEYS[2] ids (sorted set)
   KEYS[3] change feed (stream)
+  KEYS[4] due index (sorted set: id -> when a leader must look at it next)
   ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] who
   ARGV[5] the feed's approximate length cap
   Returns { version, 1 } when written, { version, 0 } when the stored spec was the same, and
@@ -36,5 +37,8 @@ end
 version = version + 1
 redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. created .. '|' .. ARGV[4] .. '|' .. spec)
 redis.call('ZADD', KEYS[2], 0, id)
+-- Due now: the leader looks at the new version at once (it also hears of it on the feed). LT keeps an
+-- earlier instant: a tick of the old version may still be owed before now.
+redis.call('ZADD', KEYS[4], 'LT', now, id)
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'id', id, 'version', version)
 return { version, 1 }

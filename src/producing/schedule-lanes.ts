@@ -1,0 +1,281 @@
+import type { ScheduledJob } from '../scheduling/define-job.js';
+import { JobLane, type LaneParking } from './job-lane.js';
+import type { LaneMarks } from './lane-cursor.js';
+import type { LaneTerm } from './lane-term.js';
+import { retentionMs } from './fenced-enqueue.js';
+import type { IdleSchedule, LoadedSchedule, RuntimeScheduleSource } from './runtime-schedules.js';
+
+/** A schedule as read: runnable, stored but idle, or not stored. */
+type Stored = LoadedSchedule | IdleSchedule | undefined;
+
+/** Counts the lanes a takeover waits for: each started lane expects one call; sealed once all are started. */
+export interface TakeoverTally {
+  expect(): () => void;
+  seal(): void;
+}
+
+/**
+ * How long before a schedule's due instant its lane is made: the staging horizon comes on top. Long
+ * enough for a takeover read and a spec read at any load; short enough that a leader holds lanes for a
+ * few seconds of ticks only (a million hourly schedules: about 280 ticks a second).
+ */
+export const REVIEW_LEAD_MS = 10_000;
+/**
+ * A lane parks only when its next tick is this much further off than the lead: the instant it writes is
+ * then past what the scan has read (the authoritative clock may step back a little at a resync).
+ */
+const PARK_MARGIN_MS = 2_000;
+/** Entries read per page of the due index, and specs per read. */
+const PAGE = 1_000;
+/** A stored schedule that does not run (shadowed, invalid) is looked at again this often: the job files may have changed. */
+const IDLE_RECHECK_MS = 60_000;
+/** The longest sleep between scans of the due index, so that a write the feed did not deliver is found anyway. */
+const MAX_SCAN_SLEEP_MS = 5_000;
+const RETRY_MS = 500;
+const MAX_RETRY_MS = 5_000;
+
+/** What ScheduleLanes needs from the producer's term. */
+export interface ScheduleLanesTerm extends LaneTerm {
+  /** Starts lanes made here (they run beside the file jobs' lanes, on the same timer). */
+  startLane(lane: JobLane): void;
+  /** A lane that ends now (its schedule was removed or no longer runs): it takes back its staged runs, then ends. */
+  retireLane(lane: JobLane): void;
+}
+
+interface Parked {
+  marks: LaneMarks;
+  version: number;
+  updatedAt: number;
+}
+
+/**
+ * The runtime schedules' lanes within one term. A leader keeps a lane only for the schedules whose next
+ * tick is near: a lane whose next tick is far off, with nothing staged or pending, is dropped ("parked")
+ * after writing when it must be looked at again into the due index in Redis (parkSchedule.lua), and is
+ * made again from its marks when that instant draws near. So with a million schedules a leader holds
+ * lanes for the few thousand due in the next seconds, their marks (a few numbers each), and nothing else
+ * per schedule: specs are read, and compiled, only when a schedule falls due or changes.
+ *
+ * The due index never says later than a schedule's next owed tick: an upsert makes it due at once, a
+ * lane parks with its next tick, a removal takes it out. So a new leader, which holds no marks, finds
+ * every schedule owing ticks (the previous leader's overdue ones first) by reading the index up to now
+ * plus the lead, and takes those over from the ledger like any lane; the rest wait in the index.
+ */
+export class ScheduleLanes {
+  private readonly lanes = new Map<string, JobLane>();
+  private readonly live = new Map<string, LoadedSchedule>();
+  /** Where this term's dropped lanes stood, by schedule: resumed from here rather than taken over again. */
+  private readonly parked = new Map<string, Parked>();
+  /** Every entry of the index due by this instant was read in this term (see scan). */
+  private scannedTo = -Infinity;
+  private wakeScan: (() => void) | undefined;
+  private readonly parking: LaneParking;
+  /** The takeover that counts the lanes made while it is set (the term's first scan). */
+  private counting: TakeoverTally | undefined;
+  /** Reads and their lane changes run one at a time, so an older read never overwrites a newer one. */
+  private turn: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly source: RuntimeScheduleSource,
+    private readonly term: ScheduleLanesTerm,
+    private readonly reviewLeadMs = REVIEW_LEAD_MS,
+  ) {
+    this.parking = {
+      afterMs: this.leadMs + PARK_MARGIN_MS,
+      park: (lane, marks, reviewAt) => this.park(lane, marks, reviewAt),
+    };
+  }
+
+  /** How long before its due instant a schedule gets a lane. */
+  private get leadMs(): number {
+    return this.reviewLeadMs + this.term.stageAheadMs;
+  }
+
+  /** The compiled definition of a schedule that has a lane now. */
+  job(id: string): ScheduledJob | undefined {
+    return this.live.get(id)?.job;
+  }
+
+  lane(id: string): JobLane | undefined {
+    return this.lanes.get(id);
+  }
+
+  /** The schedules with a lane now. */
+  get size(): number {
+    return this.lanes.size;
+  }
+
+  /** Ids of the schedules with a lane now. */
+  ids(): string[] {
+    return [...this.lanes.keys()];
+  }
+
+  /** The lanes now (at the end of a term: what may still be writing). */
+  lanesNow(): JobLane[] {
+    return [...this.lanes.values()];
+  }
+
+  /**
+   * Scans the due index until the term ends: every schedule due within the lead gets a lane. The lanes of
+   * the first scan are counted in `takeover`, sealed once that scan is done.
+   */
+  async run(takeover: TakeoverTally): Promise<void> {
+    this.counting = takeover;
+    for (let failures = 0; !this.term.signal.aborted; ) {
+      try {
+        await this.exclusive(() => this.scan(this.term.now() + this.leadMs));
+        if (this.counting) {
+          this.counting = undefined;
+          takeover.seal();
+        }
+        failures = 0;
+        const next = await this.source.nextDue(this.scannedTo);
+        this.term.reached();
+        const sleepMs = next === undefined ? MAX_SCAN_SLEEP_MS : Math.min(MAX_SCAN_SLEEP_MS, Math.max(0, next - this.leadMs - this.term.now()));
+        await this.sleep(sleepMs);
+      } catch (error) {
+        if (this.term.signal.aborted) return;
+        const retryInMs = Math.min(RETRY_MS * 2 ** failures++, MAX_RETRY_MS);
+        this.term.log.warn({ err: error, retryInMs }, 'could not read the due runtime schedules; retrying');
+        await this.sleep(retryInMs);
+      }
+    }
+  }
+
+  /** Schedules `ids` were written or removed: their lanes follow at once (a new one is made if none runs). */
+  changed(ids: readonly string[], refresh = false): Promise<void> {
+    return this.exclusive(() => this.follow(ids, refresh));
+  }
+
+  private async follow(ids: readonly string[], refresh: boolean): Promise<void> {
+    for (let i = 0; i < ids.length; i += PAGE) {
+      const slice = ids.slice(i, i + PAGE);
+      const loaded = await this.source.load(slice);
+      this.term.reached();
+      for (const [j, id] of slice.entries()) await this.apply(id, loaded[j], refresh);
+    }
+  }
+
+  /**
+   * The feed may have missed changes: every lane reads its spec again, and the next scan reads the whole
+   * index up to now (an upsert made its schedule due at once).
+   */
+  async resync(): Promise<void> {
+    this.scannedTo = -Infinity;
+    this.wakeScan?.();
+    await this.changed(this.ids());
+  }
+
+  /** The job files changed: every lane's schedule is compiled again against them. */
+  async filesChanged(): Promise<void> {
+    await this.changed(this.ids(), true);
+  }
+
+  /** Reads the due index from where the last scan ended up to `until`, making lanes for what it finds. */
+  private async scan(until: number): Promise<void> {
+    let after = this.scannedTo;
+    for (;;) {
+      const page = await this.source.due(after, until, PAGE);
+      this.term.reached();
+      if (page.length < PAGE) {
+        await this.look(page.map((entry) => entry.id));
+        break;
+      }
+      // A page may end inside a group due at one instant (10,000 schedules firing together): read that
+      // group whole, then go on past it.
+      const last = page.at(-1)!.at;
+      await this.look(page.filter((entry) => entry.at < last).map((entry) => entry.id));
+      await this.look(await this.source.dueExactly(last));
+      after = last;
+    }
+    this.scannedTo = Math.max(this.scannedTo, until);
+  }
+
+  /** Makes lanes for the due schedules `ids` that have none. */
+  private async look(ids: string[]): Promise<void> {
+    const waiting = ids.filter((id) => !this.lanes.has(id));
+    if (waiting.length === 0) return;
+    const loaded = await this.source.load(waiting);
+    this.term.reached();
+    for (const [i, id] of waiting.entries()) await this.apply(id, loaded[i], false);
+  }
+
+  /** Brings schedule `id`'s lane in step with what is stored. */
+  private async apply(id: string, loaded: Stored, refresh: boolean): Promise<void> {
+    const lane = this.lanes.get(id);
+    if (loaded?.job === undefined) {
+      // Removed, or stored but not runnable: a lane takes back its staged runs and ends.
+      if (lane) this.retire(lane);
+      this.parked.delete(id);
+      // Not stored: the index entry, if any, is stale. Not runnable: looked at again later, in case the job files changed.
+      const reviewAt = loaded ? this.term.now() + IDLE_RECHECK_MS : undefined;
+      if ((await this.source.park(this.term.token, id, loaded?.version ?? 0, loaded?.updatedAt ?? 0, reviewAt)) === 'fenced') this.term.fenced();
+      this.term.reached();
+      return;
+    }
+    const known = this.live.get(id);
+    // Reads are applied in order, but a lane's own read (see park) may meet a newer one already applied.
+    if (known && loaded.updatedAt < known.updatedAt) return;
+    const redefined = known !== undefined && (known.version !== loaded.version || known.updatedAt !== loaded.updatedAt);
+    this.live.set(id, loaded);
+    if (lane) {
+      if (redefined || refresh) lane.wake();
+      return;
+    }
+    const parked = this.parked.get(id);
+    this.parked.delete(id);
+    const made = new JobLane(id, this.term, {
+      parking: this.parking,
+      ...(parked ? { resume: parked.marks } : {}),
+      ...(this.counting ? { onTakenOver: this.counting.expect() } : {}),
+    });
+    // Edited while parked: as a sleeping lane would be told (its rewind floor is the new version's write).
+    if (parked && (parked.version !== loaded.version || parked.updatedAt !== loaded.updatedAt)) made.wake();
+    this.lanes.set(id, made);
+    this.term.startLane(made);
+  }
+
+  private retire(lane: JobLane): void {
+    this.lanes.delete(lane.name);
+    this.live.delete(lane.name);
+    this.term.retireLane(lane);
+  }
+
+  /** What a lane calls to be dropped until `reviewAt` (see LaneParking). */
+  private async park(lane: JobLane, marks: LaneMarks, reviewAt: number | undefined): Promise<boolean> {
+    const loaded = this.live.get(lane.name);
+    if (!loaded || this.lanes.get(lane.name) !== lane) return false;
+    const outcome = await this.source.park(this.term.token, lane.name, loaded.version, loaded.updatedAt, reviewAt);
+    this.term.reached();
+    if (outcome === 'fenced') {
+      this.term.fenced();
+      return false;
+    }
+    if (outcome === 'changed') {
+      // Written since this lane read it: read it again (the lane is told), and go on.
+      await this.changed([lane.name]);
+      return false;
+    }
+    // Changed while the write was on its way (the feed delivered it meanwhile): the lane goes on with it.
+    if (this.live.get(lane.name) !== loaded || this.lanes.get(lane.name) !== lane) return false;
+    this.lanes.delete(lane.name);
+    this.live.delete(lane.name);
+    this.parked.set(lane.name, { marks, version: loaded.version, updatedAt: loaded.updatedAt });
+    // Its ledger is pruned here: the term's maintenance prunes only the jobs with a lane.
+    await this.term.ledger.prune(lane.name, this.term.now() - retentionMs(loaded.job)).catch(() => undefined);
+    return true;
+  }
+
+  private exclusive(work: () => Promise<void>): Promise<void> {
+    const run = this.turn.then(work);
+    this.turn = run.catch(() => undefined);
+    return run;
+  }
+
+  private async sleep(ms: number): Promise<void> {
+    const nap = this.term.timer.nap(ms);
+    this.wakeScan = () => nap.wake();
+    await nap.done;
+    this.wakeScan = undefined;
+  }
+}
