@@ -242,7 +242,8 @@ export class JobLane implements Sleeper {
     // the new definition.
     if (this.ticks.rewindPending) this.ticks.rewind(this.term.now(), this.behind ? -Infinity : (job.definedAt ?? -Infinity));
     const tick = nextTick(job, this.ticks.position);
-    const untilDue = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job) - this.term.now();
+    const dueAt = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job);
+    const untilDue = dueAt - this.term.now();
     if (untilDue > 0) {
       this.behind = false;
       if (this.redefined) {
@@ -252,7 +253,9 @@ export class JobLane implements Sleeper {
       }
       let sleepMs = Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS);
       if (this.parking && untilDue > this.parking.afterMs) {
-        if (this.parkable()) return { parkUntil: tick };
+        // Parked until the instant the lane must act (the tick, its jitter, less the staging lead): past what
+        // the scan of the due index has read, which a nominal tick with a long jitter need not be.
+        if (this.parkable()) return { parkUntil: tick === undefined ? undefined : dueAt };
         // Parked once the runs it staged are due: wake then, not a whole sleep later.
         const stagedDue = this.staged.latestDue();
         if (stagedDue !== undefined) sleepMs = Math.min(sleepMs, Math.max(0, stagedDue - this.term.now()) + 1);

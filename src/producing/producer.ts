@@ -146,14 +146,21 @@ export class Producer {
 
   /** Runtime schedules `ids` were written or removed: their lanes follow at once (one upsert wakes one lane). */
   schedulesChanged(ids: Iterable<string>): void {
+    // Not producing: nothing to tell, and nothing kept (a term starts from the due index, where every write made its schedule due).
+    if (!this.producing) return;
     for (const id of ids) this.changedSchedules.add(id);
     this.wake?.abort();
   }
 
   /** The schedule feed may have missed changes: every schedule lane reads its spec again, and the due index is read afresh. */
   schedulesResync(): void {
+    if (!this.producing) return;
     this.schedulesMissed = true;
     this.wake?.abort();
+  }
+
+  private get producing(): boolean {
+    return this.current !== undefined && !this.current.signal.aborted;
   }
 
   /**
