@@ -449,8 +449,16 @@ function millionRows(m: MillionSchedulesResult): string[] {
       `${settledKiB.toFixed(2)} / ${endKiB.toFixed(2)} KiB per schedule; leader CPU ${loaded.cpuMsPerSecond.toFixed(0)} ms/s | ` +
       `0 schedules: RSS ${idle.settled.rssMiB.toFixed(0)} / ${idle.end.rssMiB.toFixed(0)} MiB (after ${Math.round((idle.end.at - idle.settled.at) / 1000)} s), heap ${idle.settled.heapUsedMiB.toFixed(0)} / ${idle.end.heapUsedMiB.toFixed(0)} MiB | | ` +
       `≤ 1 KiB per schedule (the larger of the two) | ${verdict(perSchedule <= 1)} |`,
-    `| 8 | Takeover with ${n} runtime schedules: process start → producing (the later of the producer's "every job taken over" and its first run in BullMQ)${scale} | ` +
-      `${s(producing)} (taken over ${s(loaded.takeoverMs)}; first run ${s(loaded.firstEnqueueMs)}) | 0 schedules: ${s(idle.takeoverMs)} | | ≤ 10 s | ${verdict(producing <= 10_000)} |`,
+    `| 8 | Takeover with ${n} runtime schedules, by a new leader after a previous one stopped: process start → producing (the later of the producer's ` +
+      `"every job taken over" and its first run in BullMQ)${scale} | ${s(producing)} (taken over ${s(loaded.takeoverMs)}; first run ${s(loaded.firstEnqueueMs)}) | ` +
+      `0 schedules: ${s(idle.takeoverMs)} | | ≤ 10 s | ${verdict(producing <= 10_000)} |`,
+    ...(m.first
+      ? [
+          `| 8 | The first leader right after the bulk write (each upsert makes its schedule due at once: it takes all ${n} over, then parks those not due soon)${scale} | ` +
+            `taken over ${s(m.first.takeoverMs)} (first run ${s(m.first.firstEnqueueMs)}); all but the due soon parked ${s(m.first.parkedMs)} after its process start; ` +
+            `peak RSS ${m.first.peakRssMiB.toFixed(0)} MiB, heap ${m.first.peakHeapUsedMiB.toFixed(0)} MiB${m.first.stoppedCleanly ? '' : '; **killed at its stop**'} | | | (context) | |`,
+        ]
+      : []),
     `| 8 | Enqueue lag, ${n} hourly runtime schedules (${int(m.schedules / 3600)} ticks/s) over ${windowS} s: run available to workers − nominal tick (median / p99 / max; ` +
       `BullMQ's event stream); due ticks of the window enqueued${scale} | ${show(lag)}; ${int(m.enqueued)} of ${int(m.due)} due enqueued, ${int(m.available)} available, ` +
       `${int(m.within100Ms)} within 100 ms; ${m.unexpected} runs of ticks not due${m.streamWhole ? '' : '; **the event stream was trimmed**'}${missing}; latest ${slowest} | | | ` +

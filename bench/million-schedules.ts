@@ -2,7 +2,10 @@
  * Issue 21's million rows of section 8: a leader over 1,000,000 hourly runtime schedules spread over the
  * hour (schedule i fires at second i mod 3600 of every hour: `S M * * * *`), against the same process over
  * none. Its memory and takeover are measured in its own process (bench/million-leader-process.ts); what it
- * enqueued is read from BullMQ afterwards, from the queue's event stream (ground truth, not its logs).
+ * enqueued is read from BullMQ, from the queue's event stream as it grows and the job hashes (ground
+ * truth, not its logs). The measured leader is the second over the schedules: the first, right after the
+ * bulk write, takes every schedule over (an upsert makes it due at once) and parks those not due soon;
+ * a new leader (a failover, a deploy) finds them parked.
  *
  * `LEASEBEAT_BENCH_MILLION_SCHEDULES` and `LEASEBEAT_BENCH_MILLION_WINDOW_S` shrink the run for a quick check
  * (the rows then say so, and claim no goal).
@@ -26,8 +29,13 @@ const QUEUE = 'leasebeat';
 const QUEUE_KEY = `bull:${QUEUE}`;
 /** The ledger of a job, for the diagnosis of a tick that was due and not enqueued (read only). */
 const ledgerKey = (job: string): string => `leasebeat:{leasebeat}:ledger:${job}`;
-/** The event stream is kept whole for the measurement (BullMQ trims it to 10,000 entries by default). */
-const UNTRIMMED_EVENTS = 100_000_000;
+/** The due index (schedule id → when a leader must look at it again), read only to see the first leader done. */
+const DUE_INDEX = 'leasebeat:{leasebeat}:schedule-due';
+/** The first leader is done once no more schedules are due within this than their ticks make due (it parked the rest). */
+const PARKED_HORIZON_MS = 60_000;
+const PARK_WAIT_MS = 10 * 60_000;
+/** How often the queue's event stream is read while it grows (BullMQ trims it to about 10,000 entries: some 7 s of these runs). */
+const TAIL_POLL_MS = 250;
 const WORKER_CONCURRENCY = 100;
 const SAMPLE_MS = 5_000;
 /** After the takeover, the measured window starts this much later (on a whole second). */
@@ -66,6 +74,24 @@ export interface MissingTick {
   ledger: string;
 }
 
+/**
+ * The first leader over the schedules just written: every upsert made its schedule due at once, so it
+ * takes all of them over, then parks the ones not due soon. The measured leader comes after it, as a
+ * new leader (a failover, a deploy) comes after a previous one.
+ */
+export interface FirstLeaderRun {
+  /** Process start → "every job taken over" and → its first run in BullMQ, ms. */
+  takeoverMs: number | undefined;
+  firstEnqueueMs: number | undefined;
+  /** Process start → the due index holds only the schedules due within a minute (the rest parked), ms. */
+  parkedMs: number | undefined;
+  /** The most RSS and heap of its samples. */
+  peakRssMiB: number;
+  peakHeapUsedMiB: number;
+  /** It exited on SIGTERM by itself (false: killed after 10 s). */
+  stoppedCleanly: boolean;
+}
+
 export interface MillionSchedulesResult {
   schedules: number;
   /** The setup: `schedules.upsert` of every schedule, this many in flight, per second. */
@@ -74,20 +100,21 @@ export interface MillionSchedulesResult {
   /** Redis' `used_memory` with the schedules stored, before any leader ran over them. */
   redisUsedMiB: number;
   idle: MillionLeaderRun;
+  first: FirstLeaderRun;
   loaded: MillionLeaderRun;
   /** The measured window of nominal ticks, epoch ms: [windowStart, windowEnd). */
   windowStart: number;
   windowEnd: number;
   /** Ticks of the window due by the specs written (ground truth: computed from the offsets). */
   due: number;
-  /** Due ticks whose run exists in BullMQ (any event of its job id), and those of them made available to workers (`waiting`). */
+  /** Due ticks whose run was added to BullMQ (its `added` event, or its job hash), and those of them made available to workers (`waiting`). */
   enqueued: number;
   available: number;
   /** Runs made available for a tick of the window that no schedule had due (wrong ticks). */
   unexpected: number;
   /** Due ticks not made available, the first few, with what Redis holds for them. */
   missing: MissingTick[];
-  /** Whether the event stream still starts with the leader's first run (else it was trimmed, and the counts are low). */
+  /** The event stream was read whole while the leader ran (else entries were trimmed first, and the counts from it are low). */
   streamWhole: boolean;
   /** Available to workers (its `waiting` event, Redis time) − nominal tick, ms, over the due ticks of the window. */
   enqueueLagMs: Spread | undefined;
@@ -149,10 +176,86 @@ async function startLeader(url: string): Promise<LeaderChild> {
   };
 }
 
+const EVENTS = `${QUEUE_KEY}:events`;
+const streamId = (id: string): [number, number] => id.split('-').map(Number) as [number, number];
+const after = (a: string, b: string): boolean => {
+  const [am, as] = streamId(a);
+  const [bm, bs] = streamId(b);
+  return am > bm || (am === bm && as > bs);
+};
+
 /** The Redis time of the queue's first event, if any. */
 async function firstEvent(redis: Redis): Promise<number | undefined> {
-  const [first] = await redis.xrange(`${QUEUE_KEY}:events`, '-', '+', 'COUNT', 1);
-  return first ? Number(first[0].split('-')[0]) : undefined;
+  const [first] = await redis.xrange(EVENTS, '-', '+', 'COUNT', 1);
+  return first ? streamId(first[0])[0] : undefined;
+}
+
+/**
+ * Follows the queue's event stream (ground truth of what reached BullMQ) from its start on, reading it
+ * every TAIL_POLL_MS as it grows, since BullMQ trims it to about 10,000 entries. Per job id: the Redis
+ * time of its `added` event (the run was added) and of its first `waiting` (available to workers).
+ */
+class EventTail {
+  readonly added = new Map<string, number>();
+  readonly waiting = new Map<string, number>();
+  /** Entries were trimmed before this tail read them: the counts from the stream are low. */
+  gap = false;
+  private last = '0-0';
+  private stopped = false;
+  private done: Promise<void> = Promise.resolve();
+
+  private constructor(private readonly redis: Redis) {}
+
+  /** From the stream's newest entry on. */
+  static async start(redis: Redis): Promise<EventTail> {
+    const tail = new EventTail(redis);
+    const [newest] = await redis.xrevrange(EVENTS, '+', '-', 'COUNT', 1);
+    if (newest) tail.last = newest[0];
+    tail.done = tail.follow();
+    return tail;
+  }
+
+  /** The Redis time of the first `added` event at or after `from`. */
+  firstAddedFrom(from: number): number | undefined {
+    let first: number | undefined;
+    for (const at of this.added.values()) if (at >= from && (first === undefined || at < first)) first = at;
+    return first;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.done;
+    await this.read();
+  }
+
+  private async follow(): Promise<void> {
+    while (!this.stopped) {
+      await this.read();
+      await sleep(TAIL_POLL_MS);
+    }
+  }
+
+  private async read(): Promise<void> {
+    const before = this.last;
+    for (;;) {
+      const entries = await this.redis.xrange(EVENTS, `(${this.last}`, '+', 'COUNT', 10_000);
+      for (const [id, fields] of entries) {
+        const at = streamId(id)[0];
+        const jobIndex = fields.indexOf('jobId');
+        if (jobIndex < 0) continue;
+        const jobId = fields[jobIndex + 1]!;
+        const event = fields[fields.indexOf('event') + 1];
+        if (event === 'added' && !this.added.has(jobId)) this.added.set(jobId, at);
+        if (event === 'waiting' && !this.waiting.has(jobId)) this.waiting.set(jobId, at);
+      }
+      if (entries.length > 0) this.last = entries.at(-1)![0];
+      if (entries.length < 10_000) break;
+    }
+    // Checked after the read: if the oldest entry left is still not past where the last read ended,
+    // nothing this read needed had been trimmed.
+    const [oldest] = await this.redis.xrange(EVENTS, '-', '+', 'COUNT', 1);
+    if (before !== '0-0' && oldest && after(oldest[0], before)) this.gap = true;
+  }
 }
 
 /**
@@ -161,7 +264,7 @@ async function firstEvent(redis: Redis): Promise<number | undefined> {
  * line within a minute of its first run is taken as producing from that run.
  */
 async function awaitTakeover(
-  redis: Redis,
+  firstRun: () => Promise<number | undefined>,
   leader: LeaderChild,
   count: number,
 ): Promise<{ takeoverMs: number | undefined; firstEnqueueMs: number | undefined; firstEventAt: number | undefined; producingAt: number }> {
@@ -170,7 +273,7 @@ async function awaitTakeover(
   let firstSeen: number | undefined;
   for (;;) {
     if (leader.child.child.exitCode !== null || leader.child.child.signalCode !== null) throw new Error('million-leader-process exited before its takeover');
-    if (count > 0 && first === undefined && (first = await firstEvent(redis)) !== undefined) firstSeen = Date.now();
+    if (count > 0 && first === undefined && (first = await firstRun()) !== undefined) firstSeen = Date.now();
     const logged = leader.takenOver() !== undefined;
     if (logged && (count === 0 || first !== undefined)) break;
     if (firstSeen !== undefined && Date.now() > firstSeen + 60_000) break;
@@ -186,15 +289,16 @@ async function awaitTakeover(
 
 /** Runs a leader over what is stored, measures it from the settled instant for `windowMs`, and stops it. */
 async function leaderRun(
-  redis: Redis,
+  tail: EventTail | undefined,
   url: string,
   count: number,
   windowMs: number,
   progress: (line: string) => void,
-): Promise<{ run: MillionLeaderRun; windowStart: number; windowEnd: number; firstEventAt: number | undefined }> {
+): Promise<{ run: MillionLeaderRun; windowStart: number; windowEnd: number }> {
   const leader = await startLeader(url);
   try {
-    const { takeoverMs, firstEnqueueMs, firstEventAt, producingAt } = await awaitTakeover(redis, leader, count);
+    const firstRun = (): Promise<number | undefined> => Promise.resolve(tail?.firstAddedFrom(leader.started));
+    const { takeoverMs, firstEnqueueMs, producingAt } = await awaitTakeover(firstRun, leader, count);
     progress(`    leader over ${count}: takeover log ${takeoverMs ?? 'never'} ms, first enqueue ${firstEnqueueMs ?? 'none'} ms after its process start`);
     const windowStart = Math.ceil((producingAt + SETTLE_MS) / 1000) * 1000;
     const windowEnd = windowStart + windowMs;
@@ -207,7 +311,35 @@ async function leaderRun(
     const end = await leader.sampleAfter(windowEnd);
     await sleep(Math.max(0, windowEnd + TAIL_MS - Date.now()));
     const cpuMsPerSecond = ((end.cpuMs - settled.cpuMs) / (end.at - settled.at)) * 1000;
-    return { run: { schedules: count, takeoverMs, firstEnqueueMs, settled, end, cpuMsPerSecond }, windowStart, windowEnd, firstEventAt };
+    return { run: { schedules: count, takeoverMs, firstEnqueueMs, settled, end, cpuMsPerSecond }, windowStart, windowEnd };
+  } finally {
+    await leader.child.stop();
+  }
+}
+
+/** The first leader over freshly written schedules: until it has parked those not due soon; then it stops. */
+async function firstLeaderRun(redis: Redis, url: string, count: number, progress: (line: string) => void): Promise<FirstLeaderRun> {
+  const leader = await startLeader(url);
+  try {
+    // The stream was emptied before it started: its first event is this leader's first run.
+    const { takeoverMs, firstEnqueueMs } = await awaitTakeover(() => firstEvent(redis), leader, count);
+    progress(`    first leader: takeover log ${takeoverMs ?? 'never'} ms, first enqueue ${firstEnqueueMs ?? 'none'} ms after its process start`);
+    // Due by their ticks within the horizon: count × horizon / hour, give or take a second's worth.
+    const dueByTicks = Math.ceil((count * (PARKED_HORIZON_MS + 2000)) / HOUR_MS);
+    let parkedMs: number | undefined;
+    for (const deadline = Date.now() + PARK_WAIT_MS; Date.now() < deadline; await sleep(1000)) {
+      const soon = await redis.zcount(DUE_INDEX, '-inf', String(Date.now() + PARKED_HORIZON_MS));
+      if (soon <= dueByTicks) {
+        parkedMs = Math.round(Date.now() - leader.started);
+        break;
+      }
+    }
+    progress(`    first leader: ${parkedMs === undefined ? 'never parked' : `parked all but the due soon ${parkedMs} ms`} after its process start`);
+    await sleep(SAMPLE_MS);
+    const peak = (pick: (s: MemorySample) => number): number => Math.max(...leader.samples.map(pick));
+    const run = { takeoverMs, firstEnqueueMs, parkedMs, peakRssMiB: peak((s) => s.rssMiB), peakHeapUsedMiB: peak((s) => s.heapUsedMiB) };
+    await leader.child.stop();
+    return { ...run, stoppedCleanly: leader.child.child.exitCode === 0 };
   } finally {
     await leader.child.stop();
   }
@@ -218,27 +350,6 @@ function dueTick(i: number, from: number, to: number): number | undefined {
   let tick = from - (from % HOUR_MS) + offsetOf(i) * 1000;
   if (tick < from) tick += HOUR_MS;
   return tick < to ? tick : undefined;
-}
-
-/** Reads the whole event stream: per job id, the Redis time of the first event naming it, and of its first `waiting`. */
-async function readEvents(redis: Redis): Promise<{ seen: Map<string, number>; waiting: Map<string, number> }> {
-  const seen = new Map<string, number>();
-  const waiting = new Map<string, number>();
-  let cursor = '-';
-  for (;;) {
-    const entries = await redis.xrange(`${QUEUE_KEY}:events`, cursor, '+', 'COUNT', 10_000);
-    for (const [id, fields] of entries) {
-      const at = Number(id.split('-')[0]);
-      const jobIndex = fields.indexOf('jobId');
-      if (jobIndex < 0) continue;
-      const jobId = fields[jobIndex + 1]!;
-      if (!seen.has(jobId)) seen.set(jobId, at);
-      if (fields[fields.indexOf('event') + 1] === 'waiting' && !waiting.has(jobId)) waiting.set(jobId, at);
-    }
-    if (entries.length < 10_000) break;
-    cursor = `(${entries.at(-1)![0]}`;
-  }
-  return { seen, waiting };
 }
 
 /** Writes `count` hourly schedules through `schedules.upsert`, `inFlight` at once; answers upserts per second. */
@@ -272,16 +383,12 @@ export async function measureMillionSchedules(
 ): Promise<MillionSchedulesResult> {
   const windowMs = windowS * 1000;
   const dir = await jobTypeFolder();
-  const prepare = async (): Promise<void> => {
-    await redis.flushall();
-    await redis.hset(`${QUEUE_KEY}:meta`, 'opts.maxLenEvents', UNTRIMMED_EVENTS);
-  };
   try {
-    await prepare();
+    await redis.flushall();
     progress(`  million: a leader over no schedules, ${Math.min(windowMs, IDLE_WINDOW_MS) / 1000} s`);
-    const idle = (await leaderRun(redis, url, 0, Math.min(windowMs, IDLE_WINDOW_MS), progress)).run;
+    const idle = (await leaderRun(undefined, url, 0, Math.min(windowMs, IDLE_WINDOW_MS), progress)).run;
 
-    await prepare();
+    await redis.flushall();
     progress(`  million: ${schedules.toLocaleString('en-US')} hourly schedules through schedules.upsert, ${inFlight} in flight`);
     const upsertsPerSecond = await writeSchedules(url, dir, schedules, inFlight);
     const redisUsedMiB = Number(/used_memory:(\d+)/.exec(await redis.info('memory'))?.[1] ?? NaN) / 2 ** 20;
@@ -289,18 +396,21 @@ export async function measureMillionSchedules(
 
     const worker = startChild('./worker-process.ts', [url, QUEUE, String(WORKER_CONCURRENCY)]);
     let measured: Awaited<ReturnType<typeof leaderRun>>;
+    let first: FirstLeaderRun;
+    let tail: EventTail | undefined;
     try {
       await worker.line((l) => l === 'ready');
-      progress(`  million: a leader over them, ${windowS} s`);
-      measured = await leaderRun(redis, url, schedules, windowMs, progress);
+      progress('  million: the first leader over them, until it parked those not due soon');
+      first = await firstLeaderRun(redis, url, schedules, progress);
+      progress(`  million: a new leader over them, ${windowS} s`);
+      tail = await EventTail.start(redis);
+      measured = await leaderRun(tail, url, schedules, windowMs, progress);
     } finally {
+      await tail?.stop();
       await worker.stop();
     }
-    const { run: loaded, windowStart, windowEnd, firstEventAt } = measured;
-
-    progress('  million: reading the event stream');
-    const { seen, waiting } = await readEvents(redis);
-    const started = await firstEvent(redis);
+    const { run: loaded, windowStart, windowEnd } = measured;
+    const { added, waiting } = tail;
     const lags: number[] = [];
     let due = 0;
     let enqueued = 0;
@@ -308,27 +418,35 @@ export async function measureMillionSchedules(
     let notAvailable = 0;
     const dueIds = new Set<string>();
     const slow: MillionSchedulesResult['slowest'] = [];
+    /** Due runs the stream never named: looked up in BullMQ itself (the stream could have lost them). */
+    const unseen: string[] = [];
     for (let i = 0; i < schedules; i++) {
       const tick = dueTick(i, windowStart, windowEnd);
       if (tick === undefined) continue;
       due++;
       const jobId = `t${i}@${tick}`;
       dueIds.add(jobId);
-      if (seen.has(jobId)) enqueued++;
       const at = waiting.get(jobId);
+      if (added.has(jobId) || at !== undefined) enqueued++;
+      else unseen.push(jobId);
       if (at === undefined) {
         notAvailable++;
         if (missing.length < MISSING_EXAMPLES) missing.push({ id: `t${i}`, tick });
         continue;
       }
       lags.push(at - tick);
-      slow.push({ jobId, lagMs: at - tick, addedMs: seen.get(jobId)! - tick });
+      slow.push({ jobId, lagMs: at - tick, addedMs: (added.get(jobId) ?? NaN) - tick });
       if (slow.length > 4 * SLOWEST) slow.sort((a, b) => b.lagMs - a.lagMs).length = SLOWEST;
     }
     let unexpected = 0;
     for (const jobId of waiting.keys()) {
       const tick = Number(jobId.slice(jobId.lastIndexOf('@') + 1));
       if (tick >= windowStart && tick < windowEnd && !dueIds.has(jobId)) unexpected++;
+    }
+    for (let i = 0; i < unseen.length; i += 1000) {
+      const pipeline = redis.pipeline();
+      for (const jobId of unseen.slice(i, i + 1000)) pipeline.exists(`${QUEUE_KEY}:${jobId}`);
+      for (const [, exists] of (await pipeline.exec()) ?? []) if (exists === 1) enqueued++;
     }
     const examples: MissingTick[] = [];
     for (const { id, tick } of missing) {
@@ -343,6 +461,7 @@ export async function measureMillionSchedules(
       upsertsPerSecond,
       redisUsedMiB,
       idle,
+      first,
       loaded,
       windowStart,
       windowEnd,
@@ -351,7 +470,7 @@ export async function measureMillionSchedules(
       available: due - notAvailable,
       unexpected,
       missing: examples,
-      streamWhole: started !== undefined && firstEventAt !== undefined && started <= firstEventAt,
+      streamWhole: !tail.gap,
       enqueueLagMs: lag,
       within100Ms: lags.filter((ms) => ms <= 100).length,
       slowest: slow.sort((a, b) => b.lagMs - a.lagMs).slice(0, SLOWEST),
