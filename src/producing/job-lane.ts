@@ -3,7 +3,7 @@ import { tickJobId } from '../ledger/job-data.js';
 import { claimingTerm, takeBackInProgress } from '../ledger/records.js';
 import type { ClaimRequest, FencingToken, UnstageReason } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
-import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
+import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, ticksOfReplaced, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
 import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
 import { LaneCursor, type LaneMarks } from './lane-cursor.js';
@@ -68,6 +68,11 @@ export class JobLane implements Sleeper {
   private buffered: number | undefined;
   /** A claimed tick whose BullMQ add has not succeeded yet; it is finished before anything else. */
   private unadded: number | undefined;
+  /**
+   * The definition the unadded tick was claimed by: its add is retried with it, not with a later edit's
+   * (which may not even have the tick), as a run staged before the edit keeps the data it was staged with.
+   */
+  private unaddedBy: ScheduledJob | undefined;
   private needsPlan = true;
   /** True while the lane runs late (after a failure or a self-fence pause): the catch-up window applies. */
   private behind = false;
@@ -180,9 +185,10 @@ export class JobLane implements Sleeper {
       let next: Next;
       try {
         if (!job) {
-          // Removed: its staged runs must not run either. The lane ends once they are taken back (or the term ends).
-          await this.reviewStaged(undefined);
-          break;
+          // Removed: its staged runs must not run either, and the ticks it owed before the removal that this
+          // lane (running late) did not record are recorded. The lane ends once both are done (or the term ends).
+          if ((await this.reviewStaged(undefined)) && (await this.recordRemoved())) break;
+          continue;
         }
         if (this.needsPlan) {
           this.needsPlan = !(await this.takeOver(job));
@@ -229,7 +235,17 @@ export class JobLane implements Sleeper {
       if (!this.over) await this.release(job);
       return GO_ON;
     }
-    if (this.unadded !== undefined) return void (await this.finishAdd(job));
+    if (this.unadded !== undefined) {
+      const claimedBy = this.unaddedBy ?? job;
+      if (claimedBy.owedAfter !== job.owedAfter) {
+        // Claimed in an earlier life of the schedule (removed and written again since): this life owes it
+        // nothing. It stays pending, and the next term's takeover adds it held and takes it back.
+        this.log.warn({ tick: new Date(this.unadded) }, 'leaving a claim of the schedule\'s earlier life to the next term to take back');
+        this.unadded = undefined;
+        return GO_ON;
+      }
+      return void (await this.finishAdd(claimedBy));
+    }
     if (this.recheckStaged) {
       this.recheckStaged = false;
       await this.reviewStaged(job).catch((error: unknown) => {
@@ -366,7 +382,11 @@ export class JobLane implements Sleeper {
     // owes its ticks since a leader first saw it; with ticks staged past now, from the newest recorded by now).
     const { lastScheduledTick } = taken.state;
     const from = this.ticks.takeOver({ lastScheduledTick, scheduledSince: taken.scheduledSince, newestDueTick: taken.newestDueTick }, now);
-    const plan = planCatchup(job, from, now, paused);
+    // Written since the newest recorded tick (no leader ran, or none kept up): the version it replaced owed
+    // the ticks up to the write, this one only those after it.
+    const writtenAt = await this.recordReplaced(job, lastScheduledTick);
+    if (writtenAt === false) return false;
+    const plan = planCatchup(job, Math.max(from, writtenAt), now, paused);
     if (!(await this.takeBackLate(job, late, plan, now, paused))) return false;
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
     for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;
@@ -378,6 +398,39 @@ export class JobLane implements Sleeper {
       return false;
     }
     this.term.reached();
+    return true;
+  }
+
+  /**
+   * For a runtime schedule written after `watermark` (its newest recorded tick): records the ticks the
+   * version that write replaced (or that a removal before it removed) owed up to it as skipped
+   * (`rescheduled`, `removed`): that version stands no more, and no leader recorded them while it did.
+   * Only the one version before is kept: when it was itself written after the watermark, the span from
+   * the watermark is counted by it. Returns the write's time (the new version owes no tick before it),
+   * -Infinity when the job was not written since the watermark, false when the term cannot write now.
+   */
+  private async recordReplaced(job: ScheduledJob, watermark: number | undefined): Promise<number | false> {
+    if (job.definedAt === undefined || watermark === undefined || job.definedAt <= watermark) return -Infinity;
+    const replaced = await this.term.replacedVersion(job.name);
+    this.term.reached();
+    const owed = replaced?.job && ticksOfReplaced(replaced.job, watermark, Math.min(replaced.endedAt, job.definedAt), replaced.removed ? 'removed' : 'rescheduled');
+    if (owed && !(await this.recordSkips(job, owed))) return false;
+    return job.definedAt;
+  }
+
+  /**
+   * A runtime schedule's lane stopped by its removal: records the ticks the removed version owed up to the
+   * removal that this lane did not (it ran late). True once done, or when nothing was owed.
+   */
+  private async recordRemoved(): Promise<boolean> {
+    if (!this.parking) return true;
+    const watermark = this.ticks.watermark;
+    const removed = await this.term.replacedVersion(this.name);
+    this.term.reached();
+    if (!removed?.removed) return true;
+    const owed = removed.job && watermark !== undefined && ticksOfReplaced(removed.job, Math.max(watermark, this.ticks.recordedBy(this.term.now())), removed.endedAt, 'removed');
+    if (owed && !(await this.recordSkips(removed.job!, owed))) return false;
+    await this.term.forgetReplaced(this.name, removed.endedAt);
     return true;
   }
 
@@ -478,6 +531,7 @@ export class JobLane implements Sleeper {
       case 'claimed':
         if (tick === this.buffered) this.buffered = undefined;
         this.unadded = tick;
+        this.unaddedBy = job;
         break;
     }
     this.recorded(tick);

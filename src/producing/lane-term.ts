@@ -6,6 +6,7 @@ import type { Clock } from '../util/clock.js';
 import type { DueTimer } from './due-timer.js';
 import type { FencedEnqueue } from './fenced-enqueue.js';
 import type { RunTakeBack } from './staging.js';
+import type { ReplacedSchedule } from './runtime-schedules.js';
 
 /** What the producer reports as it goes (the scheduler's Prometheus counters). */
 export interface ProducerMetrics {
@@ -54,6 +55,13 @@ export interface LaneTerm {
   leading(): boolean;
   /** Waits until the self-fence allows writes again; false if the term ended first. */
   waitLeading(): Promise<boolean>;
+  /**
+   * The version of runtime schedule `name` its last write replaced or removed, while its ticks may lack a
+   * record (undefined for a file job, or once accounted for).
+   */
+  replacedVersion(name: string): Promise<ReplacedSchedule | undefined>;
+  /** The ticks of the version replaced or removed at `endedAt` are recorded: it may be forgotten. */
+  forgetReplaced(name: string, endedAt: number): Promise<void>;
   /** What the takeover of a job reads (batched with the other lanes' takeovers). */
   takeOverState(job: string): Promise<TakeOverState>;
   /**

@@ -457,6 +457,8 @@ export class Producer {
       get schedules() {
         return schedules;
       },
+      replacedVersion: async (name) => (this.options.schedules && !this.options.jobs().has(name) ? this.options.schedules.previous(name) : undefined),
+      forgetReplaced: async (name, endedAt) => this.options.schedules?.forgetPrevious(name, endedAt),
       retired,
       fileLanes: () => 0,
       startLane: (lane) => lane.start(),

@@ -16,6 +16,17 @@ export interface IdleSchedule {
   updatedAt: number;
 }
 
+/** The version a schedule's last write replaced or removed (see ScheduleStore.previous). */
+export interface ReplacedSchedule {
+  /** When the write that replaced or removed it was made (Redis time, ms). */
+  endedAt: number;
+  removed: boolean;
+  /** When it was itself written. */
+  definedAt: number;
+  /** Its definition, compiled against the job files as they are; undefined when it no longer compiles. */
+  job: ScheduledJob | undefined;
+}
+
 /** An entry of the due index: the instant (ms) by which a leader must look at schedule `id`. */
 export interface DueEntry {
   id: string;
@@ -43,4 +54,8 @@ export interface RuntimeScheduleSource {
   park(term: FencingToken, id: string, version: number, updatedAt: number, reviewAt: number | undefined): Promise<'parked' | 'changed' | 'fenced'>;
   /** Which of `ids` are stored. */
   stored(ids: readonly string[]): Promise<boolean[]>;
+  /** The version schedule `id`'s last write replaced or removed, while a leader may still owe its ticks a record. */
+  previous(id: string): Promise<ReplacedSchedule | undefined>;
+  /** The ticks of the version replaced or removed at `endedAt` are accounted for: forget it (unless a later write replaced it). */
+  forgetPrevious(id: string, endedAt: number): Promise<void>;
 }

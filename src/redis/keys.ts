@@ -104,6 +104,15 @@ export class KeySpace {
     return `${this.base}:schedule-due`;
   }
 
+  /**
+   * Hash: runtime schedule id → `<endedAt ms>|<edit|remove>|<record>`: the version its last write replaced
+   * or removed, and when. A leader taking the schedule over after that write records the ticks that
+   * version owed and no leader recorded (see JobLane.replaced); dropped once a lane has parked past it.
+   */
+  get schedulePrevious(): string {
+    return `${this.base}:schedule-previous`;
+  }
+
   /** Stream of schedule changes (fields `id`, `version`; version 0 for a removal): the feed every instance follows. */
   get scheduleChanges(): string {
     return `${this.base}:schedule-changes`;

@@ -9,6 +9,7 @@ import type { StoredSpec } from './spec.js';
 const upsertSchedule = new LuaScript(new URL('./lua/upsertSchedule.lua', import.meta.url));
 const removeSchedule = new LuaScript(new URL('./lua/removeSchedule.lua', import.meta.url));
 const parkSchedule = new LuaScript(new URL('./lua/parkSchedule.lua', import.meta.url));
+const forgetPrevious = new LuaScript(new URL('./lua/forgetPrevious.lua', import.meta.url));
 
 
 /** The change feed keeps about this many entries: a follower further behind than that loads everything again. */
@@ -29,6 +30,13 @@ export interface ScheduleRecord {
   createdAt: number;
   /** Who wrote it: the CLI's user@host, the board's user, or what the application passed. */
   updatedBy: string;
+}
+
+/** The version a write replaced (or a removal removed), and when that write was made (Redis time, ms). */
+export interface ReplacedVersion {
+  endedAt: number;
+  removed: boolean;
+  record: ScheduleRecord;
 }
 
 /** What an upsert did: `changed` false when the stored spec was already this one (no new version). */
@@ -62,7 +70,7 @@ export class ScheduleStore {
   ) {}
 
   private get scriptKeys(): string[] {
-    return [this.keys.schedules, this.keys.scheduleIds, this.keys.scheduleChanges, this.keys.scheduleDue];
+    return [this.keys.schedules, this.keys.scheduleIds, this.keys.scheduleChanges, this.keys.scheduleDue, this.keys.schedulePrevious];
   }
 
   /** Stores `spec` as the schedule's next version (see upsertSchedule.lua). */
@@ -123,6 +131,26 @@ export class ScheduleStore {
     return this.redis.zcard(this.keys.scheduleIds);
   }
 
+  /** The version schedule `id`'s last write replaced or removed, and when; undefined once no lane needs it. */
+  async previous(id: string): Promise<ReplacedVersion | undefined> {
+    const text = await this.redis.hget(this.keys.schedulePrevious, id);
+    if (text === null) return undefined;
+    const first = text.indexOf('|');
+    const second = text.indexOf('|', first + 1);
+    const endedAt = Number(text.slice(0, first));
+    const kind = text.slice(first + 1, second);
+    if (!Number.isFinite(endedAt) || (kind !== 'edit' && kind !== 'remove')) throw new ScheduleRecordError(id, 'has a previous version leasebeat did not write');
+    return { endedAt, removed: kind === 'remove', record: parseRecord(id, text.slice(second + 1)) };
+  }
+
+  /**
+   * Forgets the version schedule `id`'s write at `endedAt` replaced or removed (its owed ticks are
+   * accounted for), unless a later write put another in its place.
+   */
+  async forgetPrevious(id: string, endedAt: number): Promise<void> {
+    await forgetPrevious.run(this.redis, [this.keys.schedulePrevious], [id, endedAt]);
+  }
+
   /** Which of `ids` are stored, in their order. */
   async stored(ids: readonly string[]): Promise<boolean[]> {
     if (ids.length === 0) return [];
@@ -153,7 +181,7 @@ export class ScheduleStore {
    * the durable path: a failover that loses the write leaves the earlier instant, which is only early.
    */
   async park(term: FencingToken, id: string, version: number, updatedAt: number, reviewAt: number | undefined): Promise<'parked' | 'changed' | 'fenced'> {
-    const keys = [this.keys.fence, this.keys.retiredGenerations, this.keys.schedules, this.keys.scheduleDue];
+    const keys = [this.keys.fence, this.keys.retiredGenerations, this.keys.schedules, this.keys.scheduleDue, this.keys.schedulePrevious];
     const outcome = await parkSchedule.run<number>(this.redis, keys, [term.generation, term.leaderTransitions, id, version, updatedAt, reviewAt ?? '']);
     return outcome === 1 ? 'parked' : outcome === 0 ? 'changed' : 'fenced';
   }

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { FencingToken } from '../ledger/tick-ledger.js';
-import type { DueEntry, IdleSchedule, LoadedSchedule, RuntimeScheduleSource } from '../producing/runtime-schedules.js';
+import type { DueEntry, IdleSchedule, LoadedSchedule, ReplacedSchedule, RuntimeScheduleSource } from '../producing/runtime-schedules.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { compileRecord } from './catalog.js';
 import type { ScheduleStore } from './store.js';
@@ -46,5 +46,16 @@ export class StoredSchedules implements RuntimeScheduleSource {
 
   stored(ids: readonly string[]): Promise<boolean[]> {
     return this.store.stored(ids);
+  }
+
+  async previous(id: string): Promise<ReplacedSchedule | undefined> {
+    const previous = await this.store.previous(id);
+    if (!previous) return undefined;
+    const { job } = compileRecord(previous.record, this.files());
+    return { endedAt: previous.endedAt, removed: previous.removed, definedAt: previous.record.updatedAt, job };
+  }
+
+  forgetPrevious(id: string, endedAt: number): Promise<void> {
+    return this.store.forgetPrevious(id, endedAt);
   }
 }

@@ -54,9 +54,11 @@ export interface TickSpan {
 /**
  * Why ticks did not run. `missed-window`: older than the catch-up window when a leader took over.
  * `catchup-limit`: inside the window but beyond what `catchup.mode`/`max` allows. `paused`: the job
- * is paused. `overlap`: the previous run was still unfinished.
+ * is paused. `overlap`: the previous run was still unfinished. `no-handler`: a runtime schedule's job
+ * type is gone. `rescheduled`, `removed`: owed by a runtime schedule's version that an edit replaced or a
+ * removal removed before any leader recorded them (and, for staged runs taken back, the same).
  */
-export type SkipReason = 'missed-window' | 'catchup-limit' | 'paused' | 'overlap' | 'no-handler';
+export type SkipReason = 'missed-window' | 'catchup-limit' | 'paused' | 'overlap' | 'no-handler' | 'rescheduled' | 'removed';
 
 export interface SkippedTicks extends TickSpan {
   reason: SkipReason;
@@ -316,6 +318,14 @@ export function planLateStaged(
  * span, or undefined when the oldest owed tick is still inside the window. Uses the same window edge as
  * {@link planCatchup}.
  */
+/**
+ * The ticks `replaced` (a version an edit replaced, or a removal removed) owed in `(after, upTo]`, as one
+ * skipped span: no leader recorded them while it stood, and it stands no more.
+ */
+export function ticksOfReplaced(replaced: ScheduledJob, after: number, upTo: number, reason: 'rescheduled' | 'removed'): SkippedTicks | undefined {
+  return skipped(seriesOf(replaced), Math.floor(after), Math.floor(upTo), reason);
+}
+
 export function missedWindow(job: ScheduledJob, after: number, now: number): SkippedTicks | undefined {
   [after, now] = [Math.floor(after), Math.floor(now)];
   return skipped(seriesOf(job), after, now - job.catchup.windowMs - 1, 'missed-window');

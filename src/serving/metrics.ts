@@ -63,7 +63,9 @@ export interface LeasebeatInstruments {
 }
 
 /** Every reason a tick is skipped for; `satisfies` makes adding a reason to `SkipReason` fail here until listed. */
-const SKIP_REASON_SET = { 'missed-window': true, 'catchup-limit': true, paused: true, overlap: true, 'no-handler': true } satisfies Record<SkipReason, true>;
+const SKIP_REASON_SET = {
+  'missed-window': true, 'catchup-limit': true, paused: true, overlap: true, 'no-handler': true, rescheduled: true, removed: true,
+} satisfies Record<SkipReason, true>;
 export const SKIP_REASONS = Object.keys(SKIP_REASON_SET) as SkipReason[];
 
 /** Label values known ahead of their first event, so their series exist (at 0) from the first scrape. */

@@ -38,37 +38,17 @@ const AIMED_LEAD = [...AIMED_KILLS];
 const AIM_GAP_MS = 100;
 
 /**
- * What the chaos audit found that src has not fixed yet (issue 21's runs of the runtime schedules), each
- * reproduced without faults by a `todo` test in chaos-findings.test.ts: listed in a case's diagnostics,
- * not failed on. Any other violation fails the case, and `npm run chaos` reports these too. Remove an
- * entry once its fix lands (its todo test passes then).
+ * What the chaos audit found that src has not fixed yet (issue 21's runs of the runtime schedules): listed
+ * in a case's diagnostics, not failed on. Any other violation fails the case, and `npm run chaos` reports
+ * these too. Those reproduced without faults have a test in chaos-findings.test.ts (`todo` until fixed);
+ * remove an entry once its fix lands.
  */
 export const KNOWN_FINDINGS: ReadonlyArray<{ finding: string; pattern: RegExp }> = [
-  {
-    finding: 'a removal while ticks are owed and unrecorded (no leader, or a lane behind) leaves them without a record',
-    pattern: /neither (a job nor a recorded skip|run nor recorded).*; the schedule's next write \(#\d+ remove, .*\), its removal, was sent \d+ ms after the tick, before any leader recorded it/,
-  },
-  {
-    finding: 'an interval edit while ticks are owed and unrecorded (no leader, or a lane behind) leaves those the new interval lacks without a record',
-    pattern: /neither (a job nor a recorded skip|run nor recorded).*; the schedule's next write \(#\d+ [a-z-]+ every .*\), which has no such tick, was sent \d+ ms after the tick, before any leader recorded it/,
-  },
-  {
-    // The same takeover, the other way: ddca4c4 fixed this for a live lane (its rewind), not for a takeover.
-    finding: 'an interval edit while no leader ran: the next term catches up ticks of the new interval from before the edit',
-    pattern: /which no version in force then had: a version applied to a tick before it was written/,
-  },
   {
     // Seen on Cluster with BullMQ's primary killed during a staged delay: the removal's take-back of the
     // staged run could not pull it while BullMQ failed over, and the run, staged by a live term, started late.
     finding: 'a staged run whose take-back meets a failover of BullMQ\'s primary runs after the removal',
     pattern: /which has no such tick \(a removal\): its staged run was not taken back/,
-  },
-  {
-    // A live lane retries an unadded claim by the job as it is now: an edit to an interval without the
-    // tick, or (its feed seeing only the record written again) a removal and re-creation, whose new life
-    // owes nothing before it. (The takeover's case, ddca4c4, has its own regression test.)
-    finding: 'a claim whose add failed (BullMQ failing over) is added after an edit, or a re-creation, by a version that does not have its tick',
-    pattern: /added \d+ ms after its tick, ran with write .*, whose schedule has no tick there|a re-created schedule ran a tick of its previous life/,
   },
 ];
 
@@ -100,16 +80,9 @@ export function chaosTest({ lock, redis, seed: defaultSeed, faultsMs, lead, draw
       const seen = report.invariants.flatMap((i) => i.violations.filter((v) => pattern.test(v)));
       if (seen.length > 0) t.diagnostic(`known finding (issue 21, not fixed yet): ${finding}: ${seen.length}× e.g. ${seen[0]}`);
     }
-    // Under these faults the schedules audit still finds ticks left unrecorded around edits and removals
-    // and runs of a version's edge (issue 21, open: the findings' todo tests). Until those are fixed its
-    // owed-ticks and versions checks report what they find and do not gate; every acknowledged write kept
-    // gates, as every file-job invariant does.
-    const gated = (name: string): boolean => !name.startsWith('runtime schedules') || name.includes('every acknowledged write is kept');
-    for (const open of report.invariants.filter((i) => !i.ok && !gated(i.name))) {
-      t.diagnostic(`open (issue 21): ${open.name}: ${open.violationCount} violation(s): ${open.violations.join(' | ')}`);
-    }
+    // The runtime schedules' audit gates as the file jobs' does; only the known findings above are let through.
     const broken = report.invariants
-      .filter((i) => !i.ok && gated(i.name) && (i.violationCount > i.violations.length || i.violations.some((v) => !known(v))))
+      .filter((i) => !i.ok && (i.violationCount > i.violations.length || i.violations.some((v) => !known(v))))
       .map((i) => `${i.name}: ${i.violationCount} violation(s): ${i.violations.join(' | ')}`);
     assert.deepEqual(broken, [], `report: ${outDir}/report.md`);
     for (const invariant of report.invariants) assert.ok(invariant.checked > 0, `${invariant.name}: checked nothing`);

@@ -17,6 +17,8 @@ import { loadJobs } from '../../src/scheduling/loader.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { compileSchedule } from '../../src/schedules/spec.js';
 import { ScheduleStore } from '../../src/schedules/store.js';
+import { StoredSchedules } from '../../src/schedules/stored-schedules.js';
+import type { RuntimeScheduleSource } from '../../src/producing/runtime-schedules.js';
 import { directWrites, DurabilityError, type WritePath } from '../../src/redis/durability.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
@@ -51,6 +53,7 @@ const term = (leaderTransitions: number): Term => ({ holderIdentity: `leader-${l
 /**
  * Runs one producer term over `job` (none: a leader that does not load it) until `done` holds (polled),
  * then ends it as a lost lease would. `onTakenOver`: the producer's, once every loaded job is taken over.
+ * `schedules`: the runtime schedules as an instance reads them (their lanes made from the due index).
  */
 async function produceUntil(
   redis: Redis,
@@ -60,7 +63,7 @@ async function produceUntil(
   transitions: number,
   what: string,
   done: (producer: Producer) => Promise<boolean>,
-  options: { stageAheadMs?: number; onTakenOver?: () => void; writes?: WritePath } = {},
+  options: { stageAheadMs?: number; onTakenOver?: () => void; writes?: WritePath; schedules?: RuntimeScheduleSource } = {},
 ): Promise<void> {
   const current = typeof job === 'function' ? job : () => job;
   const jobs = (): ReadonlyMap<string, ScheduledJob> => {
@@ -71,6 +74,7 @@ async function produceUntil(
     redis, ledger, queues, jobs, stillLeading: () => true, logger: pino({ level: 'silent' }), stageAheadMs: options.stageAheadMs ?? 0,
     ...(options.onTakenOver ? { onTakenOver: options.onTakenOver } : {}),
     ...(options.writes ? { writes: options.writes } : {}),
+    ...(options.schedules ? { schedules: options.schedules } : {}),
   });
   const stop = new AbortController();
   const running = producer.run(term(transitions), stop.signal);
@@ -280,18 +284,19 @@ describe('chaos findings: a schedule removed while no leader ran leaves its owed
   // job, and takeBackRemovedJobs takes back staged runs only. Proposed fix: removeSchedule.lua records the
   // removal's time (Redis TIME) in the job's state, and both the stopping lane and takeBackRemovedJobs
   // record the ticks owed from the watermark to it as one skipped range (`removed`).
-  it('the ticks owed between the last recorded one and the removal are recorded skipped', { todo: 'issue 21: chaos finding, src/producing', timeout: 60_000 }, async () => {
+  it('the ticks owed between the last recorded one and the removal are recorded skipped', { timeout: 60_000 }, async () => {
     const keys = new KeySpace();
     const ledger = new TickLedger(redis.client, keys);
     const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
     const queues = new QueueSet({ connection: redis.client });
+    const schedules = new StoredSchedules(store, () => types, pino({ level: 'silent' }));
     try {
       await admin.schedules.upsert('dropped', { job: 'work', every: '1s' });
       let watermark = 0;
-      await produceUntil(redis.client, ledger, queues, await compiled(store, types, 'dropped'), 0, 'term 0 records a tick', async () => {
+      await produceUntil(redis.client, ledger, queues, undefined, 0, 'term 0 records a tick', async () => {
         watermark = (await ledger.jobState('dropped')).lastScheduledTick ?? 0;
         return watermark > 0;
-      });
+      }, { schedules });
       // No leader for two more ticks; then the schedule is removed, and the next leader does not load it.
       await sleep(watermark + 2500 - Date.now());
       assert.equal(await admin.schedules.remove('dropped'), true);
@@ -301,7 +306,7 @@ describe('chaos findings: a schedule removed while no leader ran leaves its owed
         gaps = await silentGaps(ledger, 'dropped', [watermark + 1000, watermark + 2000]);
         // Recorded is what is expected; the bound only ends the wait when it is not.
         return takenOverAt !== undefined && (gaps.length === 0 || Date.now() > takenOverAt + 2000);
-      }, { onTakenOver: () => (takenOverAt = Date.now()) });
+      }, { onTakenOver: () => (takenOverAt = Date.now()), schedules });
       assert.deepEqual(gaps.map((tick) => new Date(tick).toISOString()), [], 'the ticks owed before the removal have a record');
     } finally {
       await queues.close();
@@ -330,17 +335,18 @@ describe('chaos findings: an interval edit while no leader ran is planned by the
     const ledger = new TickLedger(redis.client, keys);
     const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
     const queues = new QueueSet({ connection: redis.client });
+    const schedules = new StoredSchedules(store, () => types, pino({ level: 'silent' }));
     try {
       await admin.schedules.upsert(id, { job: 'work', every: from });
       let watermark = 0;
-      await produceUntil(redis.client, ledger, queues, await compiled(store, types, id), 0, 'term 0 records an even tick', async () => {
+      await produceUntil(redis.client, ledger, queues, undefined, 0, 'term 0 records an even tick', async () => {
         watermark = (await ledger.jobState(id)).lastScheduledTick ?? 0;
         return watermark > 0 && watermark % 2000 === 0;
-      });
+      }, { schedules });
       await sleep(watermark + 1500 - Date.now());
       assert.equal((await admin.schedules.upsert(id, { job: 'work', every: to })).version, 2);
-      await produceUntil(redis.client, ledger, queues, await compiled(store, types, id), 1, `term 1 catches up by the ${to} schedule`, async () =>
-        ((await ledger.jobState(id)).lastScheduledTick ?? 0) >= watermark + 2000);
+      await produceUntil(redis.client, ledger, queues, undefined, 1, `term 1 catches up by the ${to} schedule`, async () =>
+        ((await ledger.jobState(id)).lastScheduledTick ?? 0) >= watermark + 2000, { schedules });
       const odd = watermark + 1000;
       return { odd, gaps: await silentGaps(ledger, id, [odd]), state: await ledger.tickState(id, odd) };
     } finally {
@@ -362,12 +368,12 @@ describe('chaos findings: an interval edit while no leader ran is planned by the
   // edit's write by it (run or skipped per the policy) and those after by the new spec; short of that, the
   // ticks before the write are recorded as one skipped range (`rescheduled`) and none of the new spec's
   // before it is run.
-  it('edited from 1 s to 2 s: the odd tick the 1 s version owed before the edit is run or recorded skipped', { todo: 'issue 21: chaos finding, src/producing', timeout: 60_000 }, async () => {
+  it('edited from 1 s to 2 s: the odd tick the 1 s version owed before the edit is run or recorded skipped', { timeout: 60_000 }, async () => {
     const { odd, gaps } = await editedWhileNoLeader('halved-late', '1s', '2s');
     assert.deepEqual(gaps.map((tick) => new Date(tick).toISOString()), [], `tick ${new Date(odd).toISOString()}, owed before the edit, has a record`);
   });
 
-  it('edited from 2 s to 1 s: the odd tick before the edit, which no version had, is not run', { todo: 'issue 21: chaos finding, src/producing', timeout: 60_000 }, async () => {
+  it('edited from 2 s to 1 s: the odd tick before the edit, which no version had, is not run', { timeout: 60_000 }, async () => {
     const { odd, state } = await editedWhileNoLeader('doubled-late', '2s', '1s');
     assert.ok(!state?.startsWith('enqueued|'), `tick ${new Date(odd).toISOString()}, before the edit, is ${state}`);
   });
@@ -392,7 +398,7 @@ describe('chaos findings: a claim whose add failed is added after an edit by the
   // definition without asking whether it still has the tick. Proposed fix: as ddca4c4 does for an earlier
   // term's pending claims, an unadded claim of a tick the job as now defined does not have is added held and
   // taken back (`rescheduled`), or recorded skipped.
-  it('the odd tick claimed under every 1s, its add failing until an edit to every 2s, is not run with the 2 s data', { todo: 'issue 21: chaos finding, src/producing', timeout: 60_000 }, async () => {
+  it('the odd tick claimed under every 1s, its add failing until an edit to every 2s, is not run with the 2 s data', { timeout: 60_000 }, async () => {
     const keys = new KeySpace();
     const ledger = new TickLedger(redis.client, keys);
     const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));

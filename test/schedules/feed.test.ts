@@ -44,12 +44,12 @@ describe('ScheduleFeed on a real Redis', () => {
     await store.upsert('b', spec('1h'), 't');
     await store.remove('b');
     await until('the removal, passed on as no record', () => seen('b').includes(undefined));
-    // The same spec again is no write: nothing is passed on.
+    // The same spec again is no write: nothing is passed on (b's two entries may still come in two batches).
     const before = changes.flat().length;
     await store.upsert('a', spec('2h'), 't');
     await store.upsert('c', spec('1h'), 't');
     await until('c', () => seen('c').length > 0);
-    assert.deepEqual(changes.flat().slice(before).map((change) => change.id), ['c']);
+    assert.deepEqual(changes.flat().slice(before).map((change) => change.id).filter((id) => id !== 'b'), ['c']);
   });
 
   it('after its connection is cut it reads on from the last entry it saw: a write made meanwhile is not missed', async () => {

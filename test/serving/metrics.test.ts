@@ -96,7 +96,7 @@ describe('createMetrics', () => {
       SKIP_REASONS.map((reason) => `leasebeat_ticks_skipped_total{job="hourly",reason="${reason}"} 0`).sort(),
     );
     assert.deepEqual(samples(text, 'leasebeat_queue_metrics_errors_total'), ['leasebeat_queue_metrics_errors_total{queue="reports"} 0']);
-    assert.deepEqual(SKIP_REASONS.slice().sort(), ['catchup-limit', 'missed-window', 'no-handler', 'overlap', 'paused']);
+    assert.deepEqual(SKIP_REASONS.slice().sort(), ['catchup-limit', 'missed-window', 'no-handler', 'overlap', 'paused', 'removed', 'rescheduled']);
 
     producerMetrics.enqueued('hourly', 0.01);
     producerMetrics.skipped('hourly', 'overlap', 2);

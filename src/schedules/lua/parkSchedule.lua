@@ -3,7 +3,7 @@
   (nothing staged, nothing pending, the next tick far off): the due index then holds the schedule until
   that instant. Written only under the fence, and only if the stored version is the one the lane ran by:
   an edit since then made the schedule due at once (upsertSchedule.lua), and this write must not hide it.
-  KEYS[1] fence  KEYS[2] retired generations  KEYS[3] specs  KEYS[4] due index
+  KEYS[1] fence  KEYS[2] retired generations  KEYS[3] specs  KEYS[4] due index  KEYS[5] previous versions
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] id  ARGV[4] version  ARGV[5] updatedAt
   ARGV[6] when to look again (ms), or '' when nothing more is owed (the schedule leaves the index until
   it is written again)
@@ -25,6 +25,8 @@ local second = string.find(stored, '|', first + 1, true)
 if string.sub(stored, 1, first - 1) ~= ARGV[4] or string.sub(stored, first + 1, second - 1) ~= ARGV[5] then
   return 0
 end
+-- A parking lane has recorded every tick up to now: the version before it owes nothing more.
+redis.call('HDEL', KEYS[5], ARGV[3])
 if ARGV[6] == '' then
   redis.call('ZREM', KEYS[4], ARGV[3])
 else

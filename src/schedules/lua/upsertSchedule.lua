@@ -7,6 +7,7 @@
   KEYS[2] ids (sorted set)
   KEYS[3] change feed (stream)
   KEYS[4] due index (sorted set: id -> when a leader must look at it next)
+  KEYS[5] previous versions (hash: id -> "<endedAt>|edit|<replaced record>")
   ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] who
   ARGV[5] the feed's approximate length cap
   Returns { version, 1 } when written, { version, 0 } when the stored spec was the same, and
@@ -35,6 +36,10 @@ if expected ~= '' and tonumber(expected) ~= version then
   return { version, -1 }
 end
 version = version + 1
+-- The version replaced, and when: the ticks it owed that no leader recorded are still to be accounted for.
+if stored then
+  redis.call('HSET', KEYS[5], id, now .. '|edit|' .. stored)
+end
 redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. created .. '|' .. ARGV[4] .. '|' .. spec)
 redis.call('ZADD', KEYS[2], 0, id)
 -- Due now: the leader looks at the new version at once (it also hears of it on the feed). LT keeps an
