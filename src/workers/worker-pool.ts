@@ -1,4 +1,4 @@
-import { DelayedError, MetricsTime, UnrecoverableError, Worker, type ConnectionOptions, type Job } from 'bullmq';
+import { DelayedError, Job, MetricsTime, UnrecoverableError, Worker, type ConnectionOptions } from 'bullmq';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { WorkerState } from './worker-state.js';
@@ -271,24 +271,40 @@ export class WorkerPool {
   }
 
   /**
-   * The definition that runs `job`: the one named like it, the job type a schedule's run names, or, for a child of a tick's flow, the one that
-   * started the flow (its parent's id is `<name>@<tick>`), whose handler then switches on `job.name`.
+   * The definition that runs `job`: the one named like it (a file job), the job type a runtime schedule's
+   * run names (workers hold no copy of the schedules), or, for a child of a tick's flow, the one that
+   * started the flow (its parent's id is `<name>@<tick>`: a file job, or a schedule whose run names its
+   * type), whose handler then switches on `job.name`.
    */
-  private definitionOf(job: Job): ScheduledJob | undefined {
+  private async definitionOf(job: Job): Promise<ScheduledJob | undefined> {
     const own = this.jobs.get(job.name);
     if (own) return own;
-    // A runtime schedule this instance has not heard of yet (its feed is a moment behind the leader's):
-    // its job type does the work, with the data the leader put in the run.
-    const type = (job.data as Partial<TickJobData> | undefined)?.type;
-    const typed = type === undefined ? undefined : this.jobs.get(type);
-    if (typed?.trigger.kind === 'none') return typed;
-    const starter = job.parent?.id?.split('@')[0];
-    const parent = starter === undefined ? undefined : this.jobs.get(starter);
-    return parent?.handler ? parent : undefined;
+    const typed = this.jobType((job.data as Partial<TickJobData> | undefined)?.type);
+    if (typed) return typed;
+    const { id, queueKey } = job.parent ?? {};
+    const starter = id?.split('@')[0];
+    if (id === undefined || queueKey === undefined || starter === undefined) return undefined;
+    const started = this.jobs.get(starter) ?? (await this.parentType(id, queueKey));
+    return started?.handler ? started : undefined;
+  }
+
+  /** The job file `name` when it is a job type. */
+  private jobType(name: string | undefined): ScheduledJob | undefined {
+    const type = name === undefined ? undefined : this.jobs.get(name);
+    return type?.trigger.kind === 'none' ? type : undefined;
+  }
+
+  /** The job type a flow's parent run names (a runtime schedule's tick), read from BullMQ's record of it. */
+  private async parentType(id: string, queueKey: string): Promise<ScheduledJob | undefined> {
+    // The parent is on the schedule's queue, its job type's: a queue this pool has a worker for.
+    const prefix = `${this.options.prefix ?? 'bull'}:`;
+    const worker = queueKey.startsWith(prefix) ? this.workers.get(queueKey.slice(prefix.length)) : undefined;
+    const parent = worker && (await Job.fromId<Partial<TickJobData>>(worker, id));
+    return this.jobType(parent?.data.type);
   }
 
   private async process(job: Job, queue: string, token: string | undefined, signal: AbortSignal | undefined): Promise<unknown> {
-    const definition = this.definitionOf(job);
+    const definition = await this.definitionOf(job);
     if (!definition) {
       throw new Error(
         `no definition named "${job.name}" is loaded on this instance (nor one that started it as a flow child): ` +

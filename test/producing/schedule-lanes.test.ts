@@ -8,10 +8,9 @@ import { KeySpace } from '../../src/redis/keys.js';
 import { checkScheduleSpec } from '../../src/schedules/spec.js';
 import { ScheduleStore } from '../../src/schedules/store.js';
 import { StoredSchedules } from '../../src/schedules/stored-schedules.js';
-import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { validateJobDefinition } from '../../src/scheduling/schema.js';
 import { useFreshLedger } from '../support/fresh-ledger.js';
 import { useRedis } from '../support/redis-server.js';
+import { jobType } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
@@ -19,12 +18,6 @@ const logger = pino({ level: 'silent' });
 /** Short leads, so that a schedule ticking every few seconds parks between its ticks: made 1.5 s before a tick, parked when it is over 3.5 s off. */
 const STAGE_AHEAD_MS = 1_000;
 const REVIEW_LEAD_MS = 500;
-
-function jobType(name: string): ScheduledJob {
-  const result = validateJobDefinition({ name, handler: () => undefined }, `/jobs/${name}.ts`);
-  if (!result.ok) throw new Error(result.errors.join('\n'));
-  return result.job;
-}
 
 describe('runtime schedules parked in the due index (real Redis and BullMQ)', () => {
   const redis = useRedis();

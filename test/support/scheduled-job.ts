@@ -13,6 +13,13 @@ export function scheduledJob(definition: Partial<JobDefinition> & { name: string
   return result.job;
 }
 
+/** A job type (a definition with neither `schedule` nor `every`), validated as the loader would. */
+export function jobType(name: string, handler: JobDefinition['handler'] = () => undefined): ScheduledJob {
+  const result = validateJobDefinition({ name, handler }, `/jobs/${name}.ts`);
+  if (!result.ok) throw new Error(result.errors.join('\n'));
+  return result.job;
+}
+
 /** {@link scheduledJob} with fields a test's jobs share (such as `every` and `handler`); a job's own win. */
 export function scheduledJobWith(defaults: Partial<JobDefinition>): (definition: Partial<JobDefinition> & { name: string }) => ScheduledJob {
   return (definition) => scheduledJob({ ...defaults, ...definition } as Partial<JobDefinition> & { name: string });

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker-pool.js';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
-import { scheduledJob, tickJobData } from '../support/scheduled-job.js';
+import { jobType, scheduledJob, tickJobData } from '../support/scheduled-job.js';
 import { until } from '../support/until.js';
 
 describe('WorkerPool on a real Redis and BullMQ', () => {
@@ -85,6 +85,27 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     assert.equal(await tree.job.waitUntilFinished(events, 10_000), 3);
     await flows.close();
     assert.deepEqual(seen.sort(), ['fan-out', 'shard', 'shard', 'shard']);
+  });
+
+  it("a runtime schedule's flow children run its job type's handler, with no copy of the schedule on the instance", async () => {
+    const seen: string[] = [];
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
+    // Only the job files are loaded: the schedule `tenant-7` is known to the workers through its runs alone.
+    pool.update(new Map([['fan-out-type', jobType('fan-out-type', async (job) => {
+      seen.push(job.name);
+      return job.name === 'shard' ? (job.data as unknown as { shard: number }).shard : Object.values(await job.getChildrenValues()).length;
+    })]]));
+    const flows = new FlowProducer({ connection: redis.client });
+    const tree = await flows.add({
+      name: 'tenant-7',
+      queueName: 'leasebeat',
+      data: { ...tickJobData(), type: 'fan-out-type' },
+      opts: { jobId: 'tenant-7@1767225600000' },
+      children: [0, 1].map((shard) => ({ name: 'shard', queueName: 'leasebeat', data: { shard } })),
+    });
+    assert.equal(await tree.job.waitUntilFinished(events, 10_000), 2);
+    await flows.close();
+    assert.deepEqual(seen.sort(), ['shard', 'shard', 'tenant-7']);
   });
 
   it('respects per-job concurrency on an instance, and close() waits for active runs', async () => {
