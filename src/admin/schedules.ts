@@ -2,7 +2,7 @@ import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js'
 import { nextTicks } from '../scheduling/plan.js';
 import type { RecentRun, TriggerResult } from './run-views.js';
 import { compileRecord, type ScheduleProblem } from '../schedules/catalog.js';
-import { checkScheduleSpec, compileSchedule, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
+import { checkScheduleSpec, compileSchedule, firstReviewAt, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
 import { ScheduleVersionConflict, type ScheduleRecord, type ScheduleStore } from '../schedules/store.js';
 
 /**
@@ -134,9 +134,12 @@ class ScheduleApi implements Schedules {
   constructor(private readonly desk: ScheduleDesk) {}
 
   async upsert(id: string, spec: ScheduleSpec, options: { expectedVersion?: number; by?: string } = {}): Promise<UpsertResult> {
-    const stored = await this.check(id, spec);
+    const { spec: stored, job, now } = await this.checked(id, spec);
     try {
-      const outcome = await this.desk.store.upsert(id, stored, options.by ?? this.desk.who, options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion });
+      const outcome = await this.desk.store.upsert(id, stored, options.by ?? this.desk.who, {
+        ...(options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion }),
+        reviewAt: firstReviewAt(job, now),
+      });
       return { id, ...outcome };
     } catch (error) {
       if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
@@ -145,6 +148,11 @@ class ScheduleApi implements Schedules {
   }
 
   async check(id: string, spec: ScheduleSpec): Promise<StoredSpec> {
+    return (await this.checked(id, spec)).spec;
+  }
+
+  /** The spec as it would be stored, compiled, and the time it was checked at. */
+  private async checked(id: string, spec: ScheduleSpec): Promise<{ spec: StoredSpec; job: ScheduledJob; now: number }> {
     const types = await this.requireTypes();
     const existing = types.get(id);
     if (existing && existing.type === undefined) {
@@ -153,9 +161,10 @@ class ScheduleApi implements Schedules {
     // Redis' clock decides whether `at` is past and where `limit` ends; other specs do not read the time,
     // and skip the round trip.
     const timed = typeof spec === 'object' && spec !== null && (spec.at !== undefined || spec.limit !== undefined);
-    const check = checkScheduleSpec(id, spec, types, timed ? await this.desk.redisNow() : Date.now());
+    const now = timed ? await this.desk.redisNow() : Date.now();
+    const check = checkScheduleSpec(id, spec, types, now);
     if (!check.ok) throw new ScheduleError('invalid', check.errors.join('\n'), check.errors);
-    return check.spec;
+    return { spec: check.spec, job: check.job, now };
   }
 
   async remove(id: string, options: { expectedVersion?: number } = {}): Promise<boolean> {

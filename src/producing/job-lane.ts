@@ -381,7 +381,10 @@ export class JobLane implements Sleeper {
     // The watermark is the ledger's; the walk starts where takeoverCursor says (a job no term ticked yet
     // owes its ticks since a leader first saw it; with ticks staged past now, from the newest recorded by now).
     const { lastScheduledTick } = taken.state;
-    const from = this.ticks.takeOver({ lastScheduledTick, scheduledSince: taken.scheduledSince, newestDueTick: taken.newestDueTick }, now);
+    // A runtime schedule no leader has ticked yet owes its ticks from its creation, though a leader first
+    // looks at it only when its first tick draws near (the due index).
+    const scheduledSince = Math.min(taken.scheduledSince, job.owedAfter ?? Infinity);
+    const from = this.ticks.takeOver({ lastScheduledTick, scheduledSince, newestDueTick: taken.newestDueTick }, now);
     // Written since the newest recorded tick (no leader ran, or none kept up): the version it replaced owed
     // the ticks up to the write, this one only those after it.
     const writtenAt = await this.recordReplaced(job, lastScheduledTick);

@@ -7,6 +7,8 @@ export interface LoadedSchedule {
   version: number;
   /** Redis time (ms) of the write of that version: with the version, it names the write. */
   updatedAt: number;
+  /** When the due index says it must be looked at (undefined: it is not in the index). */
+  reviewAt: number | undefined;
 }
 
 /** A stored schedule that does not run (a file job shadows it, or it no longer compiles). */

@@ -152,7 +152,7 @@ export class ScheduleLanes {
       const slice = ids.slice(i, i + PAGE);
       const loaded = await this.source.load(slice);
       this.term.reached();
-      for (const [j, id] of slice.entries()) await this.apply(id, loaded[j], refresh);
+      for (const [j, id] of slice.entries()) await this.apply(id, loaded[j], { refresh, found: false });
     }
   }
 
@@ -197,11 +197,14 @@ export class ScheduleLanes {
     if (waiting.length === 0) return;
     const loaded = await this.source.load(waiting);
     this.term.reached();
-    for (const [i, id] of waiting.entries()) await this.apply(id, loaded[i], false);
+    for (const [i, id] of waiting.entries()) await this.apply(id, loaded[i], { refresh: false, found: true });
   }
 
-  /** Brings schedule `id`'s lane in step with what is stored. */
-  private async apply(id: string, loaded: Stored, refresh: boolean): Promise<void> {
+  /**
+   * Brings schedule `id`'s lane in step with what is stored: `found` by the scan (it is due), or told of
+   * (a change); `refresh`: its lane reads its definition again even if the version did not change.
+   */
+  private async apply(id: string, loaded: Stored, { refresh, found }: { refresh: boolean; found: boolean }): Promise<void> {
     const lane = this.lanes.get(id);
     if (loaded?.job === undefined) {
       // Removed, or stored but not runnable: a lane takes back its staged runs and ends.
@@ -216,12 +219,15 @@ export class ScheduleLanes {
     const known = this.live.get(id);
     // Reads are applied in order, but a lane's own read (see park) may meet a newer one already applied.
     if (known && loaded.updatedAt < known.updatedAt) return;
-    const redefined = known !== undefined && (known.version !== loaded.version || known.updatedAt !== loaded.updatedAt);
-    this.live.set(id, loaded);
     if (lane) {
-      if (redefined || refresh) lane.wake();
+      this.live.set(id, loaded);
+      if (refresh || known?.version !== loaded.version || known.updatedAt !== loaded.updatedAt) lane.wake();
       return;
     }
+    // Due after what the scan has read: the scan makes its lane when it draws near (a million schedules
+    // written at once are not all looked at at once). A parked lane's marks wait for it.
+    if (!found && loaded.reviewAt !== undefined && loaded.reviewAt > this.scannedTo) return;
+    this.live.set(id, loaded);
     const parked = this.parked.get(id);
     this.parked.delete(id);
     const made = new JobLane(id, this.term, {

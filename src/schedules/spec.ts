@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Duration } from '../scheduling/duration.js';
 import type { CatchupMode, OverlapPolicy, ScheduledJob } from '../scheduling/define-job.js';
-import { nextTicks } from '../scheduling/plan.js';
+import { nextTick, nextTicks } from '../scheduling/plan.js';
 import { closest, JOB_NAME_PATTERN, validateJobDefinition } from '../scheduling/schema.js';
 
 /**
@@ -65,6 +65,21 @@ export interface StoredSpec extends Omit<ScheduleSpec, 'at' | 'startAt' | 'endAt
 export type JobTypes = ReadonlyMap<string, ScheduledJob>;
 
 export type SpecCheck = { ok: true; spec: StoredSpec; job: ScheduledJob } | { ok: false; errors: string[] };
+
+/**
+ * How far the clock of a writer may be ahead of Redis' for {@link firstReviewAt}: a tick this much before
+ * the writer's now is counted as the first, so the due index is never later than it.
+ */
+const WRITER_CLOCK_MARGIN_MS = 60_000;
+
+/**
+ * By when a leader must first look at a version written at `now` (the writer's clock): its first tick
+ * (none: now). The due index holds it until then, so a million schedules written at once are not all
+ * looked at by the leader at once.
+ */
+export function firstReviewAt(job: ScheduledJob, now: number): number {
+  return nextTick(job, now - WRITER_CLOCK_MARGIN_MS) ?? now;
+}
 
 /** A schedule's ticks when its job type is gone: recorded as skipped `no-handler`, never run. */
 const NO_WORK = undefined;

@@ -73,8 +73,11 @@ export class ScheduleStore {
     return [this.keys.schedules, this.keys.scheduleIds, this.keys.scheduleChanges, this.keys.scheduleDue, this.keys.schedulePrevious];
   }
 
-  /** Stores `spec` as the schedule's next version (see upsertSchedule.lua). */
-  async upsert(id: string, spec: StoredSpec, who: string, options: { expectedVersion?: number } = {}): Promise<UpsertOutcome> {
+  /**
+   * Stores `spec` as the schedule's next version (see upsertSchedule.lua). `reviewAt`: by when a leader
+   * must look at it (never later than its first tick; see firstReviewAt); default now.
+   */
+  async upsert(id: string, spec: StoredSpec, who: string, options: { expectedVersion?: number; reviewAt?: number } = {}): Promise<UpsertOutcome> {
     const [version, written] = await this.writes.script<[number, number]>(upsertSchedule, this.scriptKeys, [
       id,
       JSON.stringify(spec),
@@ -82,6 +85,7 @@ export class ScheduleStore {
       // The record's fields are split on '|': a name holding one would shift the spec.
       who.replaceAll('|', '/'),
       SCHEDULE_FEED_MAXLEN,
+      options.reviewAt ?? '',
       // Every answer is confirmed, "unchanged" too: it reports a version only the old primary may hold.
     ], () => `schedule ${id}`);
     if (written === -1) throw new ScheduleVersionConflict(id, version);
@@ -156,6 +160,13 @@ export class ScheduleStore {
     if (ids.length === 0) return [];
     const scores = await this.redis.zmscore(this.keys.scheduleIds, ...ids);
     return scores.map((score) => score !== null);
+  }
+
+  /** When the due index says each of `ids` must be looked at (undefined: not in it), in their order. */
+  async reviewAt(ids: readonly string[]): Promise<Array<number | undefined>> {
+    if (ids.length === 0) return [];
+    const scores = await this.redis.zmscore(this.keys.scheduleDue, ...ids);
+    return scores.map((score) => (score === null ? undefined : Number(score)));
   }
 
   /** Up to `limit` entries of the due index due after `after` (exclusive) and by `until`, earliest first. */

@@ -18,13 +18,13 @@ export class StoredSchedules implements RuntimeScheduleSource {
   ) {}
 
   async load(ids: readonly string[]): Promise<Array<LoadedSchedule | IdleSchedule | undefined>> {
-    const records = await this.store.getMany(ids, (error) => this.log.error({ err: error }, error.message));
+    const [records, reviews] = await Promise.all([this.store.getMany(ids, (error) => this.log.error({ err: error }, error.message)), this.store.reviewAt(ids)]);
     const files = this.files();
-    return records.map((record) => {
+    return records.map((record, i) => {
       if (!record) return undefined;
       const { job, problem } = compileRecord(record, files);
       if (!job && problem.kind === 'invalid') this.log.error({ schedule: record.id }, `schedule "${record.id}" does not compile and does not run: ${problem.detail}`);
-      return { job, version: record.version, updatedAt: record.updatedAt };
+      return job ? { job, version: record.version, updatedAt: record.updatedAt, reviewAt: reviews[i] } : { job, version: record.version, updatedAt: record.updatedAt };
     });
   }
 

@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { Producer } from '../../src/producing/producer.js';
 import { directWrites } from '../../src/redis/durability.js';
 import { KeySpace } from '../../src/redis/keys.js';
-import { checkScheduleSpec } from '../../src/schedules/spec.js';
+import { checkScheduleSpec, firstReviewAt } from '../../src/schedules/spec.js';
 import { ScheduleStore } from '../../src/schedules/store.js';
 import { StoredSchedules } from '../../src/schedules/stored-schedules.js';
 import { useFreshLedger } from '../support/fresh-ledger.js';
@@ -28,10 +28,12 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     store = new ScheduleStore(redis.client, new KeySpace(), directWrites(redis.client));
   });
 
-  const upsert = async (id: string, spec: object): Promise<void> => {
-    const checked = checkScheduleSpec(id, { job: 'work', ...spec }, files, Date.now());
+  /** Writes a schedule due at once (`asTheApi`: due by its first tick, as `schedules.upsert` writes it). */
+  const upsert = async (id: string, spec: object, asTheApi = false): Promise<void> => {
+    const now = Date.now();
+    const checked = checkScheduleSpec(id, { job: 'work', ...spec }, files, now);
     if (!checked.ok) throw new Error(checked.errors.join('\n'));
-    await store.upsert(id, checked.spec, 'test');
+    await store.upsert(id, checked.spec, 'test', asTheApi ? { reviewAt: firstReviewAt(checked.job, now) } : {});
   };
   const producer = (onTakenOver?: (jobs: number) => void): Producer =>
     new Producer({
@@ -59,18 +61,22 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
 
   it('holds no lane for a schedule whose next tick is far off: the due index holds its next tick', { timeout: 60_000 }, async () => {
     for (let i = 0; i < 50; i++) await upsert(`yearly-${i}`, { schedule: '0 0 1 1 *' });
-    // An upsert makes its schedule due at once: a leader looks at it as soon as it can.
+    for (let i = 0; i < 50; i++) await upsert(`written-${i}`, { schedule: '0 0 1 1 *' }, true);
+    // A write that says nothing makes its schedule due at once: a leader looks at it as soon as it can.
     assert.ok((await dueAt('yearly-0'))! <= Date.now() + 50);
+    // The API's writes are due by their first tick: no leader looks at them before it draws near.
+    const nextNewYear = Date.UTC(new Date().getUTCFullYear() + 1, 0, 1);
+    assert.equal(await dueAt('written-0'), nextNewYear);
     let takenOver: number | undefined;
     const stop = new AbortController();
     const made = producer((jobs) => (takenOver = jobs));
     const run = made.run(term(1), stop.signal);
     try {
       await until('the takeover', () => takenOver !== undefined);
-      // The file job type's lane, and the 50 schedules found due in the index.
+      // The file job type's lane, and the 50 schedules found due in the index; none of the API's.
       assert.equal(takenOver, 51);
       await until('every schedule parked', () => made.laneCounts().schedules === 0);
-      const nextNewYear = Date.UTC(new Date().getUTCFullYear() + 1, 0, 1);
+      for (let i = 0; i < 50; i++) assert.equal(await dueAt(`written-${i}`), nextNewYear, `written-${i}`);
       // The instant the lane must act again: its next tick less the staging horizon (it has no jitter).
       for (let i = 0; i < 50; i++) assert.equal(await dueAt(`yearly-${i}`), nextNewYear - STAGE_AHEAD_MS, `yearly-${i}`);
       assert.deepEqual(await runIds('yearly-0'), []);

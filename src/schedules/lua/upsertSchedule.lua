@@ -10,6 +10,8 @@
   KEYS[5] previous versions (hash: id -> "<endedAt>|edit|<replaced record>")
   ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] who
   ARGV[5] the feed's approximate length cap
+  ARGV[6] when a leader must look at the new version at the latest (ms; its first tick, as the writer
+  computed it): '' for now
   Returns { version, 1 } when written, { version, 0 } when the stored spec was the same, and
   { stored version, -1 } when the expected version did not match (nothing is written).
 ]]
@@ -42,8 +44,10 @@ if stored then
 end
 redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. created .. '|' .. ARGV[4] .. '|' .. spec)
 redis.call('ZADD', KEYS[2], 0, id)
--- Due now: the leader looks at the new version at once (it also hears of it on the feed). LT keeps an
--- earlier instant: a tick of the old version may still be owed before now.
-redis.call('ZADD', KEYS[4], 'LT', now, id)
+-- Due by the new version's first tick, or now (a live lane also hears of it on the feed). LT keeps an
+-- earlier instant: a tick of the old version may still be owed before then.
+local review = now
+if ARGV[6] ~= '' and tonumber(ARGV[6]) > now then review = ARGV[6] end
+redis.call('ZADD', KEYS[4], 'LT', review, id)
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'id', id, 'version', version)
 return { version, 1 }
