@@ -438,12 +438,12 @@ export class TickLedger {
    * stagedRunMayStart.lua); false: hand it back for a moment, a leader has yet to apply its rules to it.
    * The current term counts as alive when its last stamp is less than `aliveWithinMs` old.
    */
-  async stagedRunMayStart(token: FencingToken, job: string, dueAt: number, aliveWithinMs: number): Promise<boolean> {
+  async stagedRunMayStart(token: FencingToken, job: string, tick: number, dueAt: number, aliveWithinMs: number): Promise<boolean> {
     const k = this.keys;
     const reply = await stagedRunMayStartScript.run<number>(
       this.redis,
-      [k.fence, k.jobState(job), k.paused],
-      [token.generation, token.leaderTransitions, job, dueAt, aliveWithinMs],
+      [k.fence, k.jobState(job), k.paused, k.ledger(job)],
+      [token.generation, token.leaderTransitions, job, dueAt, aliveWithinMs, tick],
     );
     return scriptCode('stagedRunMayStart', MayStartCode, reply) === MayStartCode.Start;
   }

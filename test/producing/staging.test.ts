@@ -9,7 +9,9 @@ import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger, type UnstageReason } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
+import { directWrites, type WritePath } from '../../src/redis/durability.js';
 import { useRedis } from '../support/redis-server.js';
+import { testWorkerPool } from '../support/worker-pool.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 import { until } from '../support/until.js';
@@ -380,6 +382,46 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     await until('the take-back to finish', async () => (await state('stubborn', staged.data.tick)) === 'skipped|paused', 15_000);
     assert.equal(await redis.client.zscore(ledger.keys.pending('stubborn'), String(staged.data.tick)), null, 'nothing left pending');
     assert.equal(await queue.getJobState(staged.id!), 'unknown', 'the run is in no list: no worker can take it');
+  });
+
+  it('a run whose take-back cannot pull it (BullMQ failing over) is held by workers past its due time, then taken back', { timeout: 40_000 }, async () => {
+    jobs.set('unpulled', job({ name: 'unpulled' }));
+    // BullMQ's writes through the producer (adds, take-back pulls) fail while `failing`, as they do while
+    // its primary fails over; promotions and the workers' own calls go on.
+    let failing = false;
+    const direct = directWrites(redis.client);
+    const failover = (): Promise<never> => Promise.reject(new Error('WAIT failed: failing over'));
+    const writes: WritePath = {
+      ...direct,
+      write: (key, write, decides) => (failing ? failover() : direct.write(key, write, decides)),
+      script: (script, keys, args, decides) => (failing ? failover() : direct.script(script, keys, args, decides)),
+    };
+    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, stageAheadMs: STAGE_AHEAD_MS, writes });
+    const entry = { stop: new AbortController(), run: Promise.resolve() };
+    entry.run = producer.run(term(1), entry.stop.signal);
+    running.push(entry);
+    const started: string[] = [];
+    const pool = testWorkerPool({
+      connection: redis.client,
+      logger,
+      mayStartStaged: (name, run) => ledger.stagedRunMayStart(run.stagedBy ?? run.token, name, run.tick, run.dueAt!, 1_500),
+    });
+    pool.update(new Map([['unpulled', job({ name: 'unpulled', handler: (run) => void started.push(run.id ?? '') })]]));
+    try {
+      const staged = await stagedRun('unpulled');
+      failing = true;
+      // Removed (a hot reload): its lane marks the take-back, and the pull fails again and again.
+      jobs.delete('unpulled');
+      producer.reload();
+      await until('the take-back to be marked', async () => (await state('unpulled', staged.data.tick))?.startsWith('unstaging|'), 10_000);
+      await until('the due time to pass, BullMQ promoting the run to a worker', () => Date.now() > staged.data.tick + 2_000, 10_000);
+      assert.deepEqual(started, [], 'a worker started a run whose take-back was under way');
+      failing = false;
+      await until('the take-back to finish', async () => (await state('unpulled', staged.data.tick)) === 'skipped|removed', 15_000);
+      assert.deepEqual(started, []);
+    } finally {
+      await pool.close(1_000);
+    }
   });
 
   it('a run that started and waits in the delayed set for a retry is not taken back', { timeout: 40_000 }, async () => {

@@ -3,6 +3,8 @@
   now, or must hand it back for a moment: the rules that stop a tick (a run-time pause, the catch-up
   policy of a leader that takes the job over after its due time) were applied to it by a leader only if
   one was alive to. It may start when
+    - no take-back of it is under way (markUnstaging.lua): a leader decided it must not run, and only its
+      pull has yet to land (BullMQ failing over may hold that up past the due time), and
     - its job is not paused since before its due time (a pause set after the tick lets it run, as it lets
       a run added at its tick), and
     - the current term is alive: its producer stamped the fence recently (pulse.lua), and
@@ -10,12 +12,17 @@
       took the job over after the term that did and then applied its rules (a pause, the catch-up
       policy) to the runs earlier terms staged (markReviewed.lua).
   So a staged run whose leader died before its due time waits for the next leader's decision.
-  KEYS[1] fence  KEYS[2] the job's state  KEYS[3] paused jobs
+  KEYS[1] fence  KEYS[2] the job's state  KEYS[3] paused jobs  KEYS[4] the job's ledger
   ARGV[1] the staging term's generation  ARGV[2] its transitions  ARGV[3] the job's name
   ARGV[4] the run's due time (ms)  ARGV[5] how recent (ms) the term's stamp must be for it to count as
   alive (its RenewDeadline: a leader that has not renewed for that long has stopped producing)
+  ARGV[6] the run's tick (ms)
   Returns 1 to start, 0 to hand it back.
 ]]
+local record = redis.call('HGET', KEYS[4], ARGV[6])
+if record and string.sub(record, 1, 10) == 'unstaging|' then
+  return 0
+end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local pause = redis.call('HGET', KEYS[3], ARGV[3])
