@@ -66,6 +66,8 @@ export class JobLane implements Sleeper {
   private readonly ticks = new LaneCursor();
   /** A tick claimed as buffered, waiting for the previous run to finish. */
   private buffered: number | undefined;
+  /** The definition the lane last stepped by: the one a redefinition replaced, until the lane steps again. */
+  private steppedBy: ScheduledJob | undefined;
   /** A claimed tick whose BullMQ add has not succeeded yet; it is finished before anything else. */
   private unadded: number | undefined;
   /**
@@ -254,9 +256,14 @@ export class JobLane implements Sleeper {
       });
     }
     // Redefined: walk back to the newest tick recorded by now (see LaneCursor.rewind), but not past the
-    // write of a schedule's new version. A lane running late keeps its owed ticks: it walks them under
-    // the new definition.
-    if (this.ticks.rewindPending) this.ticks.rewind(this.term.now(), this.behind ? -Infinity : (job.definedAt ?? -Infinity));
+    // write of a schedule's new version. A file job's lane running late keeps its owed ticks and walks
+    // them under the new definition; a schedule's records those the version before owed up to the write
+    // (recordOutrun), and walks the new one from the write on.
+    if (this.ticks.rewindPending) {
+      if (!(await this.recordOutrun(job))) return GO_ON;
+      this.ticks.rewind(this.term.now(), job.definedAt ?? -Infinity);
+    }
+    this.steppedBy = job;
     const tick = nextTick(job, this.ticks.position);
     const dueAt = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job);
     const untilDue = dueAt - this.term.now();
@@ -419,6 +426,19 @@ export class JobLane implements Sleeper {
     const owed = replaced?.job && ticksOfReplaced(replaced.job, watermark, Math.min(replaced.endedAt, job.definedAt), replaced.removed ? 'removed' : 'rescheduled');
     if (owed && !(await this.recordSkips(job, owed))) return false;
     return job.definedAt;
+  }
+
+  /**
+   * A runtime schedule's lane running late when a new version was written: the ticks the version before
+   * owed up to the write, which it did not get to, are recorded as skipped `rescheduled` (the new version
+   * owes none before its write, see LaneCursor.rewind). True once done, or when none was owed; false when
+   * the term cannot write now.
+   */
+  private async recordOutrun(job: ScheduledJob): Promise<boolean> {
+    const before = this.steppedBy;
+    if (!this.behind || job.definedAt === undefined || !before || before === job) return true;
+    const owed = ticksOfReplaced(before, Math.max(this.ticks.position, this.ticks.watermark ?? -Infinity), job.definedAt, 'rescheduled');
+    return !owed || (await this.recordSkips(job, owed));
   }
 
   /**

@@ -44,12 +44,6 @@ const AIM_GAP_MS = 100;
  * remove an entry once its fix lands.
  */
 export const KNOWN_FINDINGS: ReadonlyArray<{ finding: string; pattern: RegExp }> = [
-  {
-    // Seen on Cluster with BullMQ's primary killed during a staged delay: the removal's take-back of the
-    // staged run could not pull it while BullMQ failed over, and the run, staged by a live term, started late.
-    finding: 'a staged run whose take-back meets a failover of BullMQ\'s primary runs after the removal',
-    pattern: /which has no such tick \(a removal\): its staged run was not taken back/,
-  },
 ];
 
 /**

@@ -379,6 +379,67 @@ describe('chaos findings: an interval edit while no leader ran is planned by the
   });
 });
 
+describe('chaos findings: an interval edit while the lane runs late leaves the ticks the new interval lacks without a record (real Redis, producer term)', () => {
+  const redis = useRedis({ flush: true });
+  let admin: Admin;
+  let types: ReadonlyMap<string, ScheduledJob>;
+  before(async () => {
+    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
+    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
+  });
+  after(() => admin.close());
+
+  // Chaos (npm run chaos -- --minutes 1 --lock redis --redis cluster --seed 1 --lead bull-primary-kill-after-handler,
+  // bull-primary-kill-during-staged-delay,ledger-primary-kill-between-claim-and-wait, at e120ab2): tenant-1
+  // every 1 s, its ledger's primary frozen; tick :57 came due while the lane could not record it; the
+  // schedule was edited to every 2 s at :57.518; the lane, running late, walked on under the new interval,
+  // which has no :57: neither a job nor a record. A takeover records such ticks (JobLane.recordReplaced);
+  // a live lane running late did not.
+  it('the odd tick the 1 s version owed before the edit is recorded skipped, and none of the 2 s version before the edit runs', { timeout: 60_000 }, async () => {
+    const keys = new KeySpace();
+    const direct = directWrites(redis.client);
+    let ledgerDown = false;
+    // The ledger's writes as a frozen primary leaves them: every one fails until it is back.
+    const failing: WritePath = { ...direct, script: (script, k, args, decides) => (ledgerDown ? Promise.reject(new Error('Connection is closed.')) : direct.script(script, k, args, decides)) };
+    const ledger = new TickLedger(redis.client, keys, failing);
+    const store = new ScheduleStore(redis.client, keys, direct);
+    const queues = new QueueSet({ connection: redis.client });
+    const schedules = new StoredSchedules(store, () => types, pino({ level: 'silent' }));
+    let even: number | undefined;
+    let editedAt = 0;
+    try {
+      await admin.schedules.upsert('late-edit', { job: 'work', every: '1s' });
+      await produceUntil(redis.client, ledger, queues, undefined, 0, 'the edit applied once the ledger is back', async (producer) => {
+        const { lastScheduledTick } = await new TickLedger(redis.client, keys).jobState('late-edit');
+        if (even === undefined) {
+          // Recorded up to an even tick, the one before due: the ledger goes down before the odd one.
+          if (lastScheduledTick === undefined || lastScheduledTick % 2000 !== 0 || lastScheduledTick < Date.now() - 200) return false;
+          even = lastScheduledTick;
+          ledgerDown = true;
+          return false;
+        }
+        if (ledgerDown) {
+          // The odd tick came due while the lane could not record it; then the schedule is edited.
+          if (Date.now() < even + 1400) return false;
+          editedAt = Date.now();
+          await admin.schedules.upsert('late-edit', { job: 'work', every: '2s' });
+          producer.schedulesChanged(['late-edit']);
+          await sleep(300);
+          ledgerDown = false;
+          return false;
+        }
+        return (lastScheduledTick ?? 0) >= editedAt + 2000;
+      }, { schedules });
+      const audit = new TickLedger(redis.client, keys);
+      const odd = even! + 1000;
+      assert.deepEqual(await silentGaps(audit, 'late-edit', [odd]), [], `tick ${new Date(odd).toISOString()}, owed by the 1 s version before the edit, has a record`);
+      assert.ok(!(await audit.tickState('late-edit', even! + 2000))?.startsWith('enqueued|') || even! + 2000 > editedAt, 'no tick of the 2 s version before its write ran');
+    } finally {
+      await queues.close();
+    }
+  });
+});
+
 describe('chaos findings: a claim whose add failed is added after an edit by the new interval, which does not have its tick (real Redis, producer term)', () => {
   const redis = useRedis();
   let admin: Admin;
