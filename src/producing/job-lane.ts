@@ -393,10 +393,11 @@ export class JobLane implements Sleeper {
     const scheduledSince = Math.min(taken.scheduledSince, job.owedAfter ?? Infinity);
     const from = this.ticks.takeOver({ lastScheduledTick, scheduledSince, newestDueTick: taken.newestDueTick }, now);
     // Written since the newest recorded tick (no leader ran, or none kept up): the version it replaced owed
-    // the ticks up to the write, this one only those after it.
-    const writtenAt = await this.recordReplaced(job, lastScheduledTick);
-    if (writtenAt === false) return false;
-    const plan = planCatchup(job, Math.max(from, writtenAt), now, paused);
+    // the ticks up to the write. The new one owes only those after it, though ticks staged past the write
+    // put the watermark beyond it: the walk starts there even so.
+    // (No tick recorded yet: none is, from where the walk starts.)
+    if (!(await this.recordReplaced(job, lastScheduledTick ?? from))) return false;
+    const plan = planCatchup(job, Math.max(from, job.definedAt ?? -Infinity), now, paused);
     if (!(await this.takeBackLate(job, late, plan, now, paused))) return false;
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
     for (const tick of plan.enqueue) if (!(await this.decide(job, tick))) return false;
@@ -416,16 +417,15 @@ export class JobLane implements Sleeper {
    * version that write replaced (or that a removal before it removed) owed up to it as skipped
    * (`rescheduled`, `removed`): that version stands no more, and no leader recorded them while it did.
    * Only the one version before is kept: when it was itself written after the watermark, the span from
-   * the watermark is counted by it. Returns the write's time (the new version owes no tick before it),
-   * -Infinity when the job was not written since the watermark, false when the term cannot write now.
+   * the watermark is counted by it. Every tick up to the watermark is recorded (the ledger has no holes),
+   * so the span starts there. False when the term cannot write now.
    */
-  private async recordReplaced(job: ScheduledJob, watermark: number | undefined): Promise<number | false> {
-    if (job.definedAt === undefined || watermark === undefined || job.definedAt <= watermark) return -Infinity;
+  private async recordReplaced(job: ScheduledJob, watermark: number | undefined): Promise<boolean> {
+    if (job.definedAt === undefined || watermark === undefined || job.definedAt <= watermark) return true;
     const replaced = await this.term.replacedVersion(job.name);
     this.term.reached();
     const owed = replaced?.job && ticksOfReplaced(replaced.job, watermark, Math.min(replaced.endedAt, job.definedAt), replaced.removed ? 'removed' : 'rescheduled');
-    if (owed && !(await this.recordSkips(job, owed))) return false;
-    return job.definedAt;
+    return !owed || (await this.recordSkips(job, owed));
   }
 
   /**
@@ -437,7 +437,12 @@ export class JobLane implements Sleeper {
   private async recordOutrun(job: ScheduledJob): Promise<boolean> {
     const before = this.steppedBy;
     if (!this.behind || job.definedAt === undefined || !before || before === job) return true;
-    const owed = ticksOfReplaced(before, Math.max(this.ticks.position, this.ticks.watermark ?? -Infinity), job.definedAt, 'rescheduled');
+    // From the ledger's watermark, not the lane's: a write whose reply a failing Redis lost may have
+    // recorded a tick the lane does not know of.
+    const { lastScheduledTick } = await this.term.ledger.jobState(job.name);
+    this.term.reached();
+    const after = Math.max(this.ticks.position, this.ticks.watermark ?? -Infinity, lastScheduledTick ?? -Infinity);
+    const owed = ticksOfReplaced(before, after, job.definedAt, 'rescheduled');
     return !owed || (await this.recordSkips(job, owed));
   }
 
@@ -447,11 +452,13 @@ export class JobLane implements Sleeper {
    */
   private async recordRemoved(): Promise<boolean> {
     if (!this.parking) return true;
-    const watermark = this.ticks.watermark;
     const removed = await this.term.replacedVersion(this.name);
     this.term.reached();
     if (!removed?.removed) return true;
-    const owed = removed.job && watermark !== undefined && ticksOfReplaced(removed.job, Math.max(watermark, this.ticks.recordedBy(this.term.now())), removed.endedAt, 'removed');
+    // From the ledger's watermark too: a write whose reply was lost may have recorded a tick the lane does not know of.
+    const { lastScheduledTick } = await this.term.ledger.jobState(this.name);
+    const watermark = Math.max(this.ticks.watermark ?? -Infinity, lastScheduledTick ?? -Infinity, this.ticks.recordedBy(this.term.now()));
+    const owed = removed.job && watermark > -Infinity && ticksOfReplaced(removed.job, watermark, removed.endedAt, 'removed');
     if (owed && !(await this.recordSkips(removed.job!, owed))) return false;
     await this.term.forgetReplaced(this.name, removed.endedAt);
     return true;
