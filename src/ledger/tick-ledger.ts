@@ -354,7 +354,7 @@ export class TickLedger {
    * Starts taking back the staged run `jobId` of a tick (recorded `enqueued`), under the fence: `marked`
    * when it is (or already was) being taken back, `settled` when its record says something else now.
    */
-  async markUnstaging(token: FencingToken, job: string, tick: number, jobId: string, reason: UnstageReason, queue: string): Promise<'marked' | 'settled' | 'fenced'> {
+  async markUnstaging(token: FencingToken, job: string, tick: number, jobId: string, reason: UnstageReason, queue: string, claimOnly = false): Promise<'marked' | 'settled' | 'fenced'> {
     const k = this.keys;
     const code = scriptCode(
       'markUnstaging',
@@ -362,7 +362,7 @@ export class TickLedger {
       await this.writes.script<number>(
         markUnstagingScript,
         [k.fence, k.retiredGenerations, k.ledger(job), k.pending(job)],
-        [token.generation, token.leaderTransitions, tick, jobId, reason, queue],
+        [token.generation, token.leaderTransitions, tick, jobId, reason, queue, claimOnly ? '1' : ''],
         // The mark tells the next leader to finish the take-back: it must be on a replica before the pull.
         (reply) => (reply === MarkCode.Marked ? `take-back of ${job}@${tick}` : undefined),
       ),

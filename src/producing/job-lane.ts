@@ -341,8 +341,6 @@ export class JobLane implements Sleeper {
     // decides those that came due without a worker starting them as missed ticks.
     const now0 = this.term.now();
     let late = this.staged.takeOver(stagedBefore(job, taken.recent), now0);
-    /** Claims of ticks the job as now defined does not have: added held, then taken back below. */
-    const unowed: StagedRun[] = [];
     for (const { tick, state } of taken.pending) {
       const takingBack = takeBackInProgress(state);
       if (takingBack) {
@@ -359,21 +357,25 @@ export class JobLane implements Sleeper {
       const dueAt = tick + jitterMs(job, tick);
       // A claim of a tick the job no longer has (a schedule removed and created again since, or edited
       // off that tick) is owed by no version that stands: its earlier term may have added it, so it is
-      // added held and taken back, like a staged run, rather than run.
+      // taken back, like a staged run, rather than run.
       const owed = nextTick(job, tick - 1) === tick;
+      if (!owed) {
+        if (!(await this.takeBackClaim(job, tick, dueAt))) return false;
+        continue;
+      }
       // A job that may be staged is claimed a staging lead before its tick: a claim of it whose due time
       // passed with no leader to add it is a staged run that came due while no leader ran. Added held
       // (workers wait for this term's review), it is then decided with the other late ones below.
-      const stagedBy = !owed || (this.stagingLead(job) > 0 && dueAt <= now0) ? claimingTerm(state) : undefined;
+      const stagedBy = this.stagingLead(job) > 0 && dueAt <= now0 ? claimingTerm(state) : undefined;
       if (!(await this.claimAndAdd(job, tick, {}, stagedBy))) return false;
       if (stagedBy === undefined) continue;
       if (this.unadded === tick) return false;
-      (owed ? late : unowed).push({ tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt });
+      late.push({ tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt });
     }
-    // Late staged runs of ticks the job no longer has (edited while no leader ran) go back with the claims.
+    // Late staged runs of ticks the job no longer has (edited while no leader ran) go back.
     const offSchedule = late.filter((run) => nextTick(job, run.tick - 1) !== run.tick);
     late = late.filter((run) => !offSchedule.includes(run));
-    if (!(await this.takeBackRuns(job, [...unowed, ...offSchedule].map((run) => ({ run, reason: 'rescheduled' as const }))))) return false;
+    if (!(await this.takeBackRuns(job, offSchedule.map((run) => ({ run, reason: 'rescheduled' as const }))))) return false;
     // A runtime schedule removed and created again while no leader ran: the runs staged before it was
     // created belong to its earlier life, whose removal no leader applied. They go back as `removed`.
     const earlier = await this.stagedInEarlierLife(job, [...this.staged.list(), ...late]);
@@ -461,6 +463,30 @@ export class JobLane implements Sleeper {
     const owed = removed.job && watermark > -Infinity && ticksOfReplaced(removed.job, watermark, removed.endedAt, 'removed');
     if (owed && !(await this.recordSkips(removed.job!, owed))) return false;
     await this.term.forgetReplaced(this.name, removed.endedAt);
+    return true;
+  }
+
+  /**
+   * Takes back a claim the job as now defined does not owe (see takeOver): marked first, so that no worker
+   * starts the run before the pull whichever term staged it (stagedRunMayStart.lua), then added (its
+   * earlier add may never have landed: the pull must find it), then pulled, and recorded skipped:
+   * `removed` when it is from the schedule's life before a removal, `rescheduled` otherwise. False when
+   * the term cannot write now.
+   */
+  private async takeBackClaim(job: ScheduledJob, tick: number, dueAt: number): Promise<boolean> {
+    if (!(await this.writable())) return false;
+    const reason = job.owedAfter !== undefined && tick <= job.owedAfter ? 'removed' : 'rescheduled';
+    const jobId = tickJobId(job.name, tick);
+    const marked = await this.term.ledger.markUnstaging(this.term.token, job.name, tick, jobId, reason, job.queue, true);
+    this.term.reached();
+    if (marked === 'fenced') {
+      this.term.fenced();
+      return false;
+    }
+    if (marked === 'settled') return true;
+    if (!this.term.leading() || !(await this.term.enqueue.add(job, tick, jobId, { dueAt, stagedBy: this.term.token }))) return false;
+    const outcome = await this.term.takeBack.finish(job.name, tick, { reason, jobId, queue: job.queue }, retentionMs(job));
+    this.log.info({ tick: new Date(tick), reason, outcome }, 'took back a claim of a tick the job no longer has');
     return true;
   }
 

@@ -7,6 +7,9 @@
   KEYS[1] fence  KEYS[2] retired generations  KEYS[3] ledger  KEYS[4] pending
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] tick (ms)  ARGV[4] job id  ARGV[5] reason
   ARGV[6] the queue the run was added to
+  ARGV[7] '1' to mark a tick that is still only claimed (or buffered) by this job id: a claim the job no
+  longer owes, whose earlier add may or may not have landed; it is marked before it is added again, so
+  that no worker starts it before the pull (stagedRunMayStart.lua)
   Returns -1 when fenced (nothing is written), 1 when the tick is now (or already was) being taken back,
   0 when its record is no longer this run's `enqueued` (settled otherwise; nothing to take back).
 ]]
@@ -23,6 +26,12 @@ if existing == 'enqueued|' .. jobId then
   return 1
 end
 if existing and string.sub(existing, 1, 10) == 'unstaging|' then
+  return 1
+end
+local claimed = existing and (string.sub(existing, 1, 8) == 'claimed|' or string.sub(existing, 1, 9) == 'buffered|')
+if ARGV[7] == '1' and claimed and string.sub(existing, -(#jobId + 1)) == '|' .. jobId then
+  redis.call('HSET', KEYS[3], tick, 'unstaging|' .. ARGV[5] .. '|' .. jobId .. '|' .. ARGV[6])
+  redis.call('ZADD', KEYS[4], tick, tick)
   return 1
 end
 return 0
