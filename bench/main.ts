@@ -454,7 +454,7 @@ function millionRows(m: MillionSchedulesResult): string[] {
       `0 schedules: ${s(idle.takeoverMs)} | | ≤ 10 s | ${verdict(producing <= 10_000)} |`,
     ...(m.first
       ? [
-          `| 8 | The first leader right after the bulk write (each upsert makes its schedule due at once: it takes all ${n} over, then parks those not due soon)${scale} | ` +
+          `| 8 | The first leader right after the bulk write of the ${n} (no leader had looked at them yet), until the due index held only the due soon${scale} | ` +
             `taken over ${s(m.first.takeoverMs)} (first run ${s(m.first.firstEnqueueMs)}); all but the due soon parked ${s(m.first.parkedMs)} after its process start; ` +
             `peak RSS ${m.first.peakRssMiB.toFixed(0)} MiB, heap ${m.first.peakHeapUsedMiB.toFixed(0)} MiB${m.first.stoppedCleanly ? '' : '; **killed at its stop**'} | | | (context) | |`,
         ]

@@ -3,9 +3,10 @@
  * hour (schedule i fires at second i mod 3600 of every hour: `S M * * * *`), against the same process over
  * none. Its memory and takeover are measured in its own process (bench/million-leader-process.ts); what it
  * enqueued is read from BullMQ, from the queue's event stream as it grows and the job hashes (ground
- * truth, not its logs). The measured leader is the second over the schedules: the first, right after the
- * bulk write, takes every schedule over (an upsert makes it due at once) and parks those not due soon;
- * a new leader (a failover, a deploy) finds them parked.
+ * truth, not its logs). The measured leader is the second over the schedules: the first one, right after
+ * the bulk write, meets schedules no leader has looked at yet (how much of them it takes over at once is
+ * the due index's business: once all but the due soon wait in the index, it is stopped); a new leader
+ * (a failover, a deploy) then finds them as a previous leader left them.
  *
  * `LEASEBEAT_BENCH_MILLION_SCHEDULES` and `LEASEBEAT_BENCH_MILLION_WINDOW_S` shrink the run for a quick check
  * (the rows then say so, and claim no goal).
@@ -80,9 +81,9 @@ export interface MissingTick {
 }
 
 /**
- * The first leader over the schedules just written: every upsert made its schedule due at once, so it
- * takes all of them over, then parks the ones not due soon. The measured leader comes after it, as a
- * new leader (a failover, a deploy) comes after a previous one.
+ * The first leader over the schedules just written, which no leader has looked at yet: until the due
+ * index holds only the due soon. The measured leader comes after it, as a new leader (a failover, a
+ * deploy) comes after a previous one.
  */
 export interface FirstLeaderRun {
   /** Process start → "every job taken over" and → its first run in BullMQ, ms. */
