@@ -159,6 +159,11 @@ export class Producer {
     this.wake?.abort();
   }
 
+  /** The job files or runtime schedules changed since the lanes were last told. */
+  private get changesPending(): boolean {
+    return this.filesChanged || this.schedulesMissed || this.changedSchedules.size > 0;
+  }
+
   private get producing(): boolean {
     return this.current !== undefined && !this.current.signal.aborted;
   }
@@ -274,9 +279,11 @@ export class Producer {
       let nextResync = this.clock.monotonic() + CLOCK_RESYNC_MS;
       while (!context.signal.aborted) {
         this.wake = new AbortController();
-        await this.clock.sleep(nextResync - this.clock.monotonic(), AbortSignal.any([context.signal, this.wake.signal])).catch(() => undefined);
+        // Changes told while the last ones were being followed (an await) aborted the controller before
+        // this one: follow them now, not a resync interval later.
+        if (!this.changesPending) await this.clock.sleep(nextResync - this.clock.monotonic(), AbortSignal.any([context.signal, this.wake.signal])).catch(() => undefined);
         if (context.signal.aborted) break;
-        if (this.wake.signal.aborted) {
+        if (this.changesPending) {
           await this.followChanges(context, reconcile, lanes.size);
           continue;
         }

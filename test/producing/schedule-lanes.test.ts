@@ -135,6 +135,26 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     }
   });
 
+  it('a change told while the last one is being followed gets its lane at once, not a resync interval later', { timeout: 60_000 }, async () => {
+    let takenOver = false;
+    const stop = new AbortController();
+    const made = producer(() => (takenOver = true));
+    const run = made.run(term(1), stop.signal);
+    try {
+      await until('the takeover', () => takenOver);
+      // Written after the first scan read the index: only what the producer is told makes their lanes.
+      await upsert('told-first', { every: '2s' });
+      await upsert('told-during', { every: '2s' });
+      made.schedulesChanged(['told-first']);
+      // Told while the first is being read from Redis.
+      setImmediate(() => made.schedulesChanged(['told-during']));
+      await until('a run of the schedule told second', async () => (await runIds('told-during')).length > 0, 10_000);
+    } finally {
+      stop.abort();
+      await run;
+    }
+  });
+
   it('a removed schedule leaves the index and runs no more', { timeout: 60_000 }, async () => {
     await upsert('doomed', { every: '5s' });
     const stop = new AbortController();
