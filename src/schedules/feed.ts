@@ -114,7 +114,8 @@ export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChang
   private async position(): Promise<void> {
     const [entries, time] = await Promise.all([this.redis.xrevrange(this.store.keys.scheduleChanges, '+', '-', 'COUNT', 1), this.redis.time()]);
     this.lastEntry = entries[0]?.[0] ?? '0-0';
-    this.appliedBefore = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+    // TIME is read after every write it could see: those of its own millisecond count too.
+    this.appliedBefore = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000) + 1;
     this.lastBatch = new Set();
   }
 
