@@ -15,7 +15,7 @@ import { QueueSet } from '../../src/redis/queue-set.js';
 import { keySlot } from '../../src/redis/redis-topology.js';
 import { loadJobs } from '../../src/scheduling/loader.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
-import { compileSchedule } from '../../src/schedules/spec.js';
+import { compileRecord } from '../../src/schedules/catalog.js';
 import { ScheduleStore } from '../../src/schedules/store.js';
 import { StoredSchedules } from '../../src/schedules/stored-schedules.js';
 import type { RuntimeScheduleSource } from '../../src/producing/runtime-schedules.js';
@@ -40,12 +40,11 @@ async function tickOf(queue: Queue, ledger: TickLedger, id: string, tick: number
   return { state: (await ledger.tickState(id, tick)) ?? undefined, data: (job?.data as { data?: unknown } | undefined)?.data };
 }
 
-/** The schedule as an instance compiles it from the store (JobCatalog's way). */
+/** The schedule as an instance compiles it from the store (compileRecord, as StoredSchedules does). */
 async function compiled(store: ScheduleStore, types: ReadonlyMap<string, ScheduledJob>, id: string): Promise<ScheduledJob> {
-  const record = (await store.get(id))!;
-  const result = compileSchedule(id, record.spec, types.get(record.spec.job), record.createdAt, record.updatedAt);
-  if (!result.ok) throw new Error(result.errors.join('\n'));
-  return result.job;
+  const { job, problem } = compileRecord((await store.get(id))!, types);
+  if (!job) throw new Error(problem.detail);
+  return job;
 }
 
 const term = (leaderTransitions: number): Term => ({ holderIdentity: `leader-${leaderTransitions}`, generation: 'gen', leaderTransitions, acquireTime: Date.now() });

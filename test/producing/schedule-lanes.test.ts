@@ -48,6 +48,17 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
       logger,
       ...(onTakenOver ? { onTakenOver } : {}),
     });
+  /** Runs `made` for one term (term 1) while `during` runs, then ends the term as a lost lease would. */
+  const producing = async (made: Producer, during: () => Promise<void>): Promise<void> => {
+    const stop = new AbortController();
+    const run = made.run(term(1), stop.signal);
+    try {
+      await during();
+    } finally {
+      stop.abort();
+      await run;
+    }
+  };
   const dueAt = async (id: string): Promise<number | undefined> => {
     const score = await redis.client.zscore(store.keys.scheduleDue, id);
     return score === null ? undefined : Number(score);
@@ -68,10 +79,8 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     const nextNewYear = Date.UTC(new Date().getUTCFullYear() + 1, 0, 1);
     assert.equal(await dueAt('written-0'), nextNewYear);
     let takenOver: number | undefined;
-    const stop = new AbortController();
     const made = producer((jobs) => (takenOver = jobs));
-    const run = made.run(term(1), stop.signal);
-    try {
+    await producing(made, async () => {
       await until('the takeover', () => takenOver !== undefined);
       // The file job type's lane, and the 50 schedules found due in the index; none of the API's.
       assert.equal(takenOver, 51);
@@ -80,28 +89,20 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
       // The instant the lane must act again: its next tick less the staging horizon (it has no jitter).
       for (let i = 0; i < 50; i++) assert.equal(await dueAt(`yearly-${i}`), nextNewYear - STAGE_AHEAD_MS, `yearly-${i}`);
       assert.deepEqual(await runIds('yearly-0'), []);
-    } finally {
-      stop.abort();
-      await run;
-    }
+    });
   });
 
   it('a parked schedule gets its lane again before each tick: every tick enqueued once, the lane parked between', { timeout: 60_000 }, async () => {
     await upsert('every-5s', { every: '5s' });
-    const stop = new AbortController();
     const made = producer();
-    const run = made.run(term(1), stop.signal);
     const lanes: number[] = [];
     const startedAt = Date.now();
-    try {
+    await producing(made, async () => {
       while (Date.now() < startedAt + 17_000) {
         lanes.push(made.laneCounts().schedules);
         await sleep(100);
       }
-    } finally {
-      stop.abort();
-      await run;
-    }
+    });
     const ticks = ticksOf(await runIds('every-5s'));
     assert.ok(ticks.length >= 3, `3 ticks or more in 17 s, got ${ticks.length}`);
     for (let i = 1; i < ticks.length; i++) assert.equal(ticks[i]! - ticks[i - 1]!, 5_000, `a tick lost or doubled between ${ticks[i - 1]} and ${ticks[i]}`);
@@ -114,10 +115,8 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
   it('an edit of a parked schedule applies at once, and an edit the producer was not told of is found by a resync', { timeout: 60_000 }, async () => {
     await upsert('told', { schedule: '0 0 1 1 *' });
     await upsert('untold', { schedule: '0 0 1 1 *' });
-    const stop = new AbortController();
     const made = producer();
-    const run = made.run(term(1), stop.signal);
-    try {
+    await producing(made, async () => {
       await until('both parked', async () => made.laneCounts().schedules === 0 && (await dueAt('told'))! > Date.now() + 86_400_000);
       const editedAt = Date.now();
       await upsert('told', { every: '2s' });
@@ -129,18 +128,13 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
       await sleep(3_000);
       made.schedulesResync();
       await until('a run of the schedule edited behind the producer’s back', async () => (await runIds('untold')).length > 0, 10_000);
-    } finally {
-      stop.abort();
-      await run;
-    }
+    });
   });
 
   it('a change told while the last one is being followed gets its lane at once, not a resync interval later', { timeout: 60_000 }, async () => {
     let takenOver = false;
-    const stop = new AbortController();
     const made = producer(() => (takenOver = true));
-    const run = made.run(term(1), stop.signal);
-    try {
+    await producing(made, async () => {
       await until('the takeover', () => takenOver);
       // Written after the first scan read the index: only what the producer is told makes their lanes.
       await upsert('told-first', { every: '2s' });
@@ -149,18 +143,13 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
       // Told while the first is being read from Redis.
       setImmediate(() => made.schedulesChanged(['told-during']));
       await until('a run of the schedule told second', async () => (await runIds('told-during')).length > 0, 10_000);
-    } finally {
-      stop.abort();
-      await run;
-    }
+    });
   });
 
   it('a removed schedule leaves the index and runs no more', { timeout: 60_000 }, async () => {
     await upsert('doomed', { every: '5s' });
-    const stop = new AbortController();
     const made = producer();
-    const run = made.run(term(1), stop.signal);
-    try {
+    await producing(made, async () => {
       await until('a run', async () => (await runIds('doomed')).length > 0, 10_000);
       await until('parked', () => made.laneCounts().schedules === 0);
       await store.remove('doomed');
@@ -169,10 +158,7 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
       const ran = (await runIds('doomed')).length;
       await sleep(6_000);
       assert.equal((await runIds('doomed')).length, ran);
-    } finally {
-      stop.abort();
-      await run;
-    }
+    });
   });
 
   it('a new leader finds the schedules the last one parked, and enqueues a tick owed while no leader ran, once', { timeout: 60_000 }, async () => {
