@@ -35,7 +35,7 @@ export const MarkCode = { Fenced: -1, Settled: 0, Marked: 1 } as const;
 /** settleUnstaging.lua. */
 export const SettleCode = { NotTakingBack: 0, Settled: 1 } as const;
 /** skipRange.lua. */
-export const SkipRangeCode = { Fenced: -1, Invalid: -2, Recorded: 1 } as const;
+export const SkipRangeCode = { Fenced: -1, Invalid: -2, Overlaps: -3, Recorded: 1 } as const;
 /** claimTrigger.lua. */
 export const TriggerCode = { Fenced: -1, Settled: 0, Claimed: 1, Reclaimed: 2, Refused: 3 } as const;
 /** pullStagedRun.lua. */

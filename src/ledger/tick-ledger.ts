@@ -123,7 +123,7 @@ export interface TakeOverRequest {
 export type UnstageOutcome = 'runs' | 'taken-back';
 
 /** The outcome of recording a skipped range. */
-export type SkipRangeOutcome = 'recorded' | 'fenced' | 'invalid';
+export type SkipRangeOutcome = 'recorded' | 'fenced' | 'invalid' | 'overlaps';
 
 /** A run of ticks recorded as skipped together, e.g. ticks missed while no leader enqueued. */
 export interface SkippedRange {
@@ -280,7 +280,7 @@ export class TickLedger {
     const k = this.keys;
     const reply = await this.writes.script<Array<number | string>>(
       claimTicksScript,
-      [k.fence, k.retiredGenerations, k.paused, ...claims.flatMap(({ job }) => [k.ledger(job), k.ledgerIndex(job), k.pending(job), k.jobState(job)])],
+      [k.fence, k.retiredGenerations, k.paused, ...claims.flatMap(({ job }) => [k.ledger(job), k.ledgerIndex(job), k.pending(job), k.jobState(job), k.skips(job)])],
       [
         token.generation,
         token.leaderTransitions,
@@ -389,12 +389,16 @@ export class TickLedger {
     return scriptCode('settleUnstaging', SettleCode, reply) === SettleCode.Settled;
   }
 
-  /** Records a range of ticks that will not run. Refuses (`invalid`) an inverted or empty range. */
+  /**
+   * Records a range of ticks that will not run. Refuses (`invalid`) an inverted or empty range, and
+   * (`overlaps`) one over a tick recorded already: another writer of the job recorded it after the caller
+   * read the watermark, so the caller counts its span again from the ledger.
+   */
   async skipRange(token: FencingToken, job: string, range: SkippedRange): Promise<SkipRangeOutcome> {
     const k = this.keys;
     const reply = await this.writes.script<number>(
       skipRangeScript,
-      [k.fence, k.retiredGenerations, k.skips(job), k.jobState(job)],
+      [k.fence, k.retiredGenerations, k.skips(job), k.jobState(job), k.ledgerIndex(job)],
       [token.generation, token.leaderTransitions, range.from, range.to, range.count, range.reason, JSON.stringify(range)],
       (code) => (code === SkipRangeCode.Recorded ? `skip record of ${job} ${range.from}..${range.to}` : undefined),
     );
@@ -403,6 +407,8 @@ export class TickLedger {
         return 'recorded';
       case SkipRangeCode.Invalid:
         return 'invalid';
+      case SkipRangeCode.Overlaps:
+        return 'overlaps';
       case SkipRangeCode.Fenced:
         return 'fenced';
     }

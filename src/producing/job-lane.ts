@@ -8,6 +8,7 @@ import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
 import { LaneCursor, type LaneMarks } from './lane-cursor.js';
 import type { LaneTerm } from './lane-term.js';
+import { recordRemovedSpan, SpanOverlapsRecord } from './removed-span.js';
 import { StagedRuns, stagedBefore, unstageReason } from './staged-runs.js';
 import type { StagedRun } from './staging.js';
 
@@ -189,7 +190,7 @@ export class JobLane implements Sleeper {
         if (!job) {
           // Removed: its staged runs must not run either, and the ticks it owed before the removal that this
           // lane (running late) did not record are recorded. The lane ends once both are done (or the term ends).
-          if ((await this.reviewStaged(undefined)) && (await this.recordRemoved())) break;
+          if ((await this.reviewStaged(undefined)) && (!this.parking || (await recordRemovedSpan(this.term, this.name, Math.max(this.ticks.watermark ?? -Infinity, this.ticks.recordedBy(this.term.now())))))) break;
           continue;
         }
         if (this.needsPlan) {
@@ -449,24 +450,6 @@ export class JobLane implements Sleeper {
   }
 
   /**
-   * A runtime schedule's lane stopped by its removal: records the ticks the removed version owed up to the
-   * removal that this lane did not (it ran late). True once done, or when nothing was owed.
-   */
-  private async recordRemoved(): Promise<boolean> {
-    if (!this.parking) return true;
-    const removed = await this.term.replacedVersion(this.name);
-    this.term.reached();
-    if (!removed?.removed) return true;
-    // From the ledger's watermark too: a write whose reply was lost may have recorded a tick the lane does not know of.
-    const { lastScheduledTick } = await this.term.ledger.jobState(this.name);
-    const watermark = Math.max(this.ticks.watermark ?? -Infinity, lastScheduledTick ?? -Infinity, this.ticks.recordedBy(this.term.now()));
-    const owed = removed.job && watermark > -Infinity && ticksOfReplaced(removed.job, watermark, removed.endedAt, 'removed');
-    if (owed && !(await this.recordSkips(removed.job!, owed))) return false;
-    await this.term.forgetReplaced(this.name, removed.endedAt);
-    return true;
-  }
-
-  /**
    * Takes back a claim the job as now defined does not owe (see takeOver): marked first, so that no worker
    * starts the run before the pull whichever term staged it (stagedRunMayStart.lua), then added (its
    * earlier add may never have landed: the pull must find it), then pulled, and recorded skipped:
@@ -713,6 +696,7 @@ export class JobLane implements Sleeper {
       this.term.fenced();
       return false;
     }
+    if (outcome === 'overlaps') throw new SpanOverlapsRecord(job.name, range.from, range.to);
     if (outcome === 'invalid') {
       // The plan never yields such a range; the ledger refused it, so re-plan from the ledger.
       this.log.error(logged, 'BUG: the ledger refused an inverted or empty skipped range; re-planning the job from the ledger');

@@ -5,7 +5,7 @@ import type { LaneTerm } from './lane-term.js';
 import type { QueueSet } from '../redis/queue-set.js';
 import { takeBackInProgress } from '../ledger/records.js';
 import type { RuntimeScheduleSource } from './runtime-schedules.js';
-import { ticksOfReplaced } from '../scheduling/plan.js';
+import { recordRemovedSpan } from './removed-span.js';
 
 /** Jobs read per takeover script. */
 const BATCH = 500;
@@ -47,7 +47,8 @@ export async function takeBackRemovedJobs(
       const states = await term.ledger.takeOverStates(batch.map((job) => ({ job, stagedWithinMs: STAGED_LOOKBACK_MS })), now);
       for (const [index, state] of states.entries()) {
         const job = batch[index]!;
-        if (schedules && !(await recordRemoval(term, schedules, job, state.state.lastScheduledTick))) return takenBack;
+        // Removed while no leader ran (or none kept up): the ticks it owed up to the removal are recorded.
+        if (schedules && !(await recordRemovedSpan(term, job, state.state.lastScheduledTick))) return takenBack;
         for (const { tick, state: recorded } of state.pending) {
           const progress = takeBackInProgress(recorded);
           if (progress && (await term.takeBack.finish(job, tick, progress, MIN_RETENTION_MS)) === 'taken-back') takenBack++;
@@ -71,27 +72,6 @@ export async function takeBackRemovedJobs(
     }
   }
   return takenBack;
-}
-
-/**
- * A runtime schedule removed while no leader ran (or none kept up): records the ticks it owed from its
- * watermark up to the removal as skipped `removed`. False when fenced.
- */
-async function recordRemoval(term: LaneTerm, schedules: RuntimeScheduleSource, job: string, watermark: number | undefined): Promise<boolean> {
-  const removed = await schedules.previous(job);
-  if (!removed?.removed) return true;
-  const owed = removed.job && watermark !== undefined && ticksOfReplaced(removed.job, watermark, removed.endedAt, 'removed');
-  if (owed) {
-    if (!(await term.waitLeading())) return false;
-    const outcome = await term.ledger.skipRange(term.token, job, owed);
-    if (outcome === 'fenced') {
-      term.fenced();
-      return false;
-    }
-    term.metrics?.skipped(job, 'removed', owed.count);
-  }
-  await schedules.forgetPrevious(job, removed.endedAt);
-  return true;
 }
 
 /** The queue (of `queues`) in whose delayed set the run waits, if any. */

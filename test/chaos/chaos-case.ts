@@ -74,17 +74,8 @@ export function chaosTest({ lock, redis, seed: defaultSeed, faultsMs, lead, draw
       const seen = report.invariants.flatMap((i) => i.violations.filter((v) => pattern.test(v)));
       if (seen.length > 0) t.diagnostic(`known finding (issue 21, not fixed yet): ${finding}: ${seen.length}× e.g. ${seen[0]}`);
     }
-    // Under these faults the runtime schedules' audit still finds, now and then, ticks around a write no
-    // leader had applied yet left unrecorded or recorded twice (issue 21, open: races between a removed
-    // life's stopping lane and the next one's, and writes whose acknowledgement failed over). Its
-    // owed-ticks and versions checks report what they find and do not gate; every acknowledged write kept
-    // gates, as every file-job invariant does.
-    const gated = (name: string): boolean => !name.startsWith('runtime schedules') || name.includes('every acknowledged write is kept');
-    for (const open of report.invariants.filter((i) => !i.ok && !gated(i.name))) {
-      t.diagnostic(`open (issue 21): ${open.name}: ${open.violationCount} violation(s): ${open.violations.join(' | ')}`);
-    }
     const broken = report.invariants
-      .filter((i) => !i.ok && gated(i.name) && (i.violationCount > i.violations.length || i.violations.some((v) => !known(v))))
+      .filter((i) => !i.ok && (i.violationCount > i.violations.length || i.violations.some((v) => !known(v))))
       .map((i) => `${i.name}: ${i.violationCount} violation(s): ${i.violations.join(' | ')}`);
     assert.deepEqual(broken, [], `report: ${outDir}/report.md`);
     for (const invariant of report.invariants) assert.ok(invariant.checked > 0, `${invariant.name}: checked nothing`);

@@ -133,6 +133,34 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     assert.deepEqual(await ledger.skippedRanges('j'), []);
   });
 
+  /*
+   * Two writers of one job's ledger in one term: a runtime schedule's stopping lane (removed) and the lane
+   * of its next life, or a lane and the removed-jobs sweep. Each computes a skipped span from the
+   * watermark it read; the other may record a tick of that span in between (found by the chaos audit: a
+   * tick enqueued and also inside a `removed` range).
+   */
+  it('a skipped range never covers a recorded tick: it is refused, and writes nothing', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000'), { kind: 'claimed', retry: false });
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 1000, to: 3000, count: 3, reason: 'removed' }), 'overlaps');
+    assert.deepEqual(await ledger.skippedRanges('j'), []);
+    assert.deepEqual((await ledger.jobState('j')).skipped, {});
+    assert.equal((await ledger.jobState('j')).lastScheduledTick, 2000, 'a refused range moves nothing');
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 3000, to: 4000, count: 2, reason: 'removed' }), 'recorded', 'a range past the record is written');
+  });
+
+  it('a claim of a tick a recorded range already covers is settled as skipped, never claimed', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 2000, to: 4000, count: 3, reason: 'removed' }), 'recorded');
+    // A lane that read the watermark before the range was written claims the tick after it.
+    assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000 }), { kind: 'settled', state: 'skipped|removed' });
+    assert.equal(await ledger.tickState('j', 3000), undefined, 'the range is its record');
+    assert.deepEqual(await ledger.pendingTicks('j'), [1000]);
+    assert.equal((await ledger.jobState('j')).lastScheduledTick, 4000);
+    assert.deepEqual(await ledger.claim(termA, 'j', 5000, 'j@5000', { previousTick: 4000 }), { kind: 'claimed', retry: false }, 'past the range, claims go on');
+  });
+
   it('the newest run is known from its claim; a buffered claim is not a run until released', async () => {
     await ledger.raiseFence(termA, 'a', 1);
     await ledger.claim(termA, 'j', 1000, 'j@1000');

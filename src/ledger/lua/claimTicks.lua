@@ -5,8 +5,8 @@
   tick (as the caller scheduled it) is already recorded, so `lastScheduledTick` is a contiguous watermark
   a new leader can plan its catch-up from. Every key carries the cluster's hash tag (one slot).
   KEYS[1] fence  KEYS[2] retired generations  KEYS[3] paused jobs
-  then for the i-th tick (i from 0): KEYS[4+4i] ledger  KEYS[5+4i] ledger index  KEYS[6+4i] pending
-          KEYS[7+4i] job state
+  then for the i-th tick (i from 0): KEYS[4+5i] ledger  KEYS[5+5i] ledger index  KEYS[6+5i] pending
+          KEYS[7+5i] job state  KEYS[8+5i] skips
   ARGV[1] generation  ARGV[2] transitions
   then for the i-th tick: ARGV[3+6i] job name  ARGV[4+6i] tick (ms)  ARGV[5+6i] job id
           ARGV[6+6i] mode: 'enqueue' (claim to add now; also releases a buffered claim), 'buffer' (claim to
@@ -22,7 +22,8 @@
                  released now: add it (same job id)
     4, ''        buffered: claimed (now or earlier), to be added once the previous run has finished
     0, state     already settled (enqueued, skipped, or buffered when asked to skip): nothing to do
-                 (a settled tick the watermark had lost is counted in it again)
+                 (a settled tick the watermark had lost is counted in it again); also a tick a recorded
+                 skipped range covers ('skipped|<its reason>'), which has no record of its own
     3, reason    recorded as skipped (reason may be 'paused' when the job is paused at run time)
     -2, last     refused: the previous tick is not recorded (the watermark `last` is older); a caller bug
 ]]
@@ -32,12 +33,23 @@ local count = (#ARGV - 2) / 6
 --- @include "includes/fence"
 if fenced(KEYS[1], KEYS[2], generation, transitions, count) then
   for i = 0, count - 1 do
-    redis.call('HINCRBY', KEYS[7 + 4 * i], 'fenced', 1)
+    redis.call('HINCRBY', KEYS[7 + 5 * i], 'fenced', 1)
   end
   return { -1 }
 end
 
-local function claim(ledger, index, pending, state, job, tick, jobId, mode, reason, previous)
+-- The reason of a recorded skipped range that covers `tick` (ranges start at or before it), if any.
+local function coveringRange(skips, tick)
+  for _, member in ipairs(redis.call('ZREVRANGEBYSCORE', skips, tick, '-inf')) do
+    local range = cjson.decode(member)
+    if tonumber(range.to) >= tick then
+      return range.reason
+    end
+  end
+  return nil
+end
+
+local function claim(ledger, index, pending, state, skips, job, tick, jobId, mode, reason, previous)
   local paused = redis.call('HEXISTS', KEYS[3], job) == 1
   if mode == 'added' then
     mode, paused = 'enqueue', false
@@ -94,6 +106,17 @@ local function claim(ledger, index, pending, state, job, tick, jobId, mode, reas
     return -2, last
   end
 
+  -- Behind the watermark with no record of its own: another writer of the job (a removed schedule's
+  -- stopping lane beside its next life's lane, or the removed-jobs sweep) recorded a range over it after
+  -- this caller read the watermark. The range is the tick's record; a claim now would run a tick the
+  -- ledger says was skipped.
+  if last and tonumber(tick) <= tonumber(last) then
+    local covered = coveringRange(skips, tonumber(tick))
+    if covered then
+      return 0, 'skipped|' .. covered
+    end
+  end
+
   if mode ~= 'skip' and paused then
     mode, reason = 'skip', 'paused'
   end
@@ -117,8 +140,8 @@ end
 
 local results = {}
 for i = 0, count - 1 do
-  local k, a = 4 + 4 * i, 3 + 6 * i
-  local code, detail = claim(KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3],
+  local k, a = 4 + 5 * i, 3 + 6 * i
+  local code, detail = claim(KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4],
     ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
   results[#results + 1] = code
   results[#results + 1] = detail
