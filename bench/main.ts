@@ -2,8 +2,8 @@
  * `npm run bench`: every comparison of the benchmark issues, on this machine, printed as one Markdown
  * table and written to docs/benchmarks.md (between its bench markers; the prose around them is kept).
  * `npm run bench -- --only failover,candidates` measures some sections again; the others are rendered from
- * their last stored results (test-results/bench/results/), each with the time it was measured. Progress
- * goes to stderr.
+ * their last stored results (bench/results/, committed with the table they render, so that a run of one
+ * section on a fresh clone keeps the others), each with the time it was measured. Progress goes to stderr.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
@@ -58,7 +58,7 @@ const MILLION_UPSERTS_IN_FLIGHT = 64;
 const progress = (line: string): void => void process.stderr.write(`${line}\n`);
 
 /** Each section's last results are kept here, so that one section can be measured again on its own. */
-const RESULTS_DIR = fileURLToPath(new URL('../test-results/bench/results/', import.meta.url));
+const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
 
 /** What each section measured, as stored; a section missing from a run is rendered from its last results. */
 interface Results {
@@ -408,10 +408,12 @@ function scheduleRows(r: RuntimeSchedulesResult): string[] {
   return [
     `| 8 | \`schedules.upsert\` throughput, ${int(r.upserts)} distinct ids (hourly), ${r.inFlight} in flight | ${int(r.leasebeatPerSecond)} upserts/s | ` +
       `BullMQ \`upsertJobScheduler\`: ${int(r.bullmqPerSecond)}/s | ${ratio(r.leasebeatPerSecond, r.bullmqPerSecond)} | ≥ 1.0× BullMQ's | ${met(r.leasebeatPerSecond >= r.bullmqPerSecond)} |`,
-    `| 8 | Leader RSS with ${int(loaded.schedules)} runtime schedules (hourly) over 0 schedules | RSS ${loaded.rssMiB.toFixed(0)} MiB, heap ${loaded.heapUsedMiB.toFixed(0)} MiB: ` +
-      `${perScheduleKiB.toFixed(1)} KiB per schedule | 0 schedules: RSS ${idle.rssMiB.toFixed(0)} MiB, heap ${idle.heapUsedMiB.toFixed(0)} MiB | | ≤ 1 KiB per schedule (the issue asks it at 1,000,000) | ${met(perScheduleKiB <= 1)} |`,
-    `| 8 | Takeover with ${int(loaded.schedules)} runtime schedules: process start → every schedule taken over | ${(loaded.takeoverMs / 1000).toFixed(1)} s | ` +
-      `0 schedules: ${(idle.takeoverMs / 1000).toFixed(1)} s | | ≤ 10 s (the issue asks it at 1,000,000) | ${met(loaded.takeoverMs <= 10_000)} |`,
+    // `every: '1h'` schedules all fire at hh:00, so between those instants a leader holds no lane for them:
+    // these two rows are context for the write path's leader; the million rows below measure the spread case.
+    `| 8 | Leader RSS with the ${int(loaded.schedules)} upserted schedules (\`every: '1h'\`, all due at hh:00, so no lane is held between) over 0 schedules | RSS ${loaded.rssMiB.toFixed(0)} MiB, heap ${loaded.heapUsedMiB.toFixed(0)} MiB: ` +
+      `${perScheduleKiB.toFixed(1)} KiB per schedule | 0 schedules: RSS ${idle.rssMiB.toFixed(0)} MiB, heap ${idle.heapUsedMiB.toFixed(0)} MiB | | (context; the goal is measured at 1,000,000 below) | |`,
+    `| 8 | Takeover with the ${int(loaded.schedules)} upserted schedules: process start → every schedule taken over | ${(loaded.takeoverMs / 1000).toFixed(1)} s | ` +
+      `0 schedules: ${(idle.takeoverMs / 1000).toFixed(1)} s | | (context; the goal is measured at 1,000,000 below) | |`,
     `| 8 | Upsert → live on the leader (\`leasebeat_schedule_apply_lag_seconds\`), ${loaded.edits} edits among ${int(loaded.schedules)} schedules | ${show(lag)} | ` +
       `with 0 schedules: ${show(idle.applyLagMs)} | | p99 ≤ 100 ms | ${met(lag !== undefined && lag.p99 <= 100)} |`,
     ...(r.million
