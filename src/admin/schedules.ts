@@ -1,8 +1,8 @@
 import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js';
 import { nextTicks } from '../scheduling/plan.js';
 import type { RecentRun, TriggerResult } from './run-views.js';
-import { compileRecord, type ScheduleProblem } from '../schedules/catalog.js';
-import { checkScheduleSpec, compileSchedule, firstReviewAt, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
+import { compileRecord, compileSpec, type ScheduleProblem } from '../schedules/catalog.js';
+import { checkScheduleSpec, firstReviewAt, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
 import { ScheduleVersionConflict, type ScheduleRecord, type ScheduleStore } from '../schedules/store.js';
 
 /**
@@ -214,7 +214,8 @@ class ScheduleApi implements Schedules {
       this.desk.redisNow(),
     ]);
     const view = this.view(record, types, paused);
-    const job = this.compiled(record, types);
+    const compiled = compileSpec(record, types);
+    const job = compiled.ok ? compiled.job : undefined;
     return {
       ...view,
       next: job ? nextTicks(job, now, options.ticks ?? 5).map((tick) => new Date(tick).toISOString()) : [],
@@ -257,15 +258,10 @@ class ScheduleApi implements Schedules {
     return types;
   }
 
-  private compiled(record: ScheduleRecord, types: JobTypes | undefined): ScheduledJob | undefined {
-    const type = types?.get(record.spec.job);
-    const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt, record.updatedAt);
-    return result.ok ? result.job : undefined;
-  }
-
   private view(record: ScheduleRecord, types: JobTypes | undefined, paused: ReadonlyMap<string, { note: string }>): ScheduleView {
     const compiled = types ? compileRecord(record, types) : undefined;
-    const job = compiled ? compiled.job : this.compiled(record, undefined);
+    const standalone = compiled ? undefined : compileSpec(record, undefined);
+    const job = compiled ? compiled.job : standalone?.ok ? standalone.job : undefined;
     return {
       id: record.id,
       version: record.version,

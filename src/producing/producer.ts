@@ -99,8 +99,8 @@ interface ProducerTerm extends LaneTerm, DeskTerm, ScheduleLanesTerm {
   readonly schedules: ScheduleLanes | undefined;
   /** Lanes told to stop (a job removed): they may still be taking back staged runs when the term ends. */
   readonly retired: JobLane[];
-  /** How many file jobs' lanes run. */
-  fileLanes(): number;
+  /** The file jobs' lanes, by job name. */
+  readonly fileLanes: Map<string, JobLane>;
 }
 
 /**
@@ -175,7 +175,7 @@ export class Producer {
   laneCounts(): { files: number; schedules: number } {
     const term = this.current;
     if (!term || term.signal.aborted) return { files: 0, schedules: 0 };
-    return { files: term.fileLanes(), schedules: term.schedules?.size ?? 0 };
+    return { files: term.fileLanes.size, schedules: term.schedules?.size ?? 0 };
   }
 
   /** Produces for one term until `signal` aborts, or until the fence shows the term is over. */
@@ -237,8 +237,7 @@ export class Producer {
    * in step with the definitions, and maintains the ledger.
    */
   private async produce(context: ProducerTerm): Promise<void> {
-    const lanes = new Map<string, JobLane>();
-    context.fileLanes = () => lanes.size;
+    const lanes = context.fileLanes;
     /** Brings the file jobs' lanes in step with the job files. */
     const reconcile = (takeover?: TakeoverTally): void => {
       const jobs = this.options.jobs();
@@ -467,7 +466,7 @@ export class Producer {
       replacedVersion: async (name) => (this.options.schedules && !this.options.jobs().has(name) ? this.options.schedules.previous(name) : undefined),
       forgetReplaced: async (name, endedAt) => this.options.schedules?.forgetPrevious(name, endedAt),
       retired,
-      fileLanes: () => 0,
+      fileLanes: new Map(),
       startLane: (lane) => lane.start(),
       retireLane: (lane) => {
         lane.stop();

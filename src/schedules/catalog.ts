@@ -22,10 +22,19 @@ export type CompiledRecord = { job: ScheduledJob; problem: ScheduleProblem | und
 export function compileRecord(record: ScheduleRecord, files: ReadonlyMap<string, ScheduledJob>): CompiledRecord {
   const problem = judgeSchedule(record.id, record.spec.job, files);
   if (problem?.kind === 'shadowed') return { job: undefined, problem };
-  const type = files.get(record.spec.job);
-  const result = compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt, record.updatedAt);
+  const result = compileSpec(record, files);
   if (!result.ok) return { job: undefined, problem: { kind: 'invalid', detail: result.errors.join('; ') } };
   return { job: result.job, problem };
+}
+
+/**
+ * The schedule's definition as its spec says, with its job type's options when `files` define that type,
+ * whatever else they say of its name (an admin with no jobs folder, or a page showing a shadowed
+ * schedule's ticks, reads it so).
+ */
+export function compileSpec(record: ScheduleRecord, files: ReadonlyMap<string, ScheduledJob> | undefined): ReturnType<typeof compileSchedule> {
+  const type = files?.get(record.spec.job);
+  return compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt, record.updatedAt);
 }
 
 /**
