@@ -4,9 +4,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { createAdmin, type Admin } from '../../src/index.js';
-import type { Term } from '../../src/election/record.js';
 import { tickJobId } from '../../src/ledger/job-data.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { Producer } from '../../src/producing/producer.js';
@@ -20,11 +18,12 @@ import { ScheduleStore } from '../../src/schedules/store.js';
 import { StoredSchedules } from '../../src/schedules/stored-schedules.js';
 import type { RuntimeScheduleSource } from '../../src/producing/runtime-schedules.js';
 import { directWrites, DurabilityError, type WritePath } from '../../src/redis/durability.js';
-import { useRedis } from '../support/redis-server.js';
+import { useRedis, type RedisFixture } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
 import { silentGaps } from '../support/ledger-audit.js';
 import { useRedisCluster } from '../support/redis-cluster.js';
 import { SCHEDULE_JOBS, useScheduleInstance } from '../support/schedule-instance.js';
+import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
 /**
@@ -40,49 +39,145 @@ async function tickOf(queue: Queue, ledger: TickLedger, id: string, tick: number
   return { state: (await ledger.tickState(id, tick)) ?? undefined, data: (job?.data as { data?: unknown } | undefined)?.data };
 }
 
-/** The schedule as an instance compiles it from the store (compileRecord, as StoredSchedules does). */
-async function compiled(store: ScheduleStore, types: ReadonlyMap<string, ScheduledJob>, id: string): Promise<ScheduledJob> {
-  const { job, problem } = compileRecord((await store.get(id))!, types);
-  if (!job) throw new Error(problem.detail);
-  return job;
+/** An admin as the tests' client uses it: over the runtime-schedules fixture's job types, writing as test@ci. */
+function adminOn(connection: string, options: { timeoutMs?: number } = {}): Admin {
+  return createAdmin({ connection, jobsDir: SCHEDULE_JOBS, who: 'test@ci', ...options });
 }
 
-const term = (leaderTransitions: number): Term => ({ holderIdentity: `leader-${leaderTransitions}`, generation: 'gen', leaderTransitions, acquireTime: Date.now() });
+/** How {@link Terms.produceUntil} runs its producer, beyond the defaults (no staging ahead, direct writes, no runtime schedules). */
+interface TermOptions {
+  stageAheadMs?: number;
+  onTakenOver?: () => void;
+  writes?: WritePath;
+  schedules?: RuntimeScheduleSource;
+}
 
 /**
- * Runs one producer term over `job` (none: a leader that does not load it) until `done` holds (polled),
- * then ends it as a lost lease would. `onTakenOver`: the producer's, once every loaded job is taken over.
- * `schedules`: the runtime schedules as an instance reads them (their lanes made from the due index).
+ * What one test's producer terms run on, from {@link onTerms}: made for that test alone (so no test sees
+ * another's ledger or queues), on the suite's Redis with the default key space.
  */
-async function produceUntil(
-  redis: Redis,
-  ledger: TickLedger,
-  queues: QueueSet,
-  job: ScheduledJob | undefined | (() => ScheduledJob),
-  transitions: number,
-  what: string,
-  done: (producer: Producer) => Promise<boolean>,
-  options: { stageAheadMs?: number; onTakenOver?: () => void; writes?: WritePath; schedules?: RuntimeScheduleSource } = {},
-): Promise<void> {
-  const current = typeof job === 'function' ? job : () => job;
-  const jobs = (): ReadonlyMap<string, ScheduledJob> => {
-    const now = current();
-    return new Map(now ? [[now.name, now]] : []);
+interface Terms {
+  readonly keys: KeySpace;
+  readonly ledger: TickLedger;
+  readonly queues: QueueSet;
+  /** BullMQ's queue named by `TermsSetup.queue`, to read the runs' jobs; only when one is named. */
+  readonly queue: Queue;
+  /** The runtime schedules as an instance reads them (their lanes made from the due index); only with `types`. */
+  readonly schedules: StoredSchedules;
+  /** The schedule as an instance compiles it from the store (compileRecord, as StoredSchedules does); only with `types`. */
+  readonly compiled: (id: string) => Promise<ScheduledJob>;
+  /**
+   * Runs one producer term over `job` (none: a leader that does not load it) until `done` holds (polled),
+   * then ends it as a lost lease would. `onTakenOver`: the producer's, once every loaded job is taken over.
+   * `schedules`: the runtime schedules as an instance reads them (their lanes made from the due index).
+   */
+  readonly produceUntil: (
+    job: ScheduledJob | undefined | (() => ScheduledJob),
+    transitions: number,
+    what: string,
+    done: (producer: Producer) => Promise<boolean>,
+    options?: TermOptions,
+  ) => Promise<void>;
+}
+
+/** What a test's {@link Terms} are made with; all of it optional. */
+interface TermsSetup {
+  /** The job types stored schedules compile with (for `compiled` and `schedules`). */
+  types?: ReadonlyMap<string, ScheduledJob>;
+  /** A BullMQ queue to open for reading the runs (`leasebeat`, where the `work` type's runs go). */
+  queue?: string;
+  /** The ledger's write path, for a test that makes its writes fail as a failover would; default direct. */
+  ledgerWrites?: WritePath;
+}
+
+/**
+ * Makes a test's {@link Terms} on `redis`, runs `body` with them, and closes the queues after, whatever
+ * `body` does: the setup every producer-term finding here shares, in one place.
+ */
+async function onTerms<T>(redis: RedisFixture, setup: TermsSetup, body: (terms: Terms) => Promise<T>): Promise<T> {
+  const keys = new KeySpace();
+  const ledger = new TickLedger(redis.client, keys, setup.ledgerWrites);
+  const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
+  const queues = new QueueSet({ connection: redis.client });
+  const queue = setup.queue === undefined ? undefined : new Queue(setup.queue, { connection: redis.client });
+  const { types } = setup;
+  const schedules = types && new StoredSchedules(store, () => types, pino({ level: 'silent' }));
+  const missing = (what: string, needs: string): Error => new Error(`onTerms: ${what} needs \`${needs}\` in the setup`);
+  const terms: Terms = {
+    keys,
+    ledger,
+    queues,
+    get queue(): Queue {
+      if (!queue) throw missing('queue', 'queue');
+      return queue;
+    },
+    get schedules(): StoredSchedules {
+      if (!schedules) throw missing('schedules', 'types');
+      return schedules;
+    },
+    compiled: async (id) => {
+      if (!types) throw missing('compiled', 'types');
+      const { job, problem } = compileRecord((await store.get(id))!, types);
+      if (!job) throw new Error(problem.detail);
+      return job;
+    },
+    produceUntil: async (job, transitions, what, done, options = {}) => {
+      const current = typeof job === 'function' ? job : () => job;
+      const jobs = (): ReadonlyMap<string, ScheduledJob> => {
+        const now = current();
+        return new Map(now ? [[now.name, now]] : []);
+      };
+      const producer = new Producer({
+        redis: redis.client, ledger, queues, jobs, stillLeading: () => true, logger: pino({ level: 'silent' }), stageAheadMs: options.stageAheadMs ?? 0,
+        ...(options.onTakenOver ? { onTakenOver: options.onTakenOver } : {}),
+        ...(options.writes ? { writes: options.writes } : {}),
+        ...(options.schedules ? { schedules: options.schedules } : {}),
+      });
+      const stop = new AbortController();
+      const running = producer.run(term(transitions, 'gen'), stop.signal);
+      try {
+        await until(what, () => done(producer), 30_000);
+      } finally {
+        stop.abort();
+        await running;
+      }
+    },
   };
-  const producer = new Producer({
-    redis, ledger, queues, jobs, stillLeading: () => true, logger: pino({ level: 'silent' }), stageAheadMs: options.stageAheadMs ?? 0,
-    ...(options.onTakenOver ? { onTakenOver: options.onTakenOver } : {}),
-    ...(options.writes ? { writes: options.writes } : {}),
-    ...(options.schedules ? { schedules: options.schedules } : {}),
-  });
-  const stop = new AbortController();
-  const running = producer.run(term(transitions), stop.signal);
   try {
-    await until(what, () => done(producer), 30_000);
+    return await body(terms);
   } finally {
-    stop.abort();
-    await running;
+    await queue?.close();
+    await queues.close();
   }
+}
+
+/** A suite's admin and its tests' terms over the fixture's job types, from {@link useAdminAndTerms}. */
+interface AdminAndTerms {
+  /** There from the suite's `before` hooks on: the client the tests write schedules with. */
+  readonly admin: Admin;
+  /** {@link onTerms} on the suite's Redis, with the fixture's job types. */
+  onTerms<T>(setup: Omit<TermsSetup, 'types'>, body: (terms: Terms) => Promise<T>): Promise<T>;
+}
+
+/**
+ * The admin and the job types (SCHEDULE_JOBS, loaded once) that the producer-term suites share: both made
+ * in a `before` hook on `redis`, the admin closed in an `after` hook.
+ */
+function useAdminAndTerms(redis: RedisFixture): AdminAndTerms {
+  let admin: Admin | undefined;
+  let types: ReadonlyMap<string, ScheduledJob> | undefined;
+  before(async () => {
+    admin = adminOn(redis.server.url);
+    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
+  });
+  after(() => admin?.close());
+  return {
+    get admin(): Admin {
+      if (!admin) throw new Error("useAdminAndTerms: the admin is made in the suite's before hook: use it from a hook or a test");
+      return admin;
+    },
+    onTerms: (setup, body) => onTerms(redis, { ...setup, types }, body),
+  };
 }
 
 describe('chaos findings: an interval edit runs a tick from before the edit (real instance)', () => {
@@ -91,7 +186,7 @@ describe('chaos findings: an interval edit runs a tick from before the edit (rea
   let admin: Admin;
   let queue: Queue;
   before(() => {
-    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
+    admin = adminOn(redis.server.url);
     queue = new Queue('leasebeat', { connection: redis.client });
   });
   redis.beforeClose(async () => {
@@ -122,14 +217,7 @@ describe('chaos findings: an interval edit runs a tick from before the edit (rea
 
 describe('chaos findings: a re-created schedule runs a tick claimed in its previous life (real Redis, producer terms)', () => {
   const redis = useRedis();
-  let admin: Admin;
-  let types: ReadonlyMap<string, ScheduledJob>;
-  before(async () => {
-    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
-    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
-  });
-  after(() => admin.close());
-
+  const suite = useAdminAndTerms(redis);
 
   // Chaos (npm run chaos -- --minutes 1 --lock redis --seed 35): tenant-2's leader claimed tick 17:52:16.000Z
   // ahead of it and was cut off (freeze-near-deadline) before adding it; the schedule was removed (acknowledged
@@ -138,44 +226,28 @@ describe('chaos findings: a re-created schedule runs a tick claimed in its previ
   // pending (takeBackRemovedJobs settles take-backs and staged runs, not plain claims), and JobLane.takeOver
   // finishes every pending claim whatever the current definition owes. Fixed in ddca4c4: a pending claim of
   // a tick the job as now defined does not have is added held and taken back (`rescheduled`).
-  it('a claim left pending before a removal is not run by the schedule re-created after it', { timeout: 60_000 }, async () => {
-    const keys = new KeySpace();
-    const ledger = new TickLedger(redis.client, keys);
-    const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
-    const queues = new QueueSet({ connection: redis.client });
-    const queue = new Queue('leasebeat', { connection: redis.client });
-    try {
-      await admin.schedules.upsert('ghost', { job: 'work', every: '1s', data: { life: 1 } });
-      // Term 0 claims the tick 2 s ahead (as staging does) and dies before adding it.
-      const tick = Math.ceil(Date.now() / 1000) * 1000 + 2000;
-      const token0 = { generation: 'gen', leaderTransitions: 0 };
-      assert.deepEqual(await ledger.raiseFence(token0, 'leader-0', Date.now()), { ok: true });
-      assert.equal((await ledger.claim(token0, 'ghost', tick, tickJobId('ghost', tick))).kind, 'claimed');
-      assert.equal(await admin.schedules.remove('ghost'), true);
-      // No leader until after the tick; then the schedule is written again, a new life.
-      await sleep(tick + 1000 - Date.now());
-      await admin.schedules.upsert('ghost', { job: 'work', every: '1s', data: { life: 2 } });
-      const job = await compiled(store, types, 'ghost');
-      assert.ok(job.owedAfter! > tick, 'the new life owes no tick before its creation');
-      await produceUntil(redis.client, ledger, queues, job, 1, 'term 1 ticks the new life', async () => (await ledger.jobState('ghost')).lastScheduledTick! > tick + 1000);
-      const { state, data } = await tickOf(queue, ledger, 'ghost', tick);
-      assert.ok(!state?.startsWith('enqueued|'), `tick ${new Date(tick).toISOString()}, claimed before the removal, was enqueued (${state}) with ${JSON.stringify(data)}`);
-    } finally {
-      await queue.close();
-      await queues.close();
-    }
-  });
+  it('a claim left pending before a removal is not run by the schedule re-created after it', { timeout: 60_000 }, () => suite.onTerms({ queue: 'leasebeat' }, async ({ ledger, queue, compiled, produceUntil }) => {
+    await suite.admin.schedules.upsert('ghost', { job: 'work', every: '1s', data: { life: 1 } });
+    // Term 0 claims the tick 2 s ahead (as staging does) and dies before adding it.
+    const tick = Math.ceil(Date.now() / 1000) * 1000 + 2000;
+    const token0 = { generation: 'gen', leaderTransitions: 0 };
+    assert.deepEqual(await ledger.raiseFence(token0, 'leader-0', Date.now()), { ok: true });
+    assert.equal((await ledger.claim(token0, 'ghost', tick, tickJobId('ghost', tick))).kind, 'claimed');
+    assert.equal(await suite.admin.schedules.remove('ghost'), true);
+    // No leader until after the tick; then the schedule is written again, a new life.
+    await sleep(tick + 1000 - Date.now());
+    await suite.admin.schedules.upsert('ghost', { job: 'work', every: '1s', data: { life: 2 } });
+    const job = await compiled('ghost');
+    assert.ok(job.owedAfter! > tick, 'the new life owes no tick before its creation');
+    await produceUntil(job, 1, 'term 1 ticks the new life', async () => (await ledger.jobState('ghost')).lastScheduledTick! > tick + 1000);
+    const { state, data } = await tickOf(queue, ledger, 'ghost', tick);
+    assert.ok(!state?.startsWith('enqueued|'), `tick ${new Date(tick).toISOString()}, claimed before the removal, was enqueued (${state}) with ${JSON.stringify(data)}`);
+  }));
 });
 
 describe('chaos findings: a run staged before a removal runs in the life re-created before the next leader (real Redis, producer terms)', () => {
   const redis = useRedis();
-  let admin: Admin;
-  let types: ReadonlyMap<string, ScheduledJob>;
-  before(async () => {
-    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
-    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
-  });
-  after(() => admin.close());
+  const suite = useAdminAndTerms(redis);
 
   // Chaos (npm run chaos -- --minutes 1 --lock kubernetes --seed 12): tenant-5's leader staged tick
   // 17:53:55.000Z with write #47's data and froze; the schedule was removed (acknowledged 17:53:53.795Z) and
@@ -183,49 +255,33 @@ describe('chaos findings: a run staged before a removal runs in the life re-crea
   // and the staged run due, decided it as a late staged run of its own schedule and kept it: tick :55 ran
   // with the removed life's data. The removal is invisible to a leader that comes after the re-creation.
   // Fixed in ddca4c4: runs BullMQ says were added before the schedule's creation are taken back (`removed`).
-  it('the staged run of the removed life is taken back, not run with its old data', { timeout: 60_000 }, async () => {
-    const keys = new KeySpace();
-    const ledger = new TickLedger(redis.client, keys);
-    const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
-    const queues = new QueueSet({ connection: redis.client });
-    const queue = new Queue('leasebeat', { connection: redis.client });
-    try {
-      // Every missed tick caught up: the late staged run is kept by the policy, not skipped by it.
-      const catchup = { window: '10m', mode: 'all' as const, max: 1000 };
-      await admin.schedules.upsert('relived', { job: 'work', every: '1s', data: { life: 1 }, catchup });
-      // Term 0 stages the next ticks 2 s ahead, then its lease is lost before they are due.
-      let staged = 0;
-      await produceUntil(redis.client, ledger, queues, await compiled(store, types, 'relived'), 0, 'term 0 stages a tick', async () => {
-        staged = (await ledger.jobState('relived')).lastScheduledTick ?? 0;
-        return staged > Date.now() + 1000;
-      }, { stageAheadMs: 2000 });
-      assert.equal((await tickOf(queue, ledger, 'relived', staged)).state, `enqueued|relived@${staged}`);
-      // Removed and written again while no leader runs, both before the staged tick.
-      assert.equal(await admin.schedules.remove('relived'), true);
-      await admin.schedules.upsert('relived', { job: 'work', every: '1s', data: { life: 2 }, catchup });
-      const job = await compiled(store, types, 'relived');
-      assert.ok(job.owedAfter! < staged, 'the staged tick comes after the re-creation');
-      await sleep(staged + 500 - Date.now());
-      await produceUntil(redis.client, ledger, queues, job, 1, 'term 1 ticks the new life', async () => (await ledger.jobState('relived')).lastScheduledTick! > staged + 1000, { stageAheadMs: 2000 });
-      // Taken back (recorded skipped; BullMQ may keep the pulled job's record), or run by the new life.
-      const { state, data } = await tickOf(queue, ledger, 'relived', staged);
-      assert.ok(state === 'skipped|removed' || (state?.startsWith('enqueued|') && !isDeepStrictEqual(data, { life: 1 })), `tick ${new Date(staged).toISOString()} is left to run (${state}) with ${JSON.stringify(data)}`);
-    } finally {
-      await queue.close();
-      await queues.close();
-    }
-  });
+  it('the staged run of the removed life is taken back, not run with its old data', { timeout: 60_000 }, () => suite.onTerms({ queue: 'leasebeat' }, async ({ ledger, queue, compiled, produceUntil }) => {
+    // Every missed tick caught up: the late staged run is kept by the policy, not skipped by it.
+    const catchup = { window: '10m', mode: 'all' as const, max: 1000 };
+    await suite.admin.schedules.upsert('relived', { job: 'work', every: '1s', data: { life: 1 }, catchup });
+    // Term 0 stages the next ticks 2 s ahead, then its lease is lost before they are due.
+    let staged = 0;
+    await produceUntil(await compiled('relived'), 0, 'term 0 stages a tick', async () => {
+      staged = (await ledger.jobState('relived')).lastScheduledTick ?? 0;
+      return staged > Date.now() + 1000;
+    }, { stageAheadMs: 2000 });
+    assert.equal((await tickOf(queue, ledger, 'relived', staged)).state, `enqueued|relived@${staged}`);
+    // Removed and written again while no leader runs, both before the staged tick.
+    assert.equal(await suite.admin.schedules.remove('relived'), true);
+    await suite.admin.schedules.upsert('relived', { job: 'work', every: '1s', data: { life: 2 }, catchup });
+    const job = await compiled('relived');
+    assert.ok(job.owedAfter! < staged, 'the staged tick comes after the re-creation');
+    await sleep(staged + 500 - Date.now());
+    await produceUntil(job, 1, 'term 1 ticks the new life', async () => (await ledger.jobState('relived')).lastScheduledTick! > staged + 1000, { stageAheadMs: 2000 });
+    // Taken back (recorded skipped; BullMQ may keep the pulled job's record), or run by the new life.
+    const { state, data } = await tickOf(queue, ledger, 'relived', staged);
+    assert.ok(state === 'skipped|removed' || (state?.startsWith('enqueued|') && !isDeepStrictEqual(data, { life: 1 })), `tick ${new Date(staged).toISOString()} is left to run (${state}) with ${JSON.stringify(data)}`);
+  }));
 });
 
 describe('chaos findings: a staged run that came due while no leader ran is kept though an edit dropped its tick (real Redis, producer terms)', () => {
   const redis = useRedis();
-  let admin: Admin;
-  let types: ReadonlyMap<string, ScheduledJob>;
-  before(async () => {
-    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
-    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
-  });
-  after(() => admin.close());
+  const suite = useAdminAndTerms(redis);
 
   // Chaos (npm run chaos -- --minutes 1.083 --lock kubernetes --seed 12 --lead freeze-in-renewal,
   // redis-restart-kill-leader,freeze-in-renewal): tenant-1's leader staged tick 18:02:47.000Z of its 1 s
@@ -234,45 +290,29 @@ describe('chaos findings: a staged run that came due while no leader ran is kept
   // catch-up policy only (planLateStaged): kept, so the odd second ran with the old version's data, 1 s
   // after an edit that has no such tick. A live leader would have taken it back (`rescheduled`). Fixed in
   // 23afdac: late staged runs of ticks the job no longer has are taken back (`rescheduled`) at takeover.
-  it('the late staged run of a tick the edited schedule no longer has is taken back', { timeout: 60_000 }, async () => {
-    const keys = new KeySpace();
-    const ledger = new TickLedger(redis.client, keys);
-    const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
-    const queues = new QueueSet({ connection: redis.client });
-    const queue = new Queue('leasebeat', { connection: redis.client });
-    try {
-      await admin.schedules.upsert('halving', { job: 'work', every: '1s', data: { v: 1 } });
-      // Term 0 stages two ticks 2 s ahead, one of them odd, then its lease is lost before they are due.
-      let staged = 0;
-      await produceUntil(redis.client, ledger, queues, await compiled(store, types, 'halving'), 0, 'term 0 stages two ticks', async () => {
-        staged = (await ledger.jobState('halving')).lastScheduledTick ?? 0;
-        return staged > Date.now() + 1000;
-      }, { stageAheadMs: 2000 });
-      const odd = staged % 2000 === 0 ? staged - 1000 : staged;
-      assert.ok(odd > Date.now(), 'the odd tick is still ahead');
-      assert.equal((await tickOf(queue, ledger, 'halving', odd)).state, `enqueued|halving@${odd}`);
-      // Edited to every 2 s while no leader runs; the odd tick comes due meanwhile.
-      await admin.schedules.upsert('halving', { job: 'work', every: '2s', data: { v: 2 } });
-      await sleep(odd + 500 - Date.now());
-      await produceUntil(redis.client, ledger, queues, await compiled(store, types, 'halving'), 1, 'term 1 takes over', async () => (await ledger.jobState('halving')).lastScheduledTick! > odd + 2000, { stageAheadMs: 2000 });
-      const { state, data } = await tickOf(queue, ledger, 'halving', odd);
-      assert.equal(state, 'skipped|rescheduled', `tick ${new Date(odd).toISOString()}, which every 2s does not have, is left to run (${state}) with ${JSON.stringify(data)}`);
-    } finally {
-      await queue.close();
-      await queues.close();
-    }
-  });
+  it('the late staged run of a tick the edited schedule no longer has is taken back', { timeout: 60_000 }, () => suite.onTerms({ queue: 'leasebeat' }, async ({ ledger, queue, compiled, produceUntil }) => {
+    await suite.admin.schedules.upsert('halving', { job: 'work', every: '1s', data: { v: 1 } });
+    // Term 0 stages two ticks 2 s ahead, one of them odd, then its lease is lost before they are due.
+    let staged = 0;
+    await produceUntil(await compiled('halving'), 0, 'term 0 stages two ticks', async () => {
+      staged = (await ledger.jobState('halving')).lastScheduledTick ?? 0;
+      return staged > Date.now() + 1000;
+    }, { stageAheadMs: 2000 });
+    const odd = staged % 2000 === 0 ? staged - 1000 : staged;
+    assert.ok(odd > Date.now(), 'the odd tick is still ahead');
+    assert.equal((await tickOf(queue, ledger, 'halving', odd)).state, `enqueued|halving@${odd}`);
+    // Edited to every 2 s while no leader runs; the odd tick comes due meanwhile.
+    await suite.admin.schedules.upsert('halving', { job: 'work', every: '2s', data: { v: 2 } });
+    await sleep(odd + 500 - Date.now());
+    await produceUntil(await compiled('halving'), 1, 'term 1 takes over', async () => (await ledger.jobState('halving')).lastScheduledTick! > odd + 2000, { stageAheadMs: 2000 });
+    const { state, data } = await tickOf(queue, ledger, 'halving', odd);
+    assert.equal(state, 'skipped|rescheduled', `tick ${new Date(odd).toISOString()}, which every 2s does not have, is left to run (${state}) with ${JSON.stringify(data)}`);
+  }));
 });
 
 describe('chaos findings: a schedule removed while no leader ran leaves its owed ticks without a record (real Redis, producer terms)', () => {
   const redis = useRedis();
-  let admin: Admin;
-  let types: ReadonlyMap<string, ScheduledJob>;
-  before(async () => {
-    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
-    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
-  });
-  after(() => admin.close());
+  const suite = useAdminAndTerms(redis);
 
   // Chaos (npm run chaos -- --minutes 1 --lock redis --redis sentinel --seed 5 --lead primary-freeze,
   // primary-kill,replica-restart,kill-leader): tenant-0 ticked every 1 s; its ledger's primary was killed
@@ -283,74 +323,52 @@ describe('chaos findings: a schedule removed while no leader ran leaves its owed
   // job, and takeBackRemovedJobs takes back staged runs only. Proposed fix: removeSchedule.lua records the
   // removal's time (Redis TIME) in the job's state, and both the stopping lane and takeBackRemovedJobs
   // record the ticks owed from the watermark to it as one skipped range (`removed`).
-  it('the ticks owed between the last recorded one and the removal are recorded skipped', { timeout: 60_000 }, async () => {
-    const keys = new KeySpace();
-    const ledger = new TickLedger(redis.client, keys);
-    const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
-    const queues = new QueueSet({ connection: redis.client });
-    const schedules = new StoredSchedules(store, () => types, pino({ level: 'silent' }));
-    try {
-      await admin.schedules.upsert('dropped', { job: 'work', every: '1s' });
-      let watermark = 0;
-      await produceUntil(redis.client, ledger, queues, undefined, 0, 'term 0 records a tick', async () => {
-        watermark = (await ledger.jobState('dropped')).lastScheduledTick ?? 0;
-        return watermark > 0;
-      }, { schedules });
-      // No leader for two more ticks; then the schedule is removed, and the next leader does not load it.
-      await sleep(watermark + 2500 - Date.now());
-      assert.equal(await admin.schedules.remove('dropped'), true);
-      let takenOverAt: number | undefined;
-      let gaps: number[] = [];
-      await produceUntil(redis.client, ledger, queues, undefined, 1, 'term 1 sweeps the removed schedule', async () => {
-        gaps = await silentGaps(ledger, 'dropped', [watermark + 1000, watermark + 2000]);
-        // Recorded is what is expected; the bound only ends the wait when it is not.
-        return takenOverAt !== undefined && (gaps.length === 0 || Date.now() > takenOverAt + 2000);
-      }, { onTakenOver: () => (takenOverAt = Date.now()), schedules });
-      assert.deepEqual(gaps.map((tick) => new Date(tick).toISOString()), [], 'the ticks owed before the removal have a record');
-    } finally {
-      await queues.close();
-    }
-  });
+  it('the ticks owed between the last recorded one and the removal are recorded skipped', { timeout: 60_000 }, () => suite.onTerms({}, async ({ ledger, schedules, produceUntil }) => {
+    await suite.admin.schedules.upsert('dropped', { job: 'work', every: '1s' });
+    let watermark = 0;
+    await produceUntil(undefined, 0, 'term 0 records a tick', async () => {
+      watermark = (await ledger.jobState('dropped')).lastScheduledTick ?? 0;
+      return watermark > 0;
+    }, { schedules });
+    // No leader for two more ticks; then the schedule is removed, and the next leader does not load it.
+    await sleep(watermark + 2500 - Date.now());
+    assert.equal(await suite.admin.schedules.remove('dropped'), true);
+    let takenOverAt: number | undefined;
+    let gaps: number[] = [];
+    await produceUntil(undefined, 1, 'term 1 sweeps the removed schedule', async () => {
+      gaps = await silentGaps(ledger, 'dropped', [watermark + 1000, watermark + 2000]);
+      // Recorded is what is expected; the bound only ends the wait when it is not.
+      return takenOverAt !== undefined && (gaps.length === 0 || Date.now() > takenOverAt + 2000);
+    }, { onTakenOver: () => (takenOverAt = Date.now()), schedules });
+    assert.deepEqual(gaps.map((tick) => new Date(tick).toISOString()), [], 'the ticks owed before the removal have a record');
+  }));
 });
 
 describe('chaos findings: an interval edit while no leader ran is planned by the new interval from the watermark (real Redis, producer terms)', () => {
   // Each test starts its terms from 0 again: a fresh fence.
   const redis = useRedis({ flush: true });
-  let admin: Admin;
-  let types: ReadonlyMap<string, ScheduledJob>;
-  before(async () => {
-    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
-    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
-  });
-  after(() => admin.close());
+  const suite = useAdminAndTerms(redis);
 
   /**
    * A schedule every `from` whose term records ticks up to an even one and ends; the odd second after it
    * passes with no leader; the schedule is edited to every `to`; the next term takes over. Answers that odd
    * tick and what the ledger holds of it.
    */
-  async function editedWhileNoLeader(id: string, from: '1s' | '2s', to: '1s' | '2s'): Promise<{ odd: number; gaps: number[]; state: string | undefined }> {
-    const keys = new KeySpace();
-    const ledger = new TickLedger(redis.client, keys);
-    const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
-    const queues = new QueueSet({ connection: redis.client });
-    const schedules = new StoredSchedules(store, () => types, pino({ level: 'silent' }));
-    try {
-      await admin.schedules.upsert(id, { job: 'work', every: from });
+  function editedWhileNoLeader(id: string, from: '1s' | '2s', to: '1s' | '2s'): Promise<{ odd: number; gaps: number[]; state: string | undefined }> {
+    return suite.onTerms({}, async ({ ledger, schedules, produceUntil }) => {
+      await suite.admin.schedules.upsert(id, { job: 'work', every: from });
       let watermark = 0;
-      await produceUntil(redis.client, ledger, queues, undefined, 0, 'term 0 records an even tick', async () => {
+      await produceUntil(undefined, 0, 'term 0 records an even tick', async () => {
         watermark = (await ledger.jobState(id)).lastScheduledTick ?? 0;
         return watermark > 0 && watermark % 2000 === 0;
       }, { schedules });
       await sleep(watermark + 1500 - Date.now());
-      assert.equal((await admin.schedules.upsert(id, { job: 'work', every: to })).version, 2);
-      await produceUntil(redis.client, ledger, queues, undefined, 1, `term 1 catches up by the ${to} schedule`, async () =>
+      assert.equal((await suite.admin.schedules.upsert(id, { job: 'work', every: to })).version, 2);
+      await produceUntil(undefined, 1, `term 1 catches up by the ${to} schedule`, async () =>
         ((await ledger.jobState(id)).lastScheduledTick ?? 0) >= watermark + 2000, { schedules });
       const odd = watermark + 1000;
       return { odd, gaps: await silentGaps(ledger, id, [odd]), state: await ledger.tickState(id, odd) };
-    } finally {
-      await queues.close();
-    }
+    });
   }
 
   // Chaos (npm run chaos -- --minutes 1 --lock redis --redis sentinel --seed 5 --lead primary-freeze,
@@ -380,13 +398,7 @@ describe('chaos findings: an interval edit while no leader ran is planned by the
 
 describe('chaos findings: an interval edit while the lane runs late leaves the ticks the new interval lacks without a record (real Redis, producer term)', () => {
   const redis = useRedis({ flush: true });
-  let admin: Admin;
-  let types: ReadonlyMap<string, ScheduledJob>;
-  before(async () => {
-    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
-    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
-  });
-  after(() => admin.close());
+  const suite = useAdminAndTerms(redis);
 
   // Chaos (npm run chaos -- --minutes 1 --lock redis --redis cluster --seed 1 --lead bull-primary-kill-after-handler,
   // bull-primary-kill-during-staged-delay,ledger-primary-kill-between-claim-and-wait, at e120ab2): tenant-1
@@ -394,21 +406,16 @@ describe('chaos findings: an interval edit while the lane runs late leaves the t
   // schedule was edited to every 2 s at :57.518; the lane, running late, walked on under the new interval,
   // which has no :57: neither a job nor a record. A takeover records such ticks (JobLane.recordReplaced);
   // a live lane running late did not.
-  it('the odd tick the 1 s version owed before the edit is recorded skipped, and none of the 2 s version before the edit runs', { timeout: 60_000 }, async () => {
-    const keys = new KeySpace();
+  it('the odd tick the 1 s version owed before the edit is recorded skipped, and none of the 2 s version before the edit runs', { timeout: 60_000 }, () => {
     const direct = directWrites(redis.client);
     let ledgerDown = false;
     // The ledger's writes as a frozen primary leaves them: every one fails until it is back.
     const failing: WritePath = { ...direct, script: (script, k, args, decides) => (ledgerDown ? Promise.reject(new Error('Connection is closed.')) : direct.script(script, k, args, decides)) };
-    const ledger = new TickLedger(redis.client, keys, failing);
-    const store = new ScheduleStore(redis.client, keys, direct);
-    const queues = new QueueSet({ connection: redis.client });
-    const schedules = new StoredSchedules(store, () => types, pino({ level: 'silent' }));
-    let even: number | undefined;
-    let editedAt = 0;
-    try {
-      await admin.schedules.upsert('late-edit', { job: 'work', every: '1s' });
-      await produceUntil(redis.client, ledger, queues, undefined, 0, 'the edit applied once the ledger is back', async (producer) => {
+    return suite.onTerms({ ledgerWrites: failing }, async ({ keys, schedules, produceUntil }) => {
+      let even: number | undefined;
+      let editedAt = 0;
+      await suite.admin.schedules.upsert('late-edit', { job: 'work', every: '1s' });
+      await produceUntil(undefined, 0, 'the edit applied once the ledger is back', async (producer) => {
         const { lastScheduledTick } = await new TickLedger(redis.client, keys).jobState('late-edit');
         if (even === undefined) {
           // Recorded up to an even tick, the one before due: the ledger goes down before the odd one.
@@ -421,7 +428,7 @@ describe('chaos findings: an interval edit while the lane runs late leaves the t
           // The odd tick came due while the lane could not record it; then the schedule is edited.
           if (Date.now() < even + 1400) return false;
           editedAt = Date.now();
-          await admin.schedules.upsert('late-edit', { job: 'work', every: '2s' });
+          await suite.admin.schedules.upsert('late-edit', { job: 'work', every: '2s' });
           producer.schedulesChanged(['late-edit']);
           await sleep(300);
           ledgerDown = false;
@@ -433,21 +440,13 @@ describe('chaos findings: an interval edit while the lane runs late leaves the t
       const odd = even! + 1000;
       assert.deepEqual(await silentGaps(audit, 'late-edit', [odd]), [], `tick ${new Date(odd).toISOString()}, owed by the 1 s version before the edit, has a record`);
       assert.ok(!(await audit.tickState('late-edit', even! + 2000))?.startsWith('enqueued|') || even! + 2000 > editedAt, 'no tick of the 2 s version before its write ran');
-    } finally {
-      await queues.close();
-    }
+    });
   });
 });
 
 describe('chaos findings: a claim whose add failed is added after an edit by the new interval, which does not have its tick (real Redis, producer term)', () => {
   const redis = useRedis();
-  let admin: Admin;
-  let types: ReadonlyMap<string, ScheduledJob>;
-  before(async () => {
-    admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci' });
-    types = (await loadJobs(SCHEDULE_JOBS)).jobs;
-  });
-  after(() => admin.close());
+  const suite = useAdminAndTerms(redis);
 
   // Chaos (npm run chaos -- --minutes 1 --lock redis --redis cluster --seed 1 --lead bull-primary-kill-after-handler,
   // bull-primary-kill-during-staged-delay,ledger-primary-kill-between-claim-and-wait, at 9990946): tenant-1's
@@ -458,12 +457,7 @@ describe('chaos findings: a claim whose add failed is added after an edit by the
   // definition without asking whether it still has the tick. Proposed fix: as ddca4c4 does for an earlier
   // term's pending claims, an unadded claim of a tick the job as now defined does not have is added held and
   // taken back (`rescheduled`), or recorded skipped.
-  it('the odd tick claimed under every 1s, its add failing until an edit to every 2s, is not run with the 2 s data', { timeout: 60_000 }, async () => {
-    const keys = new KeySpace();
-    const ledger = new TickLedger(redis.client, keys);
-    const store = new ScheduleStore(redis.client, keys, directWrites(redis.client));
-    const queues = new QueueSet({ connection: redis.client });
-    const queue = new Queue('leasebeat', { connection: redis.client });
+  it('the odd tick claimed under every 1s, its add failing until an edit to every 2s, is not run with the 2 s data', { timeout: 60_000 }, () => suite.onTerms({ queue: 'leasebeat' }, async ({ ledger, queue, compiled, produceUntil }) => {
     const direct = directWrites(redis.client);
     let failAdds = false;
     // BullMQ's adds as a failover of its primary leaves them: not confirmed, so treated as not written.
@@ -474,38 +468,33 @@ describe('chaos findings: a claim whose add failed is added after an edit by the
         return direct.write(key, write, decides);
       },
     };
-    await admin.schedules.upsert('refused-add', { job: 'work', every: '1s', data: { v: 1 } });
-    let job = await compiled(store, types, 'refused-add');
+    await suite.admin.schedules.upsert('refused-add', { job: 'work', every: '1s', data: { v: 1 } });
+    let job = await compiled('refused-add');
     let odd: number | undefined;
-    try {
-      await produceUntil(redis.client, ledger, queues, () => job, 0, 'the odd tick settled after the edit', async (producer) => {
-        const { lastScheduledTick } = await ledger.jobState('refused-add');
-        if (odd === undefined) {
-          // Staged up to an even tick: the next claim, an odd one, is made and its add fails.
-          if (lastScheduledTick === undefined || lastScheduledTick % 2000 !== 0 || lastScheduledTick < Date.now() + 1000) return false;
-          odd = lastScheduledTick + 1000;
-          failAdds = true;
-          return false;
-        }
-        if (failAdds) {
-          // Claimed, not added, and due: past its tick, an add is a run at once, with no staging to take back.
-          if (!(await ledger.tickState('refused-add', odd))?.startsWith('claimed|') || Date.now() < odd + 300) return false;
-          // Now the schedule is edited to every 2 s, and BullMQ answers again.
-          await admin.schedules.upsert('refused-add', { job: 'work', every: '2s', data: { v: 2 } });
-          job = await compiled(store, types, 'refused-add');
-          producer.reload();
-          failAdds = false;
-          return false;
-        }
-        return (lastScheduledTick ?? 0) >= odd + 3000;
-      }, { stageAheadMs: 2000, writes });
-      const { state, data } = await tickOf(queue, ledger, 'refused-add', odd!);
-      assert.ok(!(state?.startsWith('enqueued|') && isDeepStrictEqual(data, { v: 2 })), `tick ${new Date(odd!).toISOString()}, which every 2s does not have, is ${state} with ${JSON.stringify(data)}`);
-    } finally {
-      await queue.close();
-      await queues.close();
-    }
-  });
+    await produceUntil(() => job, 0, 'the odd tick settled after the edit', async (producer) => {
+      const { lastScheduledTick } = await ledger.jobState('refused-add');
+      if (odd === undefined) {
+        // Staged up to an even tick: the next claim, an odd one, is made and its add fails.
+        if (lastScheduledTick === undefined || lastScheduledTick % 2000 !== 0 || lastScheduledTick < Date.now() + 1000) return false;
+        odd = lastScheduledTick + 1000;
+        failAdds = true;
+        return false;
+      }
+      if (failAdds) {
+        // Claimed, not added, and due: past its tick, an add is a run at once, with no staging to take back.
+        if (!(await ledger.tickState('refused-add', odd))?.startsWith('claimed|') || Date.now() < odd + 300) return false;
+        // Now the schedule is edited to every 2 s, and BullMQ answers again.
+        await suite.admin.schedules.upsert('refused-add', { job: 'work', every: '2s', data: { v: 2 } });
+        job = await compiled('refused-add');
+        producer.reload();
+        failAdds = false;
+        return false;
+      }
+      return (lastScheduledTick ?? 0) >= odd + 3000;
+    }, { stageAheadMs: 2000, writes });
+    const { state, data } = await tickOf(queue, ledger, 'refused-add', odd!);
+    assert.ok(!(state?.startsWith('enqueued|') && isDeepStrictEqual(data, { v: 2 })), `tick ${new Date(odd!).toISOString()}, which every 2s does not have, is ${state} with ${JSON.stringify(data)}`);
+  }));
 });
 
 describe('chaos findings: the admin API on a Redis Cluster URL writes no schedule', () => {
@@ -519,7 +508,7 @@ describe('chaos findings: the admin API on a Redis Cluster URL writes no schedul
   // connects it, and every durable write of the admin (schedules, pause, resume) fails until some read
   // does. Fixed in 23afdac: the durable path connects a lazy Cluster client first.
   it('a first upsert from a new admin is written', { timeout: 60_000 }, async () => {
-    const admin = createAdmin({ connection: cluster.current.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci', timeoutMs: 3_000 });
+    const admin = adminOn(cluster.current.url, { timeoutMs: 3_000 });
     try {
       assert.deepEqual(await admin.schedules.upsert('on-cluster', { job: 'work', every: '1h' }), { id: 'on-cluster', version: 1, changed: true });
     } finally {
@@ -541,7 +530,7 @@ describe('chaos findings: an admin on a Redis Cluster writes nothing once its sl
   // recovers. 23afdac connects a client that never connected; this one has. Fixed in 025e825: a read of the
   // key's slot first, when the map names no node for it.
   it('writes again after the failover', { timeout: 90_000 }, async () => {
-    const admin = createAdmin({ connection: cluster.current.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci', timeoutMs: 3_000 });
+    const admin = adminOn(cluster.current.url, { timeoutMs: 3_000 });
     try {
       assert.equal((await admin.schedules.upsert('across', { job: 'work', every: '1h' })).version, 1);
       const slot = keySlot(new KeySpace().schedules);
@@ -579,10 +568,7 @@ describe('chaos findings: a bufferOne lane whose release claim lost its reply wa
   // lastJobId, now the tick itself, claimed and not in BullMQ, so "waiting": never finished, for the rest
   // of the term. Fixed in 23afdac: the lane sees that its buffered tick is the job's last run and only
   // finishes its add.
-  it('the buffered tick is enqueued once the run before it finished, though its release claim lost its reply', { timeout: 60_000 }, async () => {
-    const keys = new KeySpace();
-    const queues = new QueueSet({ connection: redis.client });
-    const queue = new Queue('buffers', { connection: redis.client });
+  it('the buffered tick is enqueued once the run before it finished, though its release claim lost its reply', { timeout: 60_000 }, () => {
     const direct = directWrites(redis.client);
     let failRelease: number | undefined;
     // The durable write path as a failover leaves it: the release claim of the buffered tick is written,
@@ -599,12 +585,11 @@ describe('chaos findings: a bufferOne lane whose release claim lost its reply wa
         return reply;
       },
     };
-    const ledger = new TickLedger(redis.client, keys, writes);
-    const job = scheduledJob({ name: 'buffered', every: '1s', overlap: 'bufferOne', queue: 'buffers', attempts: 1, handler: () => undefined });
-    let buffered: number | undefined;
-    let failedAt: number | undefined;
-    try {
-      await produceUntil(redis.client, ledger, queues, job, 0, 'the buffered tick released', async () => {
+    return onTerms(redis, { queue: 'buffers', ledgerWrites: writes }, async ({ keys, ledger, queue, produceUntil }) => {
+      const job = scheduledJob({ name: 'buffered', every: '1s', overlap: 'bufferOne', queue: 'buffers', attempts: 1, handler: () => undefined });
+      let buffered: number | undefined;
+      let failedAt: number | undefined;
+      await produceUntil(job, 0, 'the buffered tick released', async () => {
         if (buffered === undefined) {
           // No worker runs: the first run waits in BullMQ, so the next tick is buffered behind it.
           const states = await redis.client.hgetall(keys.ledger('buffered'));
@@ -624,9 +609,6 @@ describe('chaos findings: a bufferOne lane whose release claim lost its reply wa
       assert.ok(failedAt !== undefined, 'the release claim was written and its confirmation failed');
       const state = await ledger.tickState('buffered', buffered!);
       assert.ok(state?.startsWith('enqueued|'), `tick ${new Date(buffered!).toISOString()} is still ${state} 5 s after the run before it finished (later ticks: ${JSON.stringify((await ledger.jobState('buffered')).skipped)})`);
-    } finally {
-      await queue.close();
-      await queues.close();
-    }
+    });
   });
 });
