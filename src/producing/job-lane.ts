@@ -188,9 +188,10 @@ export class JobLane implements Sleeper {
       let next: Next;
       try {
         if (!job) {
-          // Removed: its staged runs must not run either, and the ticks it owed before the removal that this
-          // lane (running late) did not record are recorded. The lane ends once both are done (or the term ends).
-          if ((await this.reviewStaged(undefined)) && (!this.parking || (await recordRemovedSpan(this.term, this.name, Math.max(this.ticks.watermark ?? -Infinity, this.ticks.recordedBy(this.term.now())))))) break;
+          // Removed: its staged runs must not run either, the take-backs marked in its ledger are carried to
+          // their end, and the ticks it owed before the removal that this lane (running late) did not record
+          // are recorded. The lane ends once all are done (or the term ends).
+          if ((await this.reviewStaged(undefined)) && (await this.finishMarkedTakeBacks()) && (!this.parking || (await recordRemovedSpan(this.term, this.name, Math.max(this.ticks.watermark ?? -Infinity, this.ticks.recordedBy(this.term.now())))))) break;
           continue;
         }
         if (this.needsPlan) {
@@ -671,6 +672,22 @@ export class JobLane implements Sleeper {
         this.log.info({ tick: new Date(run.tick), reason, outcome }, 'a staged run could not be taken back: BullMQ had promoted it');
       }
     }
+    return true;
+  }
+
+  /**
+   * A removed job's take-backs that are marked in the ledger but not settled (an earlier term's, or this
+   * lane's takeover's, whose run a worker held): carried to their end before the lane ends. The term's
+   * sweep of removed jobs ran at its start, and no later takeover of the job may come. Throws
+   * RunHeldError while a worker still holds a run, to be retried.
+   */
+  private async finishMarkedTakeBacks(): Promise<boolean> {
+    for (const tick of await this.term.ledger.pendingTicks(this.name)) {
+      const record = await this.term.ledger.tickRecord(this.name, tick);
+      const progress = record && takeBackInProgress(record);
+      if (progress) await this.term.takeBack.finish(this.name, tick, progress, MIN_RETENTION_MS);
+    }
+    this.term.reached();
     return true;
   }
 

@@ -52,8 +52,8 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
   });
 
   /** Leads for one term (`transitions`) with staging on, until the returned stop. */
-  const lead = (transitions: number, stageAheadMs = STAGE_AHEAD_MS): { producer: Producer; stop: () => Promise<void> } => {
-    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, stageAheadMs });
+  const lead = (transitions: number, stageAheadMs = STAGE_AHEAD_MS, log = logger): { producer: Producer; stop: () => Promise<void> } => {
+    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger: log, stageAheadMs });
     const entry = { stop: new AbortController(), run: Promise.resolve() };
     entry.run = producer.run(term(transitions), entry.stop.signal);
     running.push(entry);
@@ -460,9 +460,12 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
      * holds it there unstarted, as a leasebeat worker does for a moment each time stagedRunMayStart.lua
      * tells it to hand the run back. Then term 2 takes the job over.
      */
-    const heldAtTakeover = async (name: string, meanwhile = (): Promise<void> => Promise.resolve()): Promise<{ run: Job<TickJobData>; held: Array<Job<TickJobData>>; token: string }> => {
-      const staged = await stagedByEndedTerm(name);
-      await meanwhile();
+    /**
+     * Once `staged` is past due, a worker takes it (into BullMQ's active list, under its lock; with any
+     * earlier run due) and holds it there unstarted, as a leasebeat worker does for a moment each time
+     * stagedRunMayStart.lua tells it to hand the run back.
+     */
+    const heldPastDue = async (staged: Job<TickJobData>): Promise<{ run: Job<TickJobData>; held: Array<Job<TickJobData>>; token: string }> => {
       await until('the staged run to be past due', () => Date.now() > staged.data.tick + 200, 10_000);
       const holder = new Worker(QUEUE, undefined, { connection: redis.client.duplicate({ maxRetriesPerRequest: null }), autorun: false });
       workers.push(holder);
@@ -472,12 +475,20 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       const run = held.find((candidate) => candidate.id === staged.id);
       assert.ok(run, 'the worker holds the staged run');
       assert.equal(await queue.getJobState(staged.id!), 'active');
+      return { run, held, token };
+    };
+
+    /** Term 1 stages a run of `name` and ends (then `meanwhile` runs: a pause, say); the run is held past due; then term 2 takes the job over. */
+    const heldAtTakeover = async (name: string, meanwhile = (): Promise<void> => Promise.resolve()): Promise<{ run: Job<TickJobData>; held: Array<Job<TickJobData>>; token: string }> => {
+      const staged = await stagedByEndedTerm(name);
+      await meanwhile();
+      const holding = await heldPastDue(staged);
       lead(2);
       // Until the takeover has marked the take-back (or, had it settled the run as running at once, reviewed
       // the job); then ample time for its pull to (wrongly) settle the run while the worker holds it.
       await until('the take-back to be marked', async () => (await state(name, staged.data.tick)) !== `enqueued|${staged.id}` || (await reviewedBy(name)) === 'gen-1|2', 10_000);
       await sleep(300);
-      return { run, held, token };
+      return holding;
     };
 
     const reviewedBy = (name: string): Promise<string | null> => redis.client.hget(ledger.keys.jobState(name), 'reviewedBy');
@@ -502,6 +513,38 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
         await until('the job to be reviewed by term 2', async () => (await reviewedBy('held')) === 'gen-1|2', 10_000);
       });
     }
+
+    /*
+     * The chaos audit found such a take-back left `unstaging` for good: a runtime schedule created during
+     * the term found its earlier life's run held by a worker of a killed process, and was removed before the
+     * worker let go. Its lane stopped, and the term's sweep of removed jobs had run at its start.
+     */
+    it('a job loaded during the term and removed while held: the take-back is still settled once the worker lets go', { timeout: 45_000 }, async () => {
+      jobs.set('dropped', job({ name: 'dropped', catchup: { mode: 'none' } }));
+      let removedAt = Infinity;
+      let heldSinceRemoval = 0;
+      // The take-backs found held, as the producer warns of them.
+      const log = pino({ level: 'warn' }, { write: (line: string) => void (line.includes('RunHeldError') && Date.now() > removedAt && heldSinceRemoval++) });
+      const staged = await stagedByEndedTerm('dropped');
+      jobs.delete('dropped');
+      const { run, held, token } = await heldPastDue(staged);
+      // Term 2 starts without the job (its sweep finds the run active, not staged), then loads it.
+      const leader = lead(2, STAGE_AHEAD_MS, log);
+      await until('the second term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 2, 10_000);
+      jobs.set('dropped', job({ name: 'dropped', catchup: { mode: 'none' } }));
+      leader.producer.reload();
+      await until('the take-back to be marked', async () => (await state('dropped', run.data.tick))?.startsWith('unstaging|'), 10_000);
+      jobs.delete('dropped');
+      leader.producer.reload();
+      await until('the removal to take its lane', () => leader.producer.laneCounts().files === 0, 10_000);
+      removedAt = Date.now();
+      // Past the attempt that was in flight at the removal: the producer goes on trying with no lane.
+      await until('a second held take-back after the removal', () => heldSinceRemoval >= 2, 15_000);
+      for (const each of held) await each.moveToDelayed(Date.now() + 1_000, token);
+      await until('the take-back to be settled', async () => !(await state('dropped', run.data.tick))?.startsWith('unstaging|'), 10_000);
+      assert.match((await state('dropped', run.data.tick)) ?? '', /^skipped\|(catchup-limit|missed-window)$/);
+      assert.equal(await queue.getJobState(run.id!), 'unknown', 'no run of the tick is left in BullMQ');
+    });
 
     it('the worker starts it instead: it runs, recorded enqueued (only a start wins the race)', { timeout: 30_000 }, async () => {
       jobs.set('started', job({ name: 'started', catchup: { mode: 'none' } }));
