@@ -3,7 +3,7 @@ import { tickJobId } from '../ledger/job-data.js';
 import { claimingTerm, takeBackInProgress } from '../ledger/records.js';
 import type { ClaimRequest, FencingToken, UnstageReason } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
-import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, ticksOfReplaced, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
+import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, spansOfEnded, ticksOfReplaced, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
 import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
 import { LaneCursor, type LaneMarks } from './lane-cursor.js';
@@ -418,18 +418,19 @@ export class JobLane implements Sleeper {
 
   /**
    * For a runtime schedule written after `watermark` (its newest recorded tick): records the ticks the
-   * version that write replaced (or that a removal before it removed) owed up to it as skipped
-   * (`rescheduled`, `removed`): that version stands no more, and no leader recorded them while it did.
-   * Only the one version before is kept: when it was itself written after the watermark, the span from
-   * the watermark is counted by it. Every tick up to the watermark is recorded (the ledger has no holes),
-   * so the span starts there. False when the term cannot write now.
+   * versions that writes replaced (or removals removed) before it owed up to their ends as skipped
+   * (`rescheduled`, `removed`), each by its own definition: they stand no more, and no leader recorded them
+   * while they did. Every tick up to the watermark is recorded (the ledger has no holes), so the spans start
+   * there. False when the term cannot write now.
    */
   private async recordReplaced(job: ScheduledJob, watermark: number | undefined): Promise<boolean> {
     if (job.definedAt === undefined || watermark === undefined || job.definedAt <= watermark) return true;
-    const replaced = await this.term.replacedVersion(job.name);
+    const replaced = await this.term.replacedVersions(job.name);
     this.term.reached();
-    const owed = replaced?.job && ticksOfReplaced(replaced.job, watermark, Math.min(replaced.endedAt, job.definedAt), replaced.removed ? 'removed' : 'rescheduled');
-    return !owed || (await this.recordSkips(job, owed));
+    for (const span of spansOfEnded(replaced, watermark, job.definedAt)) if (!(await this.recordSkips(job, span))) return false;
+    // Recorded up to the write of the version now stored: the versions before it owe nothing more.
+    if (replaced.length > 0) await this.term.forgetReplaced(job.name, job.definedAt);
+    return true;
   }
 
   /**

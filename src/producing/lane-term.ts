@@ -56,11 +56,11 @@ export interface LaneTerm {
   /** Waits until the self-fence allows writes again; false if the term ended first. */
   waitLeading(): Promise<boolean>;
   /**
-   * The version of runtime schedule `name` its last write replaced or removed, while its ticks may lack a
-   * record (undefined for a file job, or once accounted for).
+   * The versions of runtime schedule `name` that writes replaced or removed, oldest first, while their
+   * ticks may lack a record (none for a file job, or once accounted for).
    */
-  replacedVersion(name: string): Promise<ReplacedSchedule | undefined>;
-  /** The ticks of the version replaced or removed at `endedAt` are recorded: it may be forgotten. */
+  replacedVersions(name: string): Promise<ReplacedSchedule[]>;
+  /** The ticks of the versions replaced or removed by writes up to `endedAt` are recorded: they may be forgotten. */
   forgetReplaced(name: string, endedAt: number): Promise<void>;
   /** What the takeover of a job reads (batched with the other lanes' takeovers). */
   takeOverState(job: string): Promise<TakeOverState>;

@@ -463,7 +463,7 @@ export class Producer {
       get schedules() {
         return schedules;
       },
-      replacedVersion: async (name) => (this.options.schedules && !this.options.jobs().has(name) ? this.options.schedules.previous(name) : undefined),
+      replacedVersions: async (name) => (this.options.schedules && !this.options.jobs().has(name) ? this.options.schedules.replaced(name) : []),
       forgetReplaced: async (name, endedAt) => this.options.schedules?.forgetPrevious(name, endedAt),
       retired,
       fileLanes: new Map(),

@@ -1,5 +1,6 @@
 import type { FencingToken } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
+import type { EndedVersion } from '../scheduling/plan.js';
 
 /** A runtime schedule as the leader runs it: its compiled definition, and the stored version it is compiled from. */
 export interface LoadedSchedule {
@@ -18,16 +19,8 @@ export interface IdleSchedule {
   updatedAt: number;
 }
 
-/** The version a schedule's last write replaced or removed (see ScheduleStore.previous). */
-export interface ReplacedSchedule {
-  /** When the write that replaced or removed it was made (Redis time, ms). */
-  endedAt: number;
-  removed: boolean;
-  /** When it was itself written. */
-  definedAt: number;
-  /** Its definition, compiled against the job files as they are; undefined when it no longer compiles. */
-  job: ScheduledJob | undefined;
-}
+/** A version of a schedule that a write replaced or removed (see ScheduleStore.replaced). */
+export type ReplacedSchedule = EndedVersion;
 
 /** An entry of the due index: the instant (ms) by which a leader must look at schedule `id`. */
 export interface DueEntry {
@@ -56,8 +49,8 @@ export interface RuntimeScheduleSource {
   park(term: FencingToken, id: string, version: number, updatedAt: number, reviewAt: number | undefined): Promise<'parked' | 'changed' | 'fenced'>;
   /** Which of `ids` are stored. */
   stored(ids: readonly string[]): Promise<boolean[]>;
-  /** The version schedule `id`'s last write replaced or removed, while a leader may still owe its ticks a record. */
-  previous(id: string): Promise<ReplacedSchedule | undefined>;
-  /** The ticks of the version replaced or removed at `endedAt` are accounted for: forget it (unless a later write replaced it). */
+  /** The versions of schedule `id` that writes replaced or removed, oldest first, while a leader may still owe their ticks a record. */
+  replaced(id: string): Promise<ReplacedSchedule[]>;
+  /** The ticks of the versions replaced or removed by writes up to `endedAt` are accounted for: forget those. */
   forgetPrevious(id: string, endedAt: number): Promise<void>;
 }

@@ -135,21 +135,32 @@ export class ScheduleStore {
     return this.redis.zcard(this.keys.scheduleIds);
   }
 
-  /** The version schedule `id`'s last write replaced or removed, and when; undefined once no lane needs it. */
-  async previous(id: string): Promise<ReplacedVersion | undefined> {
+  /**
+   * The versions of schedule `id` that writes replaced or removed, oldest first, while a leader may still
+   * owe their ticks a record (see lua/includes/replaced.lua); empty once none is.
+   */
+  async replaced(id: string): Promise<ReplacedVersion[]> {
     const text = await this.redis.hget(this.keys.schedulePrevious, id);
-    if (text === null) return undefined;
-    const first = text.indexOf('|');
-    const second = text.indexOf('|', first + 1);
-    const endedAt = Number(text.slice(0, first));
-    const kind = text.slice(first + 1, second);
-    if (!Number.isFinite(endedAt) || (kind !== 'edit' && kind !== 'remove')) throw new ScheduleRecordError(id, 'has a previous version leasebeat did not write');
-    return { endedAt, removed: kind === 'remove', record: parseRecord(id, text.slice(second + 1)) };
+    if (text === null) return [];
+    let chain: unknown;
+    try {
+      chain = JSON.parse(text);
+    } catch {
+      chain = undefined;
+    }
+    if (!Array.isArray(chain)) throw new ScheduleRecordError(id, 'has replaced versions leasebeat did not write');
+    return chain.map((entry: unknown) => {
+      const [endedAt, kind, record] = Array.isArray(entry) ? (entry as unknown[]) : [];
+      if (!Number.isFinite(Number(endedAt)) || (kind !== 'edit' && kind !== 'remove') || typeof record !== 'string') {
+        throw new ScheduleRecordError(id, 'has a replaced version leasebeat did not write');
+      }
+      return { endedAt: Number(endedAt), removed: kind === 'remove', record: parseRecord(id, record) };
+    });
   }
 
   /**
-   * Forgets the version schedule `id`'s write at `endedAt` replaced or removed (its owed ticks are
-   * accounted for), unless a later write put another in its place.
+   * Forgets the versions of schedule `id` that writes up to `endedAt` replaced or removed (their owed
+   * ticks are accounted for); those later writes ended stay.
    */
   async forgetPrevious(id: string, endedAt: number): Promise<void> {
     await forgetPrevious.run(this.redis, [this.keys.schedulePrevious], [id, endedAt]);

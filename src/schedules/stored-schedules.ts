@@ -48,11 +48,9 @@ export class StoredSchedules implements RuntimeScheduleSource {
     return this.store.stored(ids);
   }
 
-  async previous(id: string): Promise<ReplacedSchedule | undefined> {
-    const previous = await this.store.previous(id);
-    if (!previous) return undefined;
-    const { job } = compileRecord(previous.record, this.files());
-    return { endedAt: previous.endedAt, removed: previous.removed, definedAt: previous.record.updatedAt, job };
+  async replaced(id: string): Promise<ReplacedSchedule[]> {
+    const files = this.files();
+    return (await this.store.replaced(id)).map(({ endedAt, removed, record }) => ({ endedAt, removed, definedAt: record.updatedAt, job: compileRecord(record, files).job }));
   }
 
   forgetPrevious(id: string, endedAt: number): Promise<void> {

@@ -326,6 +326,38 @@ export function ticksOfReplaced(replaced: ScheduledJob, after: number, upTo: num
   return skipped(seriesOf(replaced), Math.floor(after), Math.floor(upTo), reason);
 }
 
+/** A version of a runtime schedule that a write ended (an edit replaced it, or a removal removed it). */
+export interface EndedVersion {
+  /** When the write that replaced or removed it was made (Redis time, ms). */
+  endedAt: number;
+  removed: boolean;
+  /** When it was itself written. */
+  definedAt: number;
+  /** Its definition, compiled against the job files as they are; undefined when it no longer compiles. */
+  job: ScheduledJob | undefined;
+}
+
+/**
+ * The ticks the ended versions (oldest first) owed after `watermark` (every tick up to it is recorded)
+ * and up to `upTo`, each by its own definition, as skipped spans in tick order: `rescheduled` for a
+ * version an edit replaced, `removed` for one a removal removed. A version owes the ticks after its write
+ * up to its end; the oldest one still owing counts from the watermark (a version before it was not kept).
+ */
+export function spansOfEnded(versions: readonly EndedVersion[], watermark: number, upTo: number): SkippedTicks[] {
+  const spans: SkippedTicks[] = [];
+  let after: number | undefined;
+  for (const version of versions.filter(({ endedAt }) => endedAt > watermark)) {
+    const from = after === undefined ? watermark : Math.max(after, version.definedAt);
+    after = from;
+    // Its ticks are not known any more (it no longer compiles): the next version counts from its own write.
+    const span = version.job && ticksOfReplaced(version.job, from, Math.min(version.endedAt, upTo), version.removed ? 'removed' : 'rescheduled');
+    if (!span) continue;
+    spans.push(span);
+    after = span.to;
+  }
+  return spans;
+}
+
 export function missedWindow(job: ScheduledJob, after: number, now: number): SkippedTicks | undefined {
   [after, now] = [Math.floor(after), Math.floor(now)];
   return skipped(seriesOf(job), after, now - job.catchup.windowMs - 1, 'missed-window');

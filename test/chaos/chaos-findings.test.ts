@@ -20,7 +20,7 @@ import type { RuntimeScheduleSource } from '../../src/producing/runtime-schedule
 import { directWrites, DurabilityError, type WritePath } from '../../src/redis/durability.js';
 import { useRedis, type RedisFixture } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
-import { silentGaps } from '../support/ledger-audit.js';
+import { silentGaps, ticksBetween } from '../support/ledger-audit.js';
 import { useRedisCluster } from '../support/redis-cluster.js';
 import { SCHEDULE_JOBS, useScheduleInstance } from '../support/schedule-instance.js';
 import { term } from '../support/term.js';
@@ -351,10 +351,11 @@ describe('chaos findings: an interval edit while no leader ran is planned by the
 
   /**
    * A schedule every `from` whose term records ticks up to an even one and ends; the odd second after it
-   * passes with no leader; the schedule is edited to every `to`; the next term takes over. Answers that odd
-   * tick and what the ledger holds of it.
+   * passes with no leader; the schedule is edited to each of `edits` in turn, 2 s apart; the next term
+   * takes over. Answers that odd tick, the ticks some version owed up to the last edit that have no
+   * record, and what the ledger holds of the odd tick.
    */
-  function editedWhileNoLeader(id: string, from: '1s' | '2s', to: '1s' | '2s'): Promise<{ odd: number; gaps: number[]; state: string | undefined }> {
+  function editedWhileNoLeader(id: string, from: '1s' | '2s', edits: Array<{ every: '1s' | '2s'; data?: object }>): Promise<{ odd: number; gaps: number[]; state: string | undefined }> {
     return suite.onTerms({}, async ({ ledger, schedules, produceUntil }) => {
       await suite.admin.schedules.upsert(id, { job: 'work', every: from });
       let watermark = 0;
@@ -362,12 +363,18 @@ describe('chaos findings: an interval edit while no leader ran is planned by the
         watermark = (await ledger.jobState(id)).lastScheduledTick ?? 0;
         return watermark > 0 && watermark % 2000 === 0;
       }, { schedules });
-      await sleep(watermark + 1500 - Date.now());
-      assert.equal((await suite.admin.schedules.upsert(id, { job: 'work', every: to })).version, 2);
-      await produceUntil(undefined, 1, `term 1 catches up by the ${to} schedule`, async () =>
-        ((await ledger.jobState(id)).lastScheduledTick ?? 0) >= watermark + 2000, { schedules });
+      let lastEditAt = 0;
+      for (const [i, edit] of edits.entries()) {
+        await sleep(watermark + 1500 + 2000 * i - Date.now());
+        assert.equal((await suite.admin.schedules.upsert(id, { job: 'work', ...edit })).version, 2 + i);
+        lastEditAt = Date.now();
+      }
+      await produceUntil(undefined, 1, 'term 1 catches up past the last edit', async () =>
+        ((await ledger.jobState(id)).lastScheduledTick ?? 0) >= Math.max(watermark + 2000, lastEditAt + 1000), { schedules });
       const odd = watermark + 1000;
-      return { odd, gaps: await silentGaps(ledger, id, [odd]), state: await ledger.tickState(id, odd) };
+      // The first version owed the odd tick when it is every 1 s; the edits (every 2 s) owe the even ones.
+      const owed = ticksBetween(odd, lastEditAt, 1000).filter((tick) => (tick === odd ? from === '1s' : tick % 2000 === 0));
+      return { odd, gaps: await silentGaps(ledger, id, owed), state: await ledger.tickState(id, odd) };
     });
   }
 
@@ -386,12 +393,19 @@ describe('chaos findings: an interval edit while no leader ran is planned by the
   // ticks before the write are recorded as one skipped range (`rescheduled`) and none of the new spec's
   // before it is run.
   it('edited from 1 s to 2 s: the odd tick the 1 s version owed before the edit is run or recorded skipped', { timeout: 60_000 }, async () => {
-    const { odd, gaps } = await editedWhileNoLeader('halved-late', '1s', '2s');
+    const { odd, gaps } = await editedWhileNoLeader('halved-late', '1s', [{ every: '2s' }]);
     assert.deepEqual(gaps.map((tick) => new Date(tick).toISOString()), [], `tick ${new Date(odd).toISOString()}, owed before the edit, has a record`);
   });
 
+  // The store kept only the version the last write replaced: after two edits with no leader, the span of
+  // the first version was counted by the second's ticks, and the first's odd tick had no record.
+  it('edited twice (1 s, then 2 s, then 2 s with other data): each version\'s ticks up to its replacement are recorded', { timeout: 60_000 }, async () => {
+    const { odd, gaps } = await editedWhileNoLeader('edited-twice-late', '1s', [{ every: '2s' }, { every: '2s', data: { edit: 2 } }]);
+    assert.deepEqual(gaps.map((tick) => new Date(tick).toISOString()), [], `every tick from ${new Date(odd).toISOString()} to the last edit has a record`);
+  });
+
   it('edited from 2 s to 1 s: the odd tick before the edit, which no version had, is not run', { timeout: 60_000 }, async () => {
-    const { odd, state } = await editedWhileNoLeader('doubled-late', '2s', '1s');
+    const { odd, state } = await editedWhileNoLeader('doubled-late', '2s', [{ every: '1s' }]);
     assert.ok(!state?.startsWith('enqueued|'), `tick ${new Date(odd).toISOString()}, before the edit, is ${state}`);
   });
 });

@@ -9,6 +9,7 @@ import {
   nextTicks,
   planCatchup,
   planLateStaged,
+  spansOfEnded,
   ticksInRange,
   type RunState,
 } from '../../src/scheduling/plan.js';
@@ -322,6 +323,33 @@ describe('missedWindow', () => {
     assert.equal(missedWindow(job, base, base + 11_000), undefined, 'the oldest owed tick is exactly at the window edge');
     assert.equal(missedWindow(job, base + 25_000, base + 30_000), undefined);
     assert.deepEqual(missedWindow(job, base, base + 11_000.9), missedWindow(job, base, base + 11_000));
+  });
+});
+
+describe('spansOfEnded: the ticks versions a write ended owed, each by its own definition', () => {
+  const base = at('2026-01-01T00:00:00Z');
+  const everySecond = scheduledJob({ every: '1s' });
+  const everyTwo = scheduledJob({ every: '2s' });
+
+  it('counts each version from its own write to its end, the oldest from the watermark', () => {
+    const versions = [
+      { job: everySecond, definedAt: base, endedAt: base + 4_500, removed: false },
+      { job: everyTwo, definedAt: base + 4_500, endedAt: base + 8_500, removed: true },
+    ];
+    assert.deepEqual(spansOfEnded(versions, base + 1_000, base + 8_500), [
+      { from: base + 2_000, to: base + 4_000, count: 3, reason: 'rescheduled' },
+      { from: base + 6_000, to: base + 8_000, count: 2, reason: 'removed' },
+    ]);
+  });
+
+  it('skips the versions recorded past their end, stops at upTo, and leaves out one that no longer compiles', () => {
+    const versions = [
+      { job: everySecond, definedAt: base, endedAt: base + 2_500, removed: false },
+      { job: undefined, definedAt: base + 2_500, endedAt: base + 5_500, removed: false },
+      { job: everySecond, definedAt: base + 5_500, endedAt: base + 9_500, removed: false },
+    ];
+    assert.deepEqual(spansOfEnded(versions, base + 3_000, base + 7_000), [{ from: base + 6_000, to: base + 7_000, count: 2, reason: 'rescheduled' }]);
+    assert.deepEqual(spansOfEnded(versions, base + 9_500, base + 9_500), []);
   });
 });
 

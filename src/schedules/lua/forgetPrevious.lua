@@ -1,13 +1,21 @@
 --[[
-  Forgets the version a schedule's write replaced or removed, once a leader has recorded the ticks it owed:
-  only if it is still the one of that write (a later write may have put another in its place).
-  KEYS[1] previous versions
-  ARGV[1] id  ARGV[2] the write's time (ms), as the entry begins with it
-  Returns 1 when forgotten, 0 when another entry (or none) stands.
+  Forgets the versions of a schedule that writes up to `endedAt` replaced or removed, once a leader has
+  recorded the ticks they owed; those later writes ended stay (see includes/replaced).
+  KEYS[1] replaced versions
+  ARGV[1] id  ARGV[2] the time (ms) of the newest write whose replaced version is accounted for
+  Returns how many versions were forgotten.
 ]]
 local stored = redis.call('HGET', KEYS[1], ARGV[1])
-if stored and string.sub(stored, 1, #ARGV[2] + 1) == ARGV[2] .. '|' then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  return 1
+if not stored then
+  return 0
 end
-return 0
+local chain, kept = cjson.decode(stored), {}
+for _, entry in ipairs(chain) do
+  if tonumber(entry[1]) > tonumber(ARGV[2]) then kept[#kept + 1] = entry end
+end
+if #kept == 0 then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+elseif #kept < #chain then
+  redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(kept))
+end
+return #chain - #kept

@@ -3,7 +3,7 @@
   (nothing staged, nothing pending, the next tick far off): the due index then holds the schedule until
   that instant. Written only under the fence, and only if the stored version is the one the lane ran by:
   an edit since then made the schedule due at once (upsertSchedule.lua), and this write must not hide it.
-  KEYS[1] fence  KEYS[2] retired generations  KEYS[3] specs  KEYS[4] due index  KEYS[5] previous versions
+  KEYS[1] fence  KEYS[2] retired generations  KEYS[3] specs  KEYS[4] due index  KEYS[5] replaced versions
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] id  ARGV[4] version  ARGV[5] updatedAt
   ARGV[6] when to look again (ms), or '' when nothing more is owed (the schedule leaves the index until
   it is written again)

@@ -1,11 +1,12 @@
 --[[
   Removes a schedule and tells the change feed. With an expected version, only if that version is stored.
   KEYS[1] specs  KEYS[2] ids  KEYS[3] change feed  KEYS[4] due index
-  KEYS[5] previous versions (hash: id -> "<endedAt>|remove|<removed record>")
+  KEYS[5] replaced versions (hash: id -> JSON array, see includes/replaced)
   ARGV[1] id  ARGV[2] expected version ('' for any)  ARGV[3] the feed's approximate length cap
   Returns the removed version, 0 when there was no such schedule, -1 when the expected version did not
   match (nothing is removed).
 ]]
+--- @include "includes/replaced"
 local stored = redis.call('HGET', KEYS[1], ARGV[1])
 if not stored then
   return 0
@@ -17,7 +18,7 @@ end
 redis.call('HDEL', KEYS[1], ARGV[1])
 -- The ticks it owed up to now that no leader recorded are still to be accounted for (by the next leader).
 local time = redis.call('TIME')
-redis.call('HSET', KEYS[5], ARGV[1], (tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)) .. '|remove|' .. stored)
+appendReplaced(KEYS[5], ARGV[1], tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000), 'remove', stored)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 -- Version 0 in the feed: the schedule is gone.

@@ -7,7 +7,7 @@
   KEYS[2] ids (sorted set)
   KEYS[3] change feed (stream)
   KEYS[4] due index (sorted set: id -> when a leader must look at it next)
-  KEYS[5] previous versions (hash: id -> "<endedAt>|edit|<replaced record>")
+  KEYS[5] replaced versions (hash: id -> JSON array, see includes/replaced)
   ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] who
   ARGV[5] the feed's approximate length cap
   ARGV[6] when a leader must look at the new version at the latest (ms; its first tick, as the writer
@@ -15,6 +15,7 @@
   Returns { version, 1 } when written, { version, 0 } when the stored spec was the same, and
   { stored version, -1 } when the expected version did not match (nothing is written).
 ]]
+--- @include "includes/replaced"
 local id, spec, expected = ARGV[1], ARGV[2], ARGV[3]
 local stored = redis.call('HGET', KEYS[1], id)
 local version = 0
@@ -40,7 +41,7 @@ end
 version = version + 1
 -- The version replaced, and when: the ticks it owed that no leader recorded are still to be accounted for.
 if stored then
-  redis.call('HSET', KEYS[5], id, now .. '|edit|' .. stored)
+  appendReplaced(KEYS[5], id, now, 'edit', stored)
 end
 redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. created .. '|' .. ARGV[4] .. '|' .. spec)
 redis.call('ZADD', KEYS[2], 0, id)
