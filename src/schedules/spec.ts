@@ -156,6 +156,8 @@ export function compileSchedule(
     data: spec.data !== undefined ? spec.data : type?.data,
     queue: type?.queue ?? result.job.queue,
     concurrency: type?.concurrency ?? result.job.concurrency,
+    timeoutMs: type ? type.timeoutMs : result.job.timeoutMs,
+    timeoutGraceMs: type?.timeoutGraceMs ?? result.job.timeoutGraceMs,
     jobOptions: type?.jobOptions ?? result.job.jobOptions,
     type: spec.job,
     ...(createdAt === undefined ? {} : { owedAfter: createdAt }),

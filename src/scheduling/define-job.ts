@@ -105,6 +105,13 @@ interface JobDefinitionFields<TData> {
   queue?: string;
   /** Runs of this job at once per instance; default 1. */
   concurrency?: number;
+  /**
+   * How long a run may take (at least 1 s): at the deadline its `ctx.signal` aborts, and the run fails with
+   * a RunTimeoutError once it stops, or once `timeoutGrace` has passed; no deadline by default.
+   */
+  timeout?: Duration;
+  /** How long a run whose deadline passed may take to stop before it is failed anyway; default 10 s. */
+  timeoutGrace?: Duration;
   attempts?: number;
   backoff?: BackoffSetting;
   removeOnComplete?: JobRetention;
@@ -190,6 +197,10 @@ export interface ScheduledJob<TData = unknown> {
   readonly flow: FlowBuilder<TData> | undefined;
   readonly queue: string;
   readonly concurrency: number;
+  /** How long a run may take; undefined when it has no deadline. */
+  readonly timeoutMs: number | undefined;
+  /** How long a run past its deadline may take to stop before it is failed anyway. */
+  readonly timeoutGraceMs: number;
   readonly jobOptions: ScheduledJobOptions;
   readonly overlap: OverlapPolicy;
   readonly catchup: { readonly windowMs: number; readonly mode: CatchupMode; readonly max: number };

@@ -12,6 +12,8 @@ export const JOB_DEFAULTS = {
   timezone: 'UTC',
   queue: 'leasebeat',
   concurrency: 1,
+  /** A handler past its deadline has this long to honour its signal; Kubernetes' default grace is 30 s. */
+  timeoutGraceMs: 10_000,
   overlap: 'allow' as OverlapPolicy,
   /**
    * A leader outage of up to 5 minutes (a failover, a rolling deploy) still runs the newest missed
@@ -141,6 +143,8 @@ const definitionSchema = z.strictObject({
     })
     .optional(),
   concurrency: z.int().positive().optional(),
+  timeout: durationField(1_000).optional(),
+  timeoutGrace: durationField(0).optional(),
   attempts: z.int().positive().optional(),
   backoff: z
     .union([
@@ -304,6 +308,8 @@ function normalize(parsed: ParsedDefinition, file: string): ScheduledJob {
     flow: parsed.flow as ScheduledJob['flow'],
     queue: parsed.queue ?? JOB_DEFAULTS.queue,
     concurrency: parsed.concurrency ?? JOB_DEFAULTS.concurrency,
+    timeoutMs: parsed.timeout,
+    timeoutGraceMs: parsed.timeoutGrace ?? JOB_DEFAULTS.timeoutGraceMs,
     jobOptions,
     overlap: parsed.overlap ?? JOB_DEFAULTS.overlap,
     catchup:

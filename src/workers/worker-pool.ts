@@ -6,6 +6,7 @@ import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
 import { DurabilityError } from '../redis/durability.js';
 import type { TickJobData } from '../ledger/job-data.js';
 import type { FinishToRecord, RecordedFinish, RunRecords, StartKind } from './run-records.js';
+import { runWithDeadline } from './run-deadline.js';
 
 /**
  * BullMQ's lock and stalled-job settings, which decide what happens to the jobs of an instance that dies.
@@ -349,7 +350,13 @@ export class WorkerPool {
       let result: unknown;
       let value: string;
       try {
-        result = await this.runHandler(definition, job, abort.signal);
+        result = await runWithDeadline(() => this.runHandler(definition, job, abort.signal), {
+          runId: job.id ?? '',
+          timeoutMs: definition.timeoutMs,
+          graceMs: definition.timeoutGraceMs,
+          abort,
+          log: this.options.logger,
+        });
         // What BullMQ will store, and what a finish recorded again returns.
         value = JSON.stringify(result) ?? '';
       } catch (error) {

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { FlowProducer, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
+import { RunTimeoutError } from '../../src/workers/run-deadline.js';
 import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker-pool.js';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
@@ -58,6 +59,41 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     const failing = await queue.add('flaky', tickJobData(), { attempts: 1 });
     calls = 0;
     await assert.rejects(failing.waitUntilFinished(events, 10_000), /attempt 1 failed/);
+  });
+
+  describe('run timeouts (a definition\'s `timeout`)', () => {
+    const silent = pino({ level: 'silent' });
+
+    it('aborts the signal at the deadline and fails the run with a timeout error, whatever the handler returns then', async () => {
+      let reason: unknown;
+      pool = testWorkerPool({ connection: redis.client, logger: silent });
+      pool.update(new Map([['bounded', scheduledJob({ name: 'bounded', timeout: '1s', handler: (_job, ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve((reason = ctx.signal.reason, 'stopped late')))) })]]));
+      const run = await queue.add('bounded', tickJobData(), { jobId: 'bounded@1', attempts: 1 });
+      const started = performance.now();
+      await assert.rejects(run.waitUntilFinished(events, 10_000), /run bounded@1 timed out after 1s$/);
+      assert.ok(performance.now() - started >= 950, 'not before its deadline');
+      assert.ok(reason instanceof RunTimeoutError && !reason.ignoredSignal, 'the handler is told why its signal aborted');
+      assert.equal((await queue.getJob('bounded@1'))?.failedReason, 'run bounded@1 timed out after 1s');
+    });
+
+    it('fails a run whose handler ignores its signal once the grace period ends, and lets the handler go', async () => {
+      let finished = false;
+      pool = testWorkerPool({ connection: redis.client, logger: silent });
+      pool.update(new Map([['stubborn', scheduledJob({ name: 'stubborn', timeout: '1s', timeoutGrace: '200ms', handler: async () => {
+        await sleep(4_000);
+        finished = true;
+      } })]]));
+      const run = await queue.add('stubborn', tickJobData(), { jobId: 'stubborn@1', attempts: 1 });
+      await assert.rejects(run.waitUntilFinished(events, 10_000), /did not stop within the grace period/);
+      assert.equal(finished, false, 'failed without waiting for the handler');
+    });
+
+    it('leaves a run that ends in time alone', async () => {
+      pool = testWorkerPool({ connection: redis.client, logger: silent });
+      pool.update(new Map([['quick', scheduledJob({ name: 'quick', timeout: '5s', handler: () => 'done' })]]));
+      const run = await queue.add('quick', tickJobData(), { jobId: 'quick@1' });
+      assert.equal(await run.waitUntilFinished(events, 10_000), 'done');
+    });
   });
 
   it('a run of a job this instance does not know fails with a message that says why', async () => {
