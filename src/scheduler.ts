@@ -348,6 +348,7 @@ class LeasebeatScheduler implements Scheduler {
         // A staged run starts only while a live term stands behind it: the one that staged it, or a newer one
         // once it has applied its pause and catch-up rules to it.
         mayStartStaged: (job, run) => this.ledger.stagedRunMayStart(run.stagedBy ?? run.token, job, run.tick, run.dueAt!, settings.election.renewDeadlineMs),
+        failedRuns: this.ledger,
         ...(settings.metrics.workers ? { metrics: settings.metrics.workers } : {}),
       });
     }

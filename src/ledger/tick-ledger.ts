@@ -22,6 +22,7 @@ const confirmTriggerScript = new LuaScript(new URL('./lua/confirmTrigger.lua', i
 const stagedRunMayStartScript = new LuaScript(new URL('./lua/stagedRunMayStart.lua', import.meta.url));
 const markReviewedScript = new LuaScript(new URL('./lua/markReviewed.lua', import.meta.url));
 const pulseScript = new LuaScript(new URL('./lua/pulse.lua', import.meta.url));
+const countFailedRunScript = new LuaScript(new URL('./lua/countFailedRun.lua', import.meta.url));
 
 /** The outcome of claiming one (job, tick). */
 export type ClaimOutcome =
@@ -583,6 +584,24 @@ export class TickLedger {
           .exec(),
       () => `pause of ${job}`,
     );
+  }
+
+  /**
+   * Counts a run of `job` that failed for good (`pauseAfter`: the job's `pauseOnFailure`): once that many
+   * in a row have, pauses the job at run time with `note` (see countFailedRun.lua). `paused` is true for
+   * the one call that paused it.
+   */
+  async countFailedRun(job: string, pauseAfter: number, note: string): Promise<{ streak: number; paused: boolean }> {
+    const k = this.keys;
+    const [streak, paused] = await this.writes.script<[number, number]>(countFailedRunScript, [k.failureStreaks, k.paused, k.triggers], [job, pauseAfter, note, LEADER_STREAM_MAXLEN], ([, made]) =>
+      made === 1 ? `pause of ${job} after ${pauseAfter} failed runs` : undefined,
+    );
+    return { streak, paused: paused === 1 };
+  }
+
+  /** A run of `job` completed: its failed runs in a row start again from 0. */
+  async clearFailedRuns(job: string): Promise<void> {
+    await this.writes.script(countFailedRunScript, [this.keys.failureStreaks, this.keys.paused, this.keys.triggers], [job, 0, '', LEADER_STREAM_MAXLEN], () => undefined);
   }
 
   async resume(job: string): Promise<boolean> {

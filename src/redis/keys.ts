@@ -25,6 +25,14 @@ export class KeySpace {
     return `${this.base}:fence:retired`;
   }
 
+  /**
+   * Hash: job name → how many of its runs in a row failed for good, for the jobs with `pauseOnFailure`
+   * (reset by a completed run, and by the pause it causes).
+   */
+  get failureStreaks(): string {
+    return `${this.base}:failure-streaks`;
+  }
+
   /** Hash: job name → pause note, for pauses set at run time (`leasebeat pause`). */
   get paused(): string {
     return `${this.base}:paused`;

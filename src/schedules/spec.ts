@@ -158,6 +158,7 @@ export function compileSchedule(
     concurrency: type?.concurrency ?? result.job.concurrency,
     timeoutMs: type ? type.timeoutMs : result.job.timeoutMs,
     timeoutGraceMs: type?.timeoutGraceMs ?? result.job.timeoutGraceMs,
+    pauseOnFailure: type ? type.pauseOnFailure : result.job.pauseOnFailure,
     jobOptions: type?.jobOptions ?? result.job.jobOptions,
     type: spec.job,
     ...(createdAt === undefined ? {} : { owedAfter: createdAt }),

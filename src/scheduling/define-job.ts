@@ -112,6 +112,8 @@ interface JobDefinitionFields<TData> {
   timeout?: Duration;
   /** How long a run whose deadline passed may take to stop before it is failed anyway; default 10 s. */
   timeoutGrace?: Duration;
+  /** Pauses the job (at run time, with a note saying why) after this many of its runs in a row failed for good. */
+  pauseOnFailure?: number;
   attempts?: number;
   backoff?: BackoffSetting;
   removeOnComplete?: JobRetention;
@@ -201,6 +203,8 @@ export interface ScheduledJob<TData = unknown> {
   readonly timeoutMs: number | undefined;
   /** How long a run past its deadline may take to stop before it is failed anyway. */
   readonly timeoutGraceMs: number;
+  /** Failed runs in a row after which the job is paused; undefined: never. */
+  readonly pauseOnFailure: number | undefined;
   readonly jobOptions: ScheduledJobOptions;
   readonly overlap: OverlapPolicy;
   readonly catchup: { readonly windowMs: number; readonly mode: CatchupMode; readonly max: number };

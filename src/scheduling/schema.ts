@@ -37,6 +37,7 @@ const EXPECTED: Record<string, string> = {
   queue: 'a queue name such as "reports"',
   concurrency: 'a positive integer (runs at once on each instance), e.g. 2',
   attempts: 'a positive integer, e.g. 3',
+  pauseOnFailure: 'a positive integer: the failed runs in a row that pause the job, e.g. 3',
   backoff: 'milliseconds, or { type: "fixed" | "exponential", delay: milliseconds }',
   removeOnComplete: 'true, false, a number of jobs to keep, or { age: seconds, count }',
   removeOnFail: 'true, false, a number of jobs to keep, or { age: seconds, count }',
@@ -145,6 +146,7 @@ const definitionSchema = z.strictObject({
   concurrency: z.int().positive().optional(),
   timeout: durationField(1_000).optional(),
   timeoutGrace: durationField(0).optional(),
+  pauseOnFailure: z.int().positive().optional(),
   attempts: z.int().positive().optional(),
   backoff: z
     .union([
@@ -310,6 +312,7 @@ function normalize(parsed: ParsedDefinition, file: string): ScheduledJob {
     concurrency: parsed.concurrency ?? JOB_DEFAULTS.concurrency,
     timeoutMs: parsed.timeout,
     timeoutGraceMs: parsed.timeoutGrace ?? JOB_DEFAULTS.timeoutGraceMs,
+    pauseOnFailure: parsed.pauseOnFailure,
     jobOptions,
     overlap: parsed.overlap ?? JOB_DEFAULTS.overlap,
     catchup:

@@ -68,6 +68,15 @@ const MAX_FINISH_RETRY_MS = 2_000;
 /** What a handler throws after moving its own job (to delayed, to wait for its children): not a failure. */
 const MOVED_ERRORS = new Set(['DelayedError', 'WaitingError', 'WaitingChildrenError', 'RateLimitError']);
 
+/** Counts a job's failed runs in a row, pausing it after its `pauseOnFailure` (TickLedger implements it). */
+export interface FailedRunCounter {
+  countFailedRun(job: string, pauseAfter: number, note: string): Promise<{ streak: number; paused: boolean }>;
+  clearFailedRuns(job: string): Promise<void>;
+}
+
+/** The longest error message a pause note quotes. */
+const NOTE_MESSAGE_CHARS = 200;
+
 /** Hooks for the workers' Prometheus metrics. */
 export interface WorkerMetrics {
   /**
@@ -123,6 +132,8 @@ export class WorkerPool {
        * stands behind it yet to apply a pause or the catch-up policy to it (stagedRunMayStart.lua).
        */
       mayStartStaged?: (job: string, run: TickJobData) => Promise<boolean>;
+      /** Where the runs of jobs with `pauseOnFailure` count their failures in a row (the tick ledger). */
+      failedRuns?: FailedRunCounter;
     },
   ) {}
 
@@ -361,16 +372,38 @@ export class WorkerPool {
         value = JSON.stringify(result) ?? '';
       } catch (error) {
         const failure = error instanceof Error ? error : new Error(String(error));
-        await this.recordFinish(job, token, MOVED_ERRORS.has(failure.name) ? { outcome: 'moved', final: false, value: failure.message } : { outcome: 'failed', final: isFinal(job, failure), value: failure.message });
+        const moved = MOVED_ERRORS.has(failure.name);
+        const final = !moved && isFinal(job, failure);
+        await this.recordFinish(job, token, moved ? { outcome: 'moved', final: false, value: failure.message } : { outcome: 'failed', final, value: failure.message });
+        if (final) await this.countOutcome(definition, job, failure);
         throw error;
       }
       await this.recordFinish(job, token, { outcome: 'completed', final: false, value });
+      await this.countOutcome(definition, job, undefined);
       return result;
     } finally {
       this.runs.delete(key);
       const left = this.runningByName.get(job.name)! - 1;
       if (left === 0) this.runningByName.delete(job.name);
       else this.runningByName.set(job.name, left);
+    }
+  }
+
+  /**
+   * For a job with `pauseOnFailure`: counts a run that failed for good (`failure`), or clears the count
+   * after one that completed. Only the runs of its ticks and triggers count, not its flow's children. Best
+   * effort: the run's outcome stands whatever Redis answers.
+   */
+  private async countOutcome(definition: ScheduledJob, job: Job, failure: Error | undefined): Promise<void> {
+    const pauseAfter = definition.pauseOnFailure;
+    if (pauseAfter === undefined || !this.options.failedRuns || job.parentKey !== undefined) return;
+    try {
+      if (!failure) return await this.options.failedRuns.clearFailedRuns(job.name);
+      const note = `paused after ${pauseAfter} failed runs in a row (pauseOnFailure); the last, ${job.id}: ${failure.message.slice(0, NOTE_MESSAGE_CHARS)}`;
+      const { paused } = await this.options.failedRuns.countFailedRun(job.name, pauseAfter, note);
+      if (paused) this.options.logger.warn({ job: job.name, jobId: job.id, pauseOnFailure: pauseAfter }, 'job paused: its runs failed too many times in a row');
+    } catch (error) {
+      this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'could not count the outcome of a run for pauseOnFailure');
     }
   }
 

@@ -7,6 +7,8 @@ import { pino } from 'pino';
 import { RunTimeoutError } from '../../src/workers/run-deadline.js';
 import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker-pool.js';
 import { testWorkerPool } from '../support/worker-pool.js';
+import { TickLedger } from '../../src/ledger/tick-ledger.js';
+import { KeySpace } from '../../src/redis/keys.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
 import { jobType, scheduledJob, tickJobData } from '../support/scheduled-job.js';
 import { until } from '../support/until.js';
@@ -93,6 +95,56 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       pool.update(new Map([['quick', scheduledJob({ name: 'quick', timeout: '5s', handler: () => 'done' })]]));
       const run = await queue.add('quick', tickJobData(), { jobId: 'quick@1' });
       assert.equal(await run.waitUntilFinished(events, 10_000), 'done');
+    });
+  });
+
+  describe('pauseOnFailure: a job paused after N failed runs in a row', () => {
+    const silent = pino({ level: 'silent' });
+    let ledger: TickLedger;
+    beforeEach(async () => {
+      ledger = new TickLedger(redis.client, new KeySpace());
+      await redis.client.del(ledger.keys.paused, ledger.keys.failureStreaks);
+    });
+    /** Runs `outcomes` of job `name` one after another, each failing ('fail', for good: one attempt) or completing. */
+    let added = 0;
+    const runInTurn = async (name: string, outcomes: Array<'fail' | 'ok'>): Promise<void> => {
+      for (const outcome of outcomes) {
+        const run = await queue.add(name, tickJobData({ outcome }), { jobId: `${name}@${added++}`, attempts: 1 });
+        if (outcome === 'fail') await assert.rejects(run.waitUntilFinished(events, 10_000));
+        else await run.waitUntilFinished(events, 10_000);
+      }
+    };
+    const fragile = (name: string): ReturnType<typeof scheduledJob> =>
+      scheduledJob({ name, pauseOnFailure: 2, handler: (_job, ctx) => {
+        if ((ctx.data as { outcome: string }).outcome === 'fail') throw new Error('the database is down');
+      } });
+
+    it('pauses the job at run time, with a note that says why, once N runs in a row failed for good', async () => {
+      pool = testWorkerPool({ connection: redis.client, logger: silent, failedRuns: ledger });
+      pool.update(new Map([['fragile', fragile('fragile')]]));
+      await runInTurn('fragile', ['fail']);
+      assert.equal(await ledger.isPaused('fragile'), false, 'one failure does not pause it');
+      await runInTurn('fragile', ['fail']);
+      assert.match((await ledger.pausedJobs()).get('fragile')?.note ?? '', /^paused after 2 failed runs in a row \(pauseOnFailure\); the last, fragile@1: the database is down$/);
+      assert.equal(await redis.client.hget(ledger.keys.failureStreaks, 'fragile'), null, 'after a resume it gets 2 more runs');
+    });
+
+    it('a completed run starts the count again, and a job without it never pauses', async () => {
+      pool = testWorkerPool({ connection: redis.client, logger: silent, failedRuns: ledger });
+      pool.update(new Map([['steady', fragile('steady')], ['plain', scheduledJob({ name: 'plain', handler: () => Promise.reject(new Error('always')) })]]));
+      await runInTurn('steady', ['fail', 'ok', 'fail', 'ok']);
+      assert.equal(await ledger.isPaused('steady'), false);
+      await runInTurn('plain', ['fail', 'fail', 'fail']);
+      assert.equal(await ledger.isPaused('plain'), false);
+    });
+
+    it('a run that BullMQ retries counts once, when it fails for good', async () => {
+      pool = testWorkerPool({ connection: redis.client, logger: silent, failedRuns: ledger });
+      pool.update(new Map([['retried', fragile('retried')]]));
+      const run = await queue.add('retried', tickJobData({ outcome: 'fail' }), { jobId: 'retried@0', attempts: 3 });
+      await assert.rejects(run.waitUntilFinished(events, 10_000));
+      assert.equal(await redis.client.hget(ledger.keys.failureStreaks, 'retried'), '1');
+      assert.equal(await ledger.isPaused('retried'), false);
     });
   });
 
