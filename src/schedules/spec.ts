@@ -159,6 +159,7 @@ export function compileSchedule(
     timeoutMs: type ? type.timeoutMs : result.job.timeoutMs,
     timeoutGraceMs: type?.timeoutGraceMs ?? result.job.timeoutGraceMs,
     pauseOnFailure: type ? type.pauseOnFailure : result.job.pauseOnFailure,
+    lateAfterMs: type ? type.lateAfterMs : result.job.lateAfterMs,
     jobOptions: type?.jobOptions ?? result.job.jobOptions,
     type: spec.job,
     ...(createdAt === undefined ? {} : { owedAfter: createdAt }),

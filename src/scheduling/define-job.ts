@@ -114,6 +114,8 @@ interface JobDefinitionFields<TData> {
   timeoutGrace?: Duration;
   /** Pauses the job (at run time, with a note saying why) after this many of its runs in a row failed for good. */
   pauseOnFailure?: number;
+  /** A run that starts later than this after its tick counts as late (`leasebeat_runs_late_total`). */
+  lateAfter?: Duration;
   attempts?: number;
   backoff?: BackoffSetting;
   removeOnComplete?: JobRetention;
@@ -205,6 +207,8 @@ export interface ScheduledJob<TData = unknown> {
   readonly timeoutGraceMs: number;
   /** Failed runs in a row after which the job is paused; undefined: never. */
   readonly pauseOnFailure: number | undefined;
+  /** A run starting later than this after its tick is late; undefined: none is counted. */
+  readonly lateAfterMs: number | undefined;
   readonly jobOptions: ScheduledJobOptions;
   readonly overlap: OverlapPolicy;
   readonly catchup: { readonly windowMs: number; readonly mode: CatchupMode; readonly max: number };

@@ -147,6 +147,7 @@ const definitionSchema = z.strictObject({
   timeout: durationField(1_000).optional(),
   timeoutGrace: durationField(0).optional(),
   pauseOnFailure: z.int().positive().optional(),
+  lateAfter: durationField(0).optional(),
   attempts: z.int().positive().optional(),
   backoff: z
     .union([
@@ -313,6 +314,7 @@ function normalize(parsed: ParsedDefinition, file: string): ScheduledJob {
     timeoutMs: parsed.timeout,
     timeoutGraceMs: parsed.timeoutGrace ?? JOB_DEFAULTS.timeoutGraceMs,
     pauseOnFailure: parsed.pauseOnFailure,
+    lateAfterMs: parsed.lateAfter,
     jobOptions,
     overlap: parsed.overlap ?? JOB_DEFAULTS.overlap,
     catchup:

@@ -30,7 +30,15 @@ export interface WorkerMetricsHooks {
   started(job: string, kind: RunStartKind, run?: { tick: number; startedAt: number }): void;
   notRunAgain(job: string, reason: NotRunAgainReason): void;
   finishUnrecorded(job: string): void;
+  finished(job: string, outcome: RunOutcome, run: { durationSeconds: number; endedAt: number }): void;
+  late(job: string): void;
 }
+
+/** How a run's handler ended (`leasebeat_runs_finished_total{outcome}`): `retried` is a failed attempt BullMQ runs again. */
+export type RunOutcome = 'completed' | 'failed' | 'retried';
+export const RUN_OUTCOMES: RunOutcome[] = ['completed', 'failed', 'retried'];
+/** Buckets of `leasebeat_run_duration_seconds`: 10 ms to an hour. */
+export const RUN_DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600];
 
 /** Why a handler started (`leasebeat_run_starts_total{kind}`): `runner-lost` is BullMQ's at-least-once re-run. */
 export type RunStartKind = 'first' | 'retry' | 'operator-retry' | 'runner-lost' | 'continued';
@@ -60,6 +68,11 @@ export interface LeasebeatInstruments {
   runStarts: Counter<'job' | 'kind'>;
   runsNotRunAgain: Counter<'job' | 'reason'>;
   finishUnrecorded: Counter<'job'>;
+  runsFinished: Counter<'job' | 'outcome'>;
+  runDuration: Histogram<'job'>;
+  lastSuccess: Gauge<'job'>;
+  lastFailure: Gauge<'job'>;
+  runsLate: Counter<'job'>;
 }
 
 /** Every reason a tick is skipped for; `satisfies` makes adding a reason to `SkipReason` fail here until listed. */
@@ -208,6 +221,37 @@ export function createMetrics(): LeasebeatMetrics {
       labelNames: ['job'] as const,
       registers,
     }),
+    runsFinished: new Counter({
+      name: 'leasebeat_runs_finished_total',
+      help: 'Handlers that ended on this instance, by outcome: completed, failed (for good) or retried (a failed attempt BullMQ runs again)',
+      labelNames: ['job', 'outcome'] as const,
+      registers,
+    }),
+    runDuration: new Histogram({
+      name: 'leasebeat_run_duration_seconds',
+      help: 'How long a handler ran on this instance, from its start to its end (any outcome)',
+      labelNames: ['job'] as const,
+      buckets: RUN_DURATION_BUCKETS,
+      registers,
+    }),
+    lastSuccess: new Gauge({
+      name: 'leasebeat_run_last_success_timestamp_seconds',
+      help: 'When a run of the job last completed on this instance (Unix time); max by (job) over instances is the newest',
+      labelNames: ['job'] as const,
+      registers,
+    }),
+    lastFailure: new Gauge({
+      name: 'leasebeat_run_last_failure_timestamp_seconds',
+      help: 'When a run of the job last failed for good on this instance (Unix time)',
+      labelNames: ['job'] as const,
+      registers,
+    }),
+    runsLate: new Counter({
+      name: 'leasebeat_runs_late_total',
+      help: "Runs whose first start came later after their tick than the job's lateAfter",
+      labelNames: ['job'] as const,
+      registers,
+    }),
   };
   // Only the leader judges members: the others export no sample rather than a misleading 0 (Normal).
   instruments.disruptionState.remove();
@@ -226,6 +270,8 @@ export function createMetrics(): LeasebeatMetrics {
       for (const kind of RUN_START_KINDS) instruments.runStarts.inc({ job, kind }, 0);
       for (const reason of NOT_RUN_AGAIN_REASONS) instruments.runsNotRunAgain.inc({ job, reason }, 0);
       instruments.finishUnrecorded.inc({ job }, 0);
+      for (const outcome of RUN_OUTCOMES) instruments.runsFinished.inc({ job, outcome }, 0);
+      instruments.runsLate.inc({ job }, 0);
     }
     for (const queue of labels.queues ?? []) instruments.queueMetricsErrors.inc({ queue }, 0);
   };
@@ -275,6 +321,13 @@ export function createMetrics(): LeasebeatMetrics {
     },
     notRunAgain: (job, reason) => instruments.runsNotRunAgain.inc({ job, reason }),
     finishUnrecorded: (job) => instruments.finishUnrecorded.inc({ job }),
+    finished: (job, outcome, run) => {
+      instruments.runsFinished.inc({ job, outcome });
+      if (Number.isFinite(run.durationSeconds)) instruments.runDuration.observe({ job }, Math.max(0, run.durationSeconds));
+      if (outcome === 'completed') instruments.lastSuccess.set({ job }, run.endedAt / 1000);
+      if (outcome === 'failed') instruments.lastFailure.set({ job }, run.endedAt / 1000);
+    },
+    late: (job) => instruments.runsLate.inc({ job }),
   };
 
   const scheduleMetrics: ScheduleMetrics = {

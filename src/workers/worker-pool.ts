@@ -92,7 +92,17 @@ export interface WorkerMetrics {
   notRunAgain(job: string, reason: 'finish-lost' | 'completed-retry-refused'): void;
   /** A finish could not be recorded (the lock was lost, or the pool closed first): the run may run again. */
   finishUnrecorded(job: string): void;
+  /**
+   * A handler ended: `completed`, `failed` for good, or `retried` (a failed attempt BullMQ runs again);
+   * how long it ran (monotonic), and when it ended (epoch ms).
+   */
+  finished?(job: string, outcome: RunOutcome, run: { durationSeconds: number; endedAt: number }): void;
+  /** A run's first start came later after its tick than its definition's `lateAfter`. */
+  late?(job: string): void;
 }
+
+/** How a run's handler ended (`leasebeat_runs_finished_total{outcome}`). */
+export type RunOutcome = 'completed' | 'failed' | 'retried';
 
 /**
  * BullMQ workers for every queue the loaded jobs use, dispatching each run to its definition's handler.
@@ -353,13 +363,20 @@ export class WorkerPool {
           'running a run again whose last start never finished (its process died or lost the lock): BullMQ runs a run at least once',
         );
       }
-      this.options.metrics?.started(metricName(job), start.start, { tick: (job.data as Partial<TickJobData>).tick ?? job.timestamp, startedAt: job.processedOn ?? Date.now() });
+      const tick = (job.data as Partial<TickJobData>).tick ?? job.timestamp;
+      const startedAt = job.processedOn ?? Date.now();
+      this.options.metrics?.started(metricName(job), start.start, { tick, startedAt });
+      // Late is about the first start only: a retry starts when its backoff says.
+      if (start.start === 'first' && definition.lateAfterMs !== undefined && startedAt - tick > definition.lateAfterMs) this.options.metrics?.late?.(metricName(job));
       const abort = new AbortController();
       // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
       signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
       this.runs.set(key, { queue, id: job.id ?? '', name: job.name, abort });
       let result: unknown;
       let value: string;
+      const began = performance.now();
+      const ended = (outcome: RunOutcome): void =>
+        this.options.metrics?.finished?.(metricName(job), outcome, { durationSeconds: (performance.now() - began) / 1000, endedAt: Date.now() });
       try {
         result = await runWithDeadline(() => this.runHandler(definition, job, abort.signal), {
           runId: job.id ?? '',
@@ -375,10 +392,12 @@ export class WorkerPool {
         const moved = MOVED_ERRORS.has(failure.name);
         const final = !moved && isFinal(job, failure);
         await this.recordFinish(job, token, moved ? { outcome: 'moved', final: false, value: failure.message } : { outcome: 'failed', final, value: failure.message });
+        if (!moved) ended(final ? 'failed' : 'retried');
         if (final) await this.countOutcome(definition, job, failure);
         throw error;
       }
       await this.recordFinish(job, token, { outcome: 'completed', final: false, value });
+      ended('completed');
       await this.countOutcome(definition, job, undefined);
       return result;
     } finally {
