@@ -7,13 +7,14 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
-import { createMetrics, createScheduler, type Scheduler } from '../../src/index.js';
+import { createMetrics, createScheduler, startHttpServer, type Scheduler } from '../../src/index.js';
 import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
 
 const run = promisify(execFile);
 const RULES = fileURLToPath(new URL('../../deploy/prometheus/rules.yaml', import.meta.url));
 const JOBS = fileURLToPath(new URL('../fixtures/jobs-alerts/', import.meta.url));
+const DASHBOARD = fileURLToPath(new URL('../../deploy/grafana/leasebeat.json', import.meta.url));
 
 interface Rule {
   alert: string;
@@ -47,13 +48,15 @@ function seriesOf(exposition: string, names: string[]): Map<string, Array<Record
 
 const selector = (name: string, labels: Record<string, string>): string => `${name}{${Object.entries(labels).map(([key, value]) => `${key}="${value}"`).join(',')}}`;
 
-describe('deploy/prometheus/rules.yaml, checked and tested with promtool on the series a real instance exports', () => {
+describe('deploy/prometheus/rules.yaml and the Grafana dashboard, checked with promtool against the series a real instance exports', () => {
   const redis = useRedis();
   const metrics = createMetrics();
   let scheduler: Scheduler;
   let dir: string;
   let rules: Rule[];
   let scraped: Map<string, Array<Record<string, string>>>;
+  /** The whole of the instance's /metrics. */
+  let exposition: string;
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'leasebeat-rules-'));
@@ -77,9 +80,30 @@ describe('deploy/prometheus/rules.yaml, checked and tested with promtool on the 
       (await counted('leasebeat_runs_finished_total', { job: 'tardy', outcome: 'completed' })) &&
       (await counted('leasebeat_runs_late_total', { job: 'tardy' })) &&
       (await counted('leader_election_master_status', {})), 30_000);
-    scraped = seriesOf(await metrics.registry.metrics(), ['leasebeat_ticks_skipped_total', 'leasebeat_runs_late_total', 'leasebeat_runs_finished_total', 'leader_election_master_status']);
+    // Its /metrics as Prometheus scrapes it: the registry's and BullMQ's queue metrics.
+    const http = await startHttpServer({ host: '127.0.0.1', port: 0, source: scheduler, metrics });
+    try {
+      exposition = await (await fetch(`${http.url}/metrics`)).text();
+    } finally {
+      await http.close();
+    }
+    scraped = seriesOf(exposition, ['leasebeat_ticks_skipped_total', 'leasebeat_runs_late_total', 'leasebeat_runs_finished_total', 'leader_election_master_status']);
   });
   redis.beforeClose(() => scheduler.stop());
+
+  it('the Grafana dashboard queries only metrics the instance exports', async () => {
+    const dashboard = JSON.parse(await readFile(DASHBOARD, 'utf8')) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+    const exported = new Set([...exposition.matchAll(/^# TYPE (\S+) (\S+)$/gm)].flatMap(([, name, type]) => (type === 'histogram' ? [`${name}_bucket`, `${name}_sum`, `${name}_count`] : [name!])));
+    const promql = new Set(['sum', 'max', 'by', 'rate', 'increase', 'histogram_quantile', 'time', 'le', 'kind', 'job', 'reason', 'outcome', 'queue', 'state', 'condition']);
+    assert.ok(dashboard.panels.length > 0);
+    for (const panel of dashboard.panels) {
+      for (const { expr } of panel.targets) {
+        const names = [...expr.replace(/\{[^}]*\}/g, '').replace(/\[[^\]]*\]/g, '').matchAll(/[a-z_][a-z0-9_]*/g)].map(([name]) => name).filter((name) => !promql.has(name));
+        assert.ok(names.length > 0, `${panel.title}: ${expr} names a metric`);
+        for (const name of names) assert.ok(exported.has(name), `${panel.title}: ${name} is exported (${expr})`);
+      }
+    }
+  });
   after(() => rm(dir, { recursive: true, force: true }));
 
   it('promtool check rules: the file is valid', async () => {
