@@ -1,6 +1,7 @@
 import type { JobsOptions } from 'bullmq';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { Coalescer } from '../util/coalescer.js';
+import { currentTrace, inSpan, SpanKind } from '../util/traces.js';
 import { addRuns, type Run } from './enqueue.js';
 import type { TickJobData } from '../ledger/job-data.js';
 import type { QueueSet } from '../redis/queue-set.js';
@@ -69,7 +70,11 @@ export class FencedEnqueue {
    * longer leads when the batch was about to go: nothing was written.
    */
   claim(job: string, tick: number, jobId: string, request: ClaimRequest = {}): Promise<ClaimOutcome | undefined> {
-    return this.claims.call({ job, tick, jobId, request });
+    return inSpan('leasebeat.claim', { 'leasebeat.job': job, 'leasebeat.run_id': jobId }, async (span) => {
+      const outcome = await this.claims.call({ job, tick, jobId, request });
+      span.setAttribute('leasebeat.claim', outcome?.kind ?? 'not-leading');
+      return outcome;
+    });
   }
 
   /**
@@ -101,9 +106,14 @@ export class FencedEnqueue {
     }
     // Another term's staged run, due or not: held by workers like one (see TickRunData.stagedBy).
     if (stagedBy) Object.assign(data, { dueAt, stagedBy });
-    const added = await this.adds.call({ job, data, opts });
-    if (added instanceof Error) throw added;
-    return added;
+    return inSpan('leasebeat.enqueue', { 'leasebeat.job': job.name, 'leasebeat.run_id': jobId, 'messaging.system': 'bullmq', 'messaging.destination.name': job.queue }, async () => {
+      // The run continues this trace wherever it runs.
+      const carrier = currentTrace();
+      if (carrier) data.trace = carrier;
+      const added = await this.adds.call({ job, data, opts });
+      if (added instanceof Error) throw added;
+      return added;
+    }, { kind: SpanKind.PRODUCER });
   }
 
   /** Records that the claimed tick's run is in BullMQ; see {@link TickLedger.confirmTicks} for the outcomes. */

@@ -9,6 +9,7 @@ import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
 import { LaneCursor, type LaneMarks } from './lane-cursor.js';
 import type { LaneTerm } from './lane-term.js';
 import { recordRemovedSpan, SpanOverlapsRecord } from './removed-span.js';
+import { inSpan } from '../util/traces.js';
 import { StagedRuns, stagedBefore, unstageReason } from './staged-runs.js';
 import type { StagedRun } from './staging.js';
 
@@ -538,7 +539,13 @@ export class JobLane implements Sleeper {
   }
 
   /** Claims (or records) one tick and, if it is to run now, adds it. True once the tick is recorded. */
-  private async claimAndAdd(job: ScheduledJob, tick: number, request: ClaimRequest, stagedBy?: FencingToken): Promise<boolean> {
+  private claimAndAdd(job: ScheduledJob, tick: number, request: ClaimRequest, stagedBy?: FencingToken): Promise<boolean> {
+    const { generation, leaderTransitions } = this.term.token;
+    const attributes = { 'leasebeat.job': job.name, 'leasebeat.tick': new Date(tick).toISOString(), 'leasebeat.term': `${generation}/${leaderTransitions}` };
+    return inSpan('leasebeat.tick', attributes, () => this.claimAndAddTick(job, tick, request, stagedBy));
+  }
+
+  private async claimAndAddTick(job: ScheduledJob, tick: number, request: ClaimRequest, stagedBy?: FencingToken): Promise<boolean> {
     // The self-fence right before the claim: a paused leader must not write, even if it decided earlier.
     if (!this.term.leading()) return false;
     const jobId = tickJobId(job.name, tick);

@@ -32,6 +32,8 @@ export interface TickRunData<TData = unknown> {
   stagedBy?: FenceToken;
   /** For a run of a runtime schedule (the BullMQ job name is the schedule's id): its job type. */
   type?: string;
+  /** The W3C trace context of its enqueue, when the application traces (OpenTelemetry): its run continues the trace. */
+  trace?: Record<string, string>;
 }
 
 /** What a handler gets besides the BullMQ job. */

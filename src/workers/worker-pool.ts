@@ -7,6 +7,7 @@ import { DurabilityError } from '../redis/durability.js';
 import type { TickJobData } from '../ledger/job-data.js';
 import type { FinishToRecord, RecordedFinish, RunRecords, StartKind } from './run-records.js';
 import { runWithDeadline } from './run-deadline.js';
+import { inSpan, SpanKind, traceOf } from '../util/traces.js';
 
 /**
  * BullMQ's lock and stalled-job settings, which decide what happens to the jobs of an instance that dies.
@@ -378,12 +379,12 @@ export class WorkerPool {
       const ended = (outcome: RunOutcome): void =>
         this.options.metrics?.finished?.(metricName(job), outcome, { durationSeconds: (performance.now() - began) / 1000, endedAt: Date.now() });
       try {
-        result = await runWithDeadline(() => this.runHandler(definition, job, abort.signal), {
-          runId: job.id ?? '',
-          timeoutMs: definition.timeoutMs,
-          graceMs: definition.timeoutGraceMs,
-          abort,
-          log: this.options.logger,
+        const deadline = { runId: job.id ?? '', timeoutMs: definition.timeoutMs, graceMs: definition.timeoutGraceMs, abort, log: this.options.logger };
+        // The run continues the trace of its enqueue (its data carries it), in this process or another.
+        const attributes = { 'leasebeat.job': job.name, 'leasebeat.run_id': job.id ?? '', 'leasebeat.attempt': job.attemptsMade + 1, 'messaging.system': 'bullmq', 'messaging.destination.name': queue };
+        result = await inSpan('leasebeat.run', attributes, () => runWithDeadline(() => this.runHandler(definition, job, abort.signal), deadline), {
+          kind: SpanKind.CONSUMER,
+          parent: traceOf((job.data as Partial<TickJobData>).trace),
         });
         // What BullMQ will store, and what a finish recorded again returns.
         value = JSON.stringify(result) ?? '';

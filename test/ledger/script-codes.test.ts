@@ -12,8 +12,11 @@ const TABLES = (Object.entries(codes) as Array<[string, unknown]>).filter((entry
 
 const src = new URL('../../src/', import.meta.url).pathname;
 
-/** Scripts that answer data, not a code: a count, rows, or a best-effort take-back whose answer is only logged. */
-const ANSWER_DATA = new Set(['pruneLedger', 'takeOver', 'abandonStart']);
+/**
+ * Scripts that answer data, not a code: a count, rows, a best-effort take-back whose answer is only
+ * logged, or a count of failed runs with whether this one paused the job.
+ */
+const ANSWER_DATA = new Set(['pruneLedger', 'takeOver', 'abandonStart', 'countFailedRun']);
 
 describe('script return codes: named, and an unknown one is an error', () => {
   it('every Lua script that answers a code has it decoded by scriptCode, under its own name', () => {
