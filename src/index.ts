@@ -61,6 +61,7 @@ export {
   formatJobLine,
   formatRuns,
 } from './admin/admin.js';
+export type { AuditEntry, AuditAction } from './admin/audit-log.js';
 export {
   ScheduleError,
   type Schedules,

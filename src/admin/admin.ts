@@ -25,6 +25,7 @@ import { systemClock } from '../util/clock.js';
 import { ScheduleStore, type ScheduleRecord } from '../schedules/store.js';
 import { createSchedules, type Schedules } from './schedules.js';
 import type { RecentRun, TriggerResult } from './run-views.js';
+import { AuditLog, type AuditEntry } from './audit-log.js';
 
 export type { RecentRun, TriggerResult } from './run-views.js';
 
@@ -158,14 +159,19 @@ export interface Admin {
    * `unknown-job` or `paused` when the leader refuses it, and `timeout` when no leader took it within the
    * bound (it then never runs).
    */
-  trigger(job: string): Promise<TriggerResult>;
+  trigger(job: string, options?: { by?: string }): Promise<TriggerResult>;
   /**
    * Pauses a job at run time. Refuses a name neither known to the cluster (scheduled by a leader) nor
    * defined in the jobs folder, unless `force` (to pause a job before it is deployed).
    */
-  pause(job: string, options?: { note?: string; force?: boolean }): Promise<void>;
+  pause(job: string, options?: { note?: string; force?: boolean; by?: string }): Promise<void>;
   /** Resumes a paused job; false when it was not paused. Unknown names are refused unless `force`. */
-  resume(job: string, options?: { force?: boolean }): Promise<boolean>;
+  resume(job: string, options?: { force?: boolean; by?: string }): Promise<boolean>;
+  /**
+   * Who paused, resumed, triggered, edited or removed a job or schedule, and when: its newest `limit`
+   * entries (default 20), newest first. `by` of each action is the caller's (default: `who`).
+   */
+  history(job: string, options?: { limit?: number }): Promise<AuditEntry[]>;
   /**
    * Cordons a member (identity or a unique prefix); returns the full identity. Refused with
    * `no-eligible-leader` when the member is the last one that could lead (Ready, uncordoned, not shutting
@@ -213,6 +219,9 @@ class ClusterAdmin implements Admin {
   private readonly queues: QueueSet;
   private readonly timeoutMs: number;
   private readonly where: string;
+  private readonly audit: AuditLog;
+  /** Who acts, when the caller does not say: the CLI's user@host. */
+  private readonly who: string;
   /** The job folder as last loaded, and the names and modification times of its files then. */
   private loadedJobs: { stamp: string; checkedAt: number; settled: boolean; result: Promise<LoadResult> } | undefined;
   readonly schedules: Schedules;
@@ -245,6 +254,8 @@ class ClusterAdmin implements Admin {
     this.closeDurability = () => durable?.close();
     const writes = options.writes ?? (durable?.wait.enabled ? durable.wait : directWrites(this.redis));
     this.ledger = new TickLedger(this.redis, this.keys, writes);
+    this.audit = new AuditLog(this.redis, this.keys, writes);
+    this.who = options.who ?? `${userInfo().username}@${hostname()}`;
     this.schedules = createSchedules({
       store: new ScheduleStore(this.redis, this.keys, writes),
       types: async () => (await this.definitions(false))?.jobs,
@@ -261,10 +272,11 @@ class ClusterAdmin implements Admin {
       },
       jobCounts: (name) => this.ledger.jobState(name),
       pausedJobs: () => this.ledger.pausedJobs(),
-      pause: (name, note) => this.pause(name, { note, force: true }),
-      resume: (name) => this.resume(name, { force: true }),
-      trigger: (name) => this.trigger(name),
-      who: options.who ?? `${userInfo().username}@${hostname()}`,
+      pause: (name, note, by) => this.pause(name, { note, force: true, by }),
+      resume: (name, by) => this.resume(name, { force: true, by }),
+      trigger: (name, by) => this.trigger(name, { by }),
+      audit: (name, action, by, detail) => this.audit.record(name, action, by, detail),
+      who: this.who,
     });
     this.store = new MemberStore(this.redis, this.keys);
     this.lock = options.lock ?? new RedisLeaseLock({ connection: this.redis, name: leaseName, prefix: options.prefix, identity: 'leasebeat-admin' });
@@ -328,7 +340,7 @@ class ClusterAdmin implements Admin {
     return this.bounded('members', async (signal) => this.membersNow(holderOf(await this.readLease(signal))));
   }
 
-  trigger(name: string): Promise<TriggerResult> {
+  trigger(name: string, options: { by?: string } = {}): Promise<TriggerResult> {
     // A leader must take the request within the first part of the bound; the rest is for its add.
     const windowMs = Math.max(1, Math.floor(this.timeoutMs * TRIGGER_WINDOW_SHARE));
     return this.bounded(`trigger ${name}`, async (signal) => {
@@ -336,7 +348,11 @@ class ClusterAdmin implements Admin {
       const started = Date.now();
       for (;;) {
         const outcome = await triggerOutcome(this.redis, this.keys, request.id);
-        if (outcome) return this.triggered(name, outcome);
+        if (outcome) {
+          const result = this.triggered(name, outcome);
+          await this.audit.record(name, 'trigger', options.by ?? this.who, { ...result });
+          return result;
+        }
         if (Date.now() - started >= windowMs && (await this.ledger.abandonTrigger(request))) {
           // Recorded as refused before any leader took it: no leader will ever run it.
           throw new AdminError(
@@ -360,19 +376,25 @@ class ClusterAdmin implements Admin {
     throw new AdminError('timeout', `the leader refused the trigger of ${name} (${outcome.refused}); it will not run`);
   }
 
-  pause(name: string, options: { note?: string; force?: boolean } = {}): Promise<void> {
+  pause(name: string, options: { note?: string; force?: boolean; by?: string } = {}): Promise<void> {
     return this.bounded(`pause ${name}`, async () => {
       if (!options.force) await this.requireKnownJob(name);
       await this.ledger.pause(name, options.note ?? '');
+      await this.audit.record(name, 'pause', options.by ?? this.who, { note: options.note ?? '' });
     });
   }
 
-  resume(name: string, options: { force?: boolean } = {}): Promise<boolean> {
+  resume(name: string, options: { force?: boolean; by?: string } = {}): Promise<boolean> {
     return this.bounded(`resume ${name}`, async () => {
       const resumed = await this.ledger.resume(name);
       if (!resumed && !options.force) await this.requireKnownJob(name);
+      if (resumed) await this.audit.record(name, 'resume', options.by ?? this.who);
       return resumed;
     });
+  }
+
+  history(name: string, options: { limit?: number } = {}): Promise<AuditEntry[]> {
+    return this.bounded(`history ${name}`, () => this.audit.history(name, options.limit ?? 20));
   }
 
   cordon(member: string, options: { note?: string; force?: boolean } = {}): Promise<string> {

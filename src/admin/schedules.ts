@@ -84,7 +84,7 @@ export interface Schedules {
    */
   check(id: string, spec: ScheduleSpec): Promise<StoredSpec>;
   /** Removes a schedule (its staged runs are taken back); false when there was none. */
-  remove(id: string, options?: { expectedVersion?: number }): Promise<boolean>;
+  remove(id: string, options?: { expectedVersion?: number; by?: string }): Promise<boolean>;
   get(id: string): Promise<ScheduleView | undefined>;
   /**
    * A page of schedules in id order, from after `cursor`: at most `limit` (default 100, at most 1,000),
@@ -95,11 +95,11 @@ export interface Schedules {
   /** The schedule with its next `ticks` (default 5) and newest `runs` (default 10). Throws `not-found`. */
   describe(id: string, options?: { ticks?: number; runs?: number }): Promise<ScheduleDescription>;
   /** Pauses at run time, with a note; its staged runs are taken back. Throws `not-found`. */
-  pause(id: string, note?: string): Promise<void>;
+  pause(id: string, note?: string, options?: { by?: string }): Promise<void>;
   /** Ends a run-time pause; false when it was not paused. Throws `not-found`. */
-  resume(id: string): Promise<boolean>;
+  resume(id: string, options?: { by?: string }): Promise<boolean>;
   /** Runs it now, outside its ticks, as `Admin.trigger` does. Throws `not-found`. */
-  trigger(id: string): Promise<TriggerResult>;
+  trigger(id: string, options?: { by?: string }): Promise<TriggerResult>;
 }
 
 /** What the schedules API needs of the admin: the job types, and the operations every job has. */
@@ -116,9 +116,11 @@ export interface ScheduleDesk {
   runs(name: string, limit: number): Promise<RecentRun[]>;
   jobCounts(name: string): Promise<{ enqueued: number; skipped: Record<string, number> }>;
   pausedJobs(): Promise<ReadonlyMap<string, { note: string }>>;
-  pause(name: string, note: string): Promise<void>;
-  resume(name: string): Promise<boolean>;
-  trigger(name: string): Promise<TriggerResult>;
+  pause(name: string, note: string, by: string | undefined): Promise<void>;
+  resume(name: string, by: string | undefined): Promise<boolean>;
+  trigger(name: string, by: string | undefined): Promise<TriggerResult>;
+  /** Records what was done to a schedule in its history (see AuditLog). */
+  audit(name: string, action: 'upsert' | 'remove', by: string, detail: Record<string, unknown>): Promise<void>;
   /** Who writes, when the caller does not say: the CLI's user@host. */
   who: string;
 }
@@ -136,10 +138,13 @@ class ScheduleApi implements Schedules {
   async upsert(id: string, spec: ScheduleSpec, options: { expectedVersion?: number; by?: string } = {}): Promise<UpsertResult> {
     const { spec: stored, job, now } = await this.checked(id, spec);
     try {
-      const outcome = await this.desk.store.upsert(id, stored, options.by ?? this.desk.who, {
+      const by = options.by ?? this.desk.who;
+      const outcome = await this.desk.store.upsert(id, stored, by, {
         ...(options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion }),
         reviewAt: firstReviewAt(job, now),
       });
+      // A write of the spec already stored changed nothing, and is no event of its history.
+      if (outcome.changed) await this.desk.audit(id, 'upsert', by, { version: outcome.version, spec: stored });
       return { id, ...outcome };
     } catch (error) {
       if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
@@ -167,9 +172,11 @@ class ScheduleApi implements Schedules {
     return { spec: check.spec, job: check.job, now };
   }
 
-  async remove(id: string, options: { expectedVersion?: number } = {}): Promise<boolean> {
+  async remove(id: string, options: { expectedVersion?: number; by?: string } = {}): Promise<boolean> {
     try {
-      return (await this.desk.store.remove(id, options)) !== undefined;
+      const removed = await this.desk.store.remove(id, options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion });
+      if (removed !== undefined) await this.desk.audit(id, 'remove', options.by ?? this.desk.who, { version: removed });
+      return removed !== undefined;
     } catch (error) {
       if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
       throw error;
@@ -226,19 +233,19 @@ class ScheduleApi implements Schedules {
     };
   }
 
-  async pause(id: string, note = ''): Promise<void> {
+  async pause(id: string, note = '', options: { by?: string } = {}): Promise<void> {
     await this.requireSchedule(id);
-    await this.desk.pause(id, note);
+    await this.desk.pause(id, note, options.by);
   }
 
-  async resume(id: string): Promise<boolean> {
+  async resume(id: string, options: { by?: string } = {}): Promise<boolean> {
     await this.requireSchedule(id);
-    return this.desk.resume(id);
+    return this.desk.resume(id, options.by);
   }
 
-  async trigger(id: string): Promise<TriggerResult> {
+  async trigger(id: string, options: { by?: string } = {}): Promise<TriggerResult> {
     await this.requireSchedule(id);
-    return this.desk.trigger(id);
+    return this.desk.trigger(id, options.by);
   }
 
   private async requireSchedule(id: string): Promise<ScheduleRecord> {

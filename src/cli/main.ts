@@ -368,6 +368,19 @@ async function runs(name: string, options: { limit: string; json?: boolean }, co
   });
 }
 
+async function history(name: string, options: { limit: string; json?: boolean }, command: Command): Promise<void> {
+  const limit = wholeNumber('--limit', options.limit, 1);
+  await withAdmin(command, async (admin) => {
+    const entries = await admin.history(name, { limit });
+    if (options.json) {
+      console.log(JSON.stringify(entries, null, 2));
+      return;
+    }
+    if (entries.length === 0) console.log(`${name}: nothing was done to it by hand (pause, resume, trigger, schedule writes) that is still kept`);
+    for (const entry of entries) console.log(`${entry.at}  ${entry.action.padEnd(7)}  ${entry.by}${Object.keys(entry.detail).length > 0 ? `  ${JSON.stringify(entry.detail)}` : ''}`);
+  });
+}
+
 async function cordon(member: string, options: { note?: string; force?: boolean }, command: Command): Promise<void> {
   await withAdmin(command, async (admin) => {
     const identity = await admin.cordon(member, options);
@@ -526,6 +539,12 @@ withSettings(program.command('runs').description("a job's recent ticks, skipped 
   .option('-n, --limit <n>', 'how many, newest first', '20')
   .option('--json', 'print JSON')
   .action(runs);
+
+withSettings(program.command('history').description('who paused, resumed, triggered, edited or removed a job or schedule, and when (newest first)'), 'connection')
+  .argument('<job>', 'job name or schedule id')
+  .option('-n, --limit <n>', 'how many, newest first', '20')
+  .option('--json', 'print JSON')
+  .action(history);
 
 withSettings(program.command('cordon').description('take a member out of rotation: it leaves the election and takes no new jobs'), 'connection')
   .argument('<member>', 'member identity, or a prefix of it that matches one member')

@@ -1,5 +1,7 @@
 /** The leader's request stream ({@link KeySpace.triggers}) keeps about this many entries: far more than can be pending at once. */
 export const LEADER_STREAM_MAXLEN = 1000;
+/** Each job's audit stream ({@link KeySpace.audit}) keeps about this many entries. */
+export const AUDIT_STREAM_MAXLEN = 1000;
 
 /**
  * Redis keys of one leasebeat cluster. Every key shares the hash tag `{<cluster>}`, so the fence and the
@@ -31,6 +33,14 @@ export class KeySpace {
    */
   get failureStreaks(): string {
     return `${this.base}:failure-streaks`;
+  }
+
+  /**
+   * Stream: what operators did to one job or schedule (pause, resume, trigger, upsert, remove), who and
+   * when (the entry's id is Redis time), capped near {@link AUDIT_STREAM_MAXLEN} entries per name.
+   */
+  audit(name: string): string {
+    return `${this.base}:audit:${name}`;
   }
 
   /** Hash: job name → pause note, for pauses set at run time (`leasebeat pause`). */

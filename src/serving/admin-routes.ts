@@ -183,13 +183,14 @@ export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Route
     return answer(res, () => admin.runs(String(req.params.job), { limit: Number.isFinite(limit) ? limit : 20 }));
   });
 
-  router.post('/jobs/:job/trigger', ...writes, (req, res) => answer(res, () => admin.trigger(String(req.params.job))));
+  // Each action is recorded in the job's history as the board user's.
+  router.post('/jobs/:job/trigger', ...writes, (req, res) => answer(res, () => admin.trigger(String(req.params.job), { by: writer(req) })));
   router.post('/jobs/:job/pause', ...writes, (req, res) => {
     const { note, force } = body(req);
-    return answer(res, () => admin.pause(String(req.params.job), { ...(text(note) !== undefined ? { note: text(note) } : {}), force: force === true }));
+    return answer(res, () => admin.pause(String(req.params.job), { ...(text(note) !== undefined ? { note: text(note) } : {}), force: force === true, by: writer(req) }));
   });
   router.post('/jobs/:job/resume', ...writes, (req, res) =>
-    answer(res, async () => ({ resumed: await admin.resume(String(req.params.job), { force: body(req).force === true }) })),
+    answer(res, async () => ({ resumed: await admin.resume(String(req.params.job), { force: body(req).force === true, by: writer(req) }) })),
   );
   router.post('/members/:member/cordon', ...writes, (req, res) =>
     answer(res, async () => ({ identity: await admin.cordon(String(req.params.member), cordonOptions(req)) })),
@@ -238,15 +239,15 @@ export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Route
     answer(
       res,
       async () => {
-        if (!(await schedules.remove(id(req), expectedVersion(req)))) throw notFound(id(req));
+        if (!(await schedules.remove(id(req), { ...expectedVersion(req), by: writer(req) }))) throw notFound(id(req));
         return { removed: true };
       },
       preconditioned(req),
     ),
   );
-  router.post('/schedules/:id/pause', ...writes, (req, res) => answer(res, () => schedules.pause(id(req), text(body(req).note))));
-  router.post('/schedules/:id/resume', ...writes, (req, res) => answer(res, async () => ({ resumed: await schedules.resume(id(req)) })));
-  router.post('/schedules/:id/trigger', ...writes, (req, res) => answer(res, () => schedules.trigger(id(req))));
+  router.post('/schedules/:id/pause', ...writes, (req, res) => answer(res, () => schedules.pause(id(req), text(body(req).note), { by: writer(req) })));
+  router.post('/schedules/:id/resume', ...writes, (req, res) => answer(res, async () => ({ resumed: await schedules.resume(id(req), { by: writer(req) }) })));
+  router.post('/schedules/:id/trigger', ...writes, (req, res) => answer(res, () => schedules.trigger(id(req), { by: writer(req) })));
   router.use(unreadableBody);
   return router;
 }

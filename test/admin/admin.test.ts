@@ -86,6 +86,23 @@ describe('createAdmin on a running instance', () => {
     assert.equal(await admin.resume('fan-in'), false);
   });
 
+  it('history says who paused, resumed and triggered a job, and when, newest first; a refused or idle action is not in it', { timeout: 60_000 }, async () => {
+    const before = Date.now() - 1_000;
+    await assert.rejects(admin.pause('no-such-job', { by: 'mallory@laptop' }));
+    await admin.pause('history-job', { note: 'db migration', force: true, by: 'alice@ops' });
+    assert.equal(await admin.resume('history-job', { force: true, by: 'bob (http)' }), true);
+    assert.equal(await admin.resume('history-job', { force: true, by: 'carol@ops' }), false, 'not paused: nothing done');
+    const triggered = await admin.trigger('fan-in', { by: 'dave@ops' });
+    const history = await admin.history('history-job');
+    assert.deepEqual(history.map(({ action, by, detail }) => ({ action, by, detail })), [
+      { action: 'resume', by: 'bob (http)', detail: {} },
+      { action: 'pause', by: 'alice@ops', detail: { note: 'db migration' } },
+    ]);
+    for (const entry of history) assert.ok(Date.parse(entry.at) >= before && Date.parse(entry.at) <= Date.now() + 1_000, entry.at);
+    assert.deepEqual((await admin.history('fan-in', { limit: 1 })).map(({ action, by, detail }) => ({ action, by, detail })), [{ action: 'trigger', by: 'dave@ops', detail: { ...triggered } }]);
+    assert.deepEqual(await admin.history('no-such-job'), []);
+  });
+
   it('drain cordons the member by a unique prefix and waits until it reports no active jobs; uncordon puts it back', { timeout: 60_000 }, async () => {
     await assert.rejects(admin.cordon('nobody'), (error: unknown) => error instanceof AdminError && error.code === 'unknown-member');
     // The only member: drained, it leaves the cluster without a leader, so only when forced.

@@ -207,6 +207,20 @@ describe('runtime schedules on two instances (real Redis and BullMQ)', () => {
     assert.equal((await admin.schedules.get('orphan'))?.problem?.kind, 'orphaned');
   });
 
+  it('history says who wrote, paused and removed a schedule; a write of the same spec is no event', { timeout: 30_000 }, async () => {
+    await admin.schedules.upsert('audited', { job: 'record', every: '1h' }, { by: 'erin (http)' });
+    await admin.schedules.upsert('audited', { job: 'record', every: '1h' }, { by: 'frank@ops' });
+    await admin.schedules.upsert('audited', { job: 'record', every: '2h' });
+    await admin.schedules.pause('audited', 'tenant offboarding', { by: 'grace@ops' });
+    assert.equal(await admin.schedules.remove('audited'), true);
+    assert.deepEqual((await admin.history('audited')).map(({ action, by, detail }) => [action, by, detail.version ?? detail.note]), [
+      ['remove', 'test@ci', 2],
+      ['pause', 'grace@ops', 'tenant offboarding'],
+      ['upsert', 'test@ci', 2],
+      ['upsert', 'erin (http)', 1],
+    ]);
+  });
+
   it('refuses bad input with one line per problem and writes nothing', async () => {
     const count = (await admin.schedules.list({ limit: 1000 })).total;
     await assert.rejects(admin.schedules.upsert('bad', { job: 'nope', schedule: '* * * * * * *' }), (e: unknown) => {
