@@ -721,7 +721,12 @@ export class JobLane implements Sleeper {
       this.term.fenced();
       return false;
     }
-    if (outcome === 'overlaps') throw new SpanOverlapsRecord(job.name, range.from, range.to);
+    if (outcome === 'overlaps') {
+      // Every path that records a span counts it from the ledger again once re-planned (the missed-window
+      // span of fire() counts from the lane's own cursor, which would meet the same record each retry).
+      this.needsPlan = true;
+      throw new SpanOverlapsRecord(job.name, range.from, range.to);
+    }
     if (outcome === 'invalid') {
       // The plan never yields such a range; the ledger refused it, so re-plan from the ledger.
       this.log.error(logged, 'BUG: the ledger refused an inverted or empty skipped range; re-planning the job from the ledger');

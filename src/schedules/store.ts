@@ -144,7 +144,8 @@ export class ScheduleStore {
     if (text === null) return [];
     let chain: unknown;
     try {
-      chain = JSON.parse(text);
+      // Earlier builds kept one version as "<endedAt>|edit|<record>": a chain of that one.
+      chain = text.startsWith('[') ? JSON.parse(text) : [text.split('|', 2).concat(text.slice(text.indexOf('|', text.indexOf('|') + 1) + 1))];
     } catch {
       chain = undefined;
     }

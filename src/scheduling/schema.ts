@@ -55,7 +55,10 @@ function custom(ctx: z.RefinementCtx, message: string): void {
   ctx.addIssue({ code: 'custom', message });
 }
 
-const durationField = (minMs: number) =>
+/** Node's timers fire at once past 2^31 - 1 ms: a run's deadline (and its grace) stays below. */
+const MAX_TIMER_MS = 24 * 86_400_000;
+
+const durationField = (minMs: number, maxMs = Infinity) =>
   z.unknown().transform((value, ctx) => {
     const ms = parseDuration(value);
     if (ms === undefined) {
@@ -65,6 +68,10 @@ const durationField = (minMs: number) =>
     if (ms < minMs) {
       const hint = typeof value === 'number' ? `; numbers are milliseconds — did you mean "${value}s"?` : '';
       custom(ctx, `must be at least ${formatDuration(minMs)}${hint}`);
+      return z.NEVER;
+    }
+    if (ms > maxMs) {
+      custom(ctx, `must be at most ${formatDuration(maxMs)}`);
       return z.NEVER;
     }
     return ms;
@@ -144,8 +151,8 @@ const definitionSchema = z.strictObject({
     })
     .optional(),
   concurrency: z.int().positive().optional(),
-  timeout: durationField(1_000).optional(),
-  timeoutGrace: durationField(0).optional(),
+  timeout: durationField(1_000, MAX_TIMER_MS).optional(),
+  timeoutGrace: durationField(0, MAX_TIMER_MS).optional(),
   pauseOnFailure: z.int().positive().optional(),
   lateAfter: durationField(0).optional(),
   attempts: z.int().positive().optional(),

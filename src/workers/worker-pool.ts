@@ -364,11 +364,12 @@ export class WorkerPool {
           'running a run again whose last start never finished (its process died or lost the lock): BullMQ runs a run at least once',
         );
       }
-      const tick = (job.data as Partial<TickJobData>).tick ?? job.timestamp;
+      const { tick = job.timestamp, dueAt } = job.data as Partial<TickJobData>;
       const startedAt = job.processedOn ?? Date.now();
       this.options.metrics?.started(metricName(job), start.start, { tick, startedAt });
-      // Late is about the first start only: a retry starts when its backoff says.
-      if (start.start === 'first' && definition.lateAfterMs !== undefined && startedAt - tick > definition.lateAfterMs) this.options.metrics?.late?.(metricName(job));
+      // Late is about the first start only (a retry starts when its backoff says), from when the run was
+      // due: a staged run's due time includes its jitter.
+      if (start.start === 'first' && definition.lateAfterMs !== undefined && startedAt - (dueAt ?? tick) > definition.lateAfterMs) this.options.metrics?.late?.(metricName(job));
       const abort = new AbortController();
       // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
       signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
@@ -376,13 +377,25 @@ export class WorkerPool {
       let result: unknown;
       let value: string;
       const began = performance.now();
-      const ended = (outcome: RunOutcome): void =>
-        this.options.metrics?.finished?.(metricName(job), outcome, { durationSeconds: (performance.now() - began) / 1000, endedAt: Date.now() });
+      // Taken when the handler settles: recording the finish (its WAIT on replicas) is not the run's time.
+      // A handler let go past its deadline has not settled: the run ended when it was failed.
+      let handlerEnded: { at: number; ms: number } | undefined;
+      const ended = (outcome: RunOutcome): void => {
+        const end = handlerEnded ?? { at: Date.now(), ms: performance.now() - began };
+        this.options.metrics?.finished?.(metricName(job), outcome, { durationSeconds: end.ms / 1000, endedAt: end.at });
+      };
+      const timed = async (): Promise<unknown> => {
+        try {
+          return await this.runHandler(definition, job, abort.signal);
+        } finally {
+          handlerEnded = { at: Date.now(), ms: performance.now() - began };
+        }
+      };
       try {
         const deadline = { runId: job.id ?? '', timeoutMs: definition.timeoutMs, graceMs: definition.timeoutGraceMs, abort, log: this.options.logger };
         // The run continues the trace of its enqueue (its data carries it), in this process or another.
         const attributes = { 'leasebeat.job': job.name, 'leasebeat.run_id': job.id ?? '', 'leasebeat.attempt': job.attemptsMade + 1, 'messaging.system': 'bullmq', 'messaging.destination.name': queue };
-        result = await inSpan('leasebeat.run', attributes, () => runWithDeadline(() => this.runHandler(definition, job, abort.signal), deadline), {
+        result = await inSpan('leasebeat.run', attributes, () => runWithDeadline(timed, deadline), {
           kind: SpanKind.CONSUMER,
           parent: traceOf((job.data as Partial<TickJobData>).trace),
         });

@@ -61,7 +61,7 @@ describe('deploy/prometheus/rules.yaml and the Grafana dashboard, checked with p
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'leasebeat-rules-'));
     rules = (parse(await readFile(RULES, 'utf8')) as { groups: Array<{ rules: Rule[] }> }).groups.flatMap((group) => group.rules);
-    metrics.declare({ election: 'leasebeat', jobs: ['failing', 'tardy'] });
+    metrics.declare({ election: 'leasebeat', jobs: ['failing', 'tardy', 'flaky'] });
     scheduler = createScheduler({
       connection: redis.server.url,
       jobsDir: JOBS,
@@ -79,6 +79,8 @@ describe('deploy/prometheus/rules.yaml and the Grafana dashboard, checked with p
       (await counted('leasebeat_runs_finished_total', { job: 'failing', outcome: 'failed' })) &&
       (await counted('leasebeat_runs_finished_total', { job: 'tardy', outcome: 'completed' })) &&
       (await counted('leasebeat_runs_late_total', { job: 'tardy' })) &&
+      (await counted('leasebeat_runs_finished_total', { job: 'flaky', outcome: 'failed' })) &&
+      (await counted('leasebeat_runs_finished_total', { job: 'flaky', outcome: 'completed' })) &&
       (await counted('leader_election_master_status', {})), 30_000);
     // Its /metrics as Prometheus scrapes it: the registry's and BullMQ's queue metrics.
     const http = await startHttpServer({ host: '127.0.0.1', port: 0, source: scheduler, metrics });
@@ -87,7 +89,13 @@ describe('deploy/prometheus/rules.yaml and the Grafana dashboard, checked with p
     } finally {
       await http.close();
     }
-    scraped = seriesOf(exposition, ['leasebeat_ticks_skipped_total', 'leasebeat_runs_late_total', 'leasebeat_runs_finished_total', 'leader_election_master_status']);
+    scraped = seriesOf(exposition, [
+      'leasebeat_ticks_skipped_total',
+      'leasebeat_runs_late_total',
+      'leasebeat_run_last_failure_timestamp_seconds',
+      'leasebeat_run_last_success_timestamp_seconds',
+      'leader_election_master_status',
+    ]);
   });
   redis.beforeClose(() => scheduler.stop());
 
@@ -113,11 +121,15 @@ describe('deploy/prometheus/rules.yaml and the Grafana dashboard, checked with p
   });
 
   it('promtool test rules: each alert fires on the series it is about, with its labels and annotations, and not on the others', { timeout: 60_000 }, async () => {
-    /** A scraped series of `name` whose labels include `labels`, as a promtool series on instance `instance`. */
-    const series = (name: string, labels: Record<string, string>, instance = 'pod-a'): string => {
+    /**
+     * A scraped series of `name` whose labels include `labels`, as Prometheus stores it from pod `pod` of
+     * namespace `namespace`: with the target's labels added, and (honor_labels, as the shipped PodMonitor
+     * scrapes) leasebeat's own `job` kept.
+     */
+    const series = (name: string, labels: Record<string, string>, pod = 'leasebeat-0', namespace = 'prod'): string => {
       const match = scraped.get(name)!.find((found) => Object.entries(labels).every(([key, value]) => found[key] === value));
       assert.ok(match, `the instance exports ${selector(name, labels)}`);
-      return selector(name, { ...match, instance });
+      return selector(name, { job: `${namespace}/leasebeat`, ...match, namespace, pod, instance: `${pod}:8080` });
     };
     const rule = (alert: string): Rule => rules.find((candidate) => candidate.alert === alert)!;
     /** What promtool must see: the rule's labels and annotations, its templates filled in with `labels`. */
@@ -128,6 +140,8 @@ describe('deploy/prometheus/rules.yaml and the Grafana dashboard, checked with p
         exp_annotations: Object.fromEntries(Object.entries(rule(alert).annotations ?? {}).map(([key, text]) => [key, fill(text)])),
       };
     };
+    const prod = { namespace: 'prod' };
+    const leader = (pod: string, values: string, namespace = 'prod'): object => ({ series: series('leader_election_master_status', {}, pod, namespace), values });
     const tests = [
       {
         interval: '1m',
@@ -135,38 +149,55 @@ describe('deploy/prometheus/rules.yaml and the Grafana dashboard, checked with p
           // A tick missed past the window fires; overlap skips, which the job's own rule decides, do not.
           { series: series('leasebeat_ticks_skipped_total', { job: 'failing', reason: 'missed-window' }), values: '0 0 3 3 3' },
           { series: series('leasebeat_ticks_skipped_total', { job: 'tardy', reason: 'overlap' }), values: '0 5 10 15 20' },
-          // failing: only failures; tardy: completions, and late starts.
-          { series: series('leasebeat_runs_finished_total', { job: 'failing', outcome: 'failed' }), values: '0 1 2 3 4' },
-          { series: series('leasebeat_runs_finished_total', { job: 'failing', outcome: 'completed' }), values: '0 0 0 0 0' },
-          { series: series('leasebeat_runs_finished_total', { job: 'tardy', outcome: 'failed' }), values: '0 1 1 1 1' },
-          { series: series('leasebeat_runs_finished_total', { job: 'tardy', outcome: 'completed' }), values: '0 5 10 15 20' },
           { series: series('leasebeat_runs_late_total', { job: 'tardy' }), values: '0 0 2 2 2' },
           { series: series('leasebeat_runs_late_total', { job: 'failing' }), values: '0 0 0 0 0' },
-          // One leader, as it should be.
-          { series: series('leader_election_master_status', {}, 'pod-a'), values: '1 1 1 1 1' },
-          { series: series('leader_election_master_status', {}, 'pod-b'), values: '0 0 0 0 0' },
+          // failing never completed; flaky's newest end is a failure; tardy only completes.
+          { series: series('leasebeat_run_last_failure_timestamp_seconds', { job: 'failing' }), values: '100 160 220 280 340' },
+          { series: series('leasebeat_run_last_failure_timestamp_seconds', { job: 'flaky' }), values: '100 200 300 400 500' },
+          { series: series('leasebeat_run_last_success_timestamp_seconds', { job: 'flaky' }), values: '150 250 350 350 350' },
+          { series: series('leasebeat_run_last_success_timestamp_seconds', { job: 'tardy' }), values: '100 160 220 280 340' },
+          // One leader in each of two deployments.
+          leader('leasebeat-0', '1 1 1 1 1'),
+          leader('leasebeat-1', '0 0 0 0 0'),
+          leader('leasebeat-0', '1 1 1 1 1', 'staging'),
         ],
         alert_rule_test: [
-          { eval_time: '3m', alertname: 'LeasebeatTickMissed', exp_alerts: [expected('LeasebeatTickMissed', { job: 'failing', reason: 'missed-window' })] },
-          { eval_time: '3m', alertname: 'LeasebeatJobLate', exp_alerts: [expected('LeasebeatJobLate', { job: 'tardy' })] },
-          { eval_time: '3m', alertname: 'LeasebeatJobFailing', exp_alerts: [expected('LeasebeatJobFailing', { job: 'failing' })] },
+          { eval_time: '3m', alertname: 'LeasebeatTickMissed', exp_alerts: [expected('LeasebeatTickMissed', { ...prod, job: 'failing', reason: 'missed-window' })] },
+          { eval_time: '3m', alertname: 'LeasebeatJobLate', exp_alerts: [expected('LeasebeatJobLate', { ...prod, job: 'tardy' })] },
+          { eval_time: '1m', alertname: 'LeasebeatJobFailing', exp_alerts: [expected('LeasebeatJobFailing', { ...prod, job: 'failing' })] },
+          {
+            eval_time: '3m',
+            alertname: 'LeasebeatJobFailing',
+            exp_alerts: [expected('LeasebeatJobFailing', { ...prod, job: 'failing' }), expected('LeasebeatJobFailing', { ...prod, job: 'flaky' })],
+          },
           { eval_time: '3m', alertname: 'LeasebeatNoLeader', exp_alerts: [] },
           { eval_time: '3m', alertname: 'LeasebeatSeveralLeaders', exp_alerts: [] },
         ],
       },
       {
-        interval: '15s',
-        input_series: [
-          // No leader for a minute, then two for a minute.
-          { series: series('leader_election_master_status', {}, 'pod-a'), values: '0 0 0 0 1 1 1 1 1' },
-          { series: series('leader_election_master_status', {}, 'pod-b'), values: '0 0 0 0 1 1 1 1 1' },
-        ],
+        // A crash failover as the shipped PodMonitor sees it (30 s scrapes): the leader's series goes stale,
+        // the follower leads a lease duration later. Not an alert.
+        interval: '30s',
+        input_series: [leader('leasebeat-0', '1 1 stale stale stale stale'), leader('leasebeat-1', '0 0 0 1 1 1')],
         alert_rule_test: [
-          { eval_time: '15s', alertname: 'LeasebeatNoLeader', exp_alerts: [] },
-          { eval_time: '45s', alertname: 'LeasebeatNoLeader', exp_alerts: [expected('LeasebeatNoLeader', {})] },
-          { eval_time: '75s', alertname: 'LeasebeatSeveralLeaders', exp_alerts: [] },
-          { eval_time: '2m', alertname: 'LeasebeatSeveralLeaders', exp_alerts: [expected('LeasebeatSeveralLeaders', {})] },
-          { eval_time: '2m', alertname: 'LeasebeatNoLeader', exp_alerts: [] },
+          { eval_time: '90s', alertname: 'LeasebeatNoLeader', exp_alerts: [] },
+          { eval_time: '150s', alertname: 'LeasebeatNoLeader', exp_alerts: [] },
+        ],
+      },
+      {
+        interval: '30s',
+        input_series: [leader('leasebeat-0', '0 0 0 0 0 0'), leader('leasebeat-1', '0 0 0 0 0 0')],
+        alert_rule_test: [
+          { eval_time: '30s', alertname: 'LeasebeatNoLeader', exp_alerts: [] },
+          { eval_time: '90s', alertname: 'LeasebeatNoLeader', exp_alerts: [expected('LeasebeatNoLeader', { ...prod, name: 'leasebeat' })] },
+        ],
+      },
+      {
+        interval: '30s',
+        input_series: [leader('leasebeat-0', '1 1 1 1 1 1'), leader('leasebeat-1', '1 1 1 1 1 1')],
+        alert_rule_test: [
+          { eval_time: '30s', alertname: 'LeasebeatSeveralLeaders', exp_alerts: [] },
+          { eval_time: '90s', alertname: 'LeasebeatSeveralLeaders', exp_alerts: [expected('LeasebeatSeveralLeaders', { ...prod, name: 'leasebeat' })] },
         ],
       },
     ];

@@ -153,12 +153,32 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     await ledger.raiseFence(termA, 'a', 1);
     assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
     assert.equal(await ledger.skipRange(termA, 'j', { from: 2000, to: 4000, count: 3, reason: 'removed' }), 'recorded');
-    // A lane that read the watermark before the range was written claims the tick after it.
+    // A lane that read the watermark before the range was written claims the ticks after it, in order.
+    assert.deepEqual(await ledger.claim(termA, 'j', 2000, 'j@2000', { previousTick: 1000 }), { kind: 'settled', state: 'skipped|removed' });
     assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000 }), { kind: 'settled', state: 'skipped|removed' });
     assert.equal(await ledger.tickState('j', 3000), undefined, 'the range is its record');
     assert.deepEqual(await ledger.pendingTicks('j'), [1000]);
     assert.equal((await ledger.jobState('j')).lastScheduledTick, 4000);
     assert.deepEqual(await ledger.claim(termA, 'j', 5000, 'j@5000', { previousTick: 4000 }), { kind: 'claimed', retry: false }, 'past the range, claims go on');
+  });
+
+  it('a skipped range over a recorded range is refused: no tick is counted twice', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 2000, to: 5000, count: 4, reason: 'removed' }), 'recorded');
+    // Two writers that read one watermark both count the span: the second is refused, and counts again.
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 2000, to: 5000, count: 4, reason: 'removed' }), 'overlaps');
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 3000, to: 6000, count: 4, reason: 'rescheduled' }), 'overlaps');
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 1000, to: 2000, count: 2, reason: 'rescheduled' }), 'overlaps');
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 6000, to: 7000, count: 2, reason: 'rescheduled' }), 'recorded');
+    assert.deepEqual((await ledger.jobState('j')).skipped, { removed: 4, rescheduled: 2 });
+  });
+
+  it('a run a failover lost the claim of is claimed as added even inside a range recorded since: it is in BullMQ and runs', async () => {
+    await ledger.raiseFence(termA, 'a', 1);
+    assert.deepEqual(await ledger.claim(termA, 'j', 1000, 'j@1000'), { kind: 'claimed', retry: false });
+    assert.equal(await ledger.skipRange(termA, 'j', { from: 2000, to: 4000, count: 3, reason: 'removed' }), 'recorded');
+    assert.deepEqual(await ledger.claim(termA, 'j', 3000, 'j@3000', { previousTick: 2000, added: true }), { kind: 'claimed', retry: false });
+    assert.match((await ledger.tickState('j', 3000)) ?? '', /^claimed\|/);
   });
 
   it('the newest run is known from its claim; a buffered claim is not a run until released', async () => {

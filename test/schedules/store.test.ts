@@ -31,6 +31,17 @@ describe('ScheduleStore: the versions writes ended, kept until a leader has reco
     assert.deepEqual((await store.replaced('s')).map(({ record }) => record.version), [3, 4, 5, 6, 7, 8, 9, 10]);
   });
 
+  it('reads the one-version entry earlier builds wrote as a chain of one, and goes on from it', async () => {
+    await store.upsert('old', spec(1), 'test');
+    const record = (await redis.client.hget(store.keys.schedules, 'old'))!;
+    await redis.client.hset(store.keys.schedulePrevious, 'old', `1000|edit|${record}`);
+    assert.deepEqual((await store.replaced('old')).map(({ endedAt, removed, record: { version } }) => [endedAt, removed, version]), [[1000, false, 1]]);
+    await store.upsert('old', spec(2), 'test');
+    assert.deepEqual((await store.replaced('old')).map(({ record: { version } }) => version), [1, 1]);
+    await store.forgetPrevious('old', 1000);
+    assert.deepEqual((await store.replaced('old')).map(({ endedAt }) => endedAt > 1000), [true]);
+  });
+
   it('forgets the versions ended by writes up to an instant, and keeps the later ones', async () => {
     for (let n = 1; n <= 4; n++) await store.upsert('s', spec(n), 'test');
     const chain = await store.replaced('s');

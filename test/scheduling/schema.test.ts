@@ -192,6 +192,7 @@ describe('validateJobDefinition: errors name the file, the field and the fix', (
     ]);
     assert.deepEqual(errorsOf({ ...valid, timeout: '500ms' }), ['jobs/x.ts: timeout "500ms": must be at least 1s']);
     assert.deepEqual(errorsOf({ ...valid, pauseOnFailure: 0 }), ['jobs/x.ts: pauseOnFailure 0: must be a positive integer: the failed runs in a row that pause the job, e.g. 3']);
+    assert.deepEqual(errorsOf({ ...valid, timeout: '30d' }), ['jobs/x.ts: timeout "30d": must be at most 24d']);
     assert.deepEqual(errorsOf({ ...valid, timeout: 30 }), ['jobs/x.ts: timeout 30: must be at least 1s; numbers are milliseconds — did you mean "30s"?']);
     assert.deepEqual(errorsOf({ ...valid, timeoutGrace: 'soon' }), [
       'jobs/x.ts: timeoutGrace "soon": is not a duration; use milliseconds or a string like "30s", "5m" or "1h30m"',

@@ -78,16 +78,27 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       assert.equal((await queue.getJob('bounded@1'))?.failedReason, 'run bounded@1 timed out after 1s');
     });
 
-    it('fails a run whose handler ignores its signal once the grace period ends, and lets the handler go', async () => {
-      let finished = false;
-      pool = testWorkerPool({ connection: redis.client, logger: silent });
+    it('fails a run whose handler ignores its signal once the grace period ends, says so, and lets the handler go', async () => {
+      const warnings: string[] = [];
+      const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) });
+      let release: () => void = () => undefined;
+      const stuck = new Promise<void>((resolve) => (release = resolve));
+      let started = 0;
+      pool = testWorkerPool({ connection: redis.client, logger: log });
       pool.update(new Map([['stubborn', scheduledJob({ name: 'stubborn', timeout: '1s', timeoutGrace: '200ms', handler: async () => {
-        await sleep(4_000);
-        finished = true;
+        started++;
+        await stuck;
       } })]]));
-      const run = await queue.add('stubborn', tickJobData(), { jobId: 'stubborn@1', attempts: 1 });
-      await assert.rejects(run.waitUntilFinished(events, 10_000), /did not stop within the grace period/);
-      assert.equal(finished, false, 'failed without waiting for the handler');
+      try {
+        const run = await queue.add('stubborn', tickJobData(), { jobId: 'stubborn@1', attempts: 1 });
+        await assert.rejects(run.waitUntilFinished(events, 10_000), /did not stop within the grace period/);
+        assert.ok(warnings.includes('a handler past its deadline ignored its signal; the run is failed without it'), warnings.join(' | '));
+        // Its slot is free (concurrency 1): the next run starts while the first handler still hangs.
+        await queue.add('stubborn', tickJobData(), { jobId: 'stubborn@2', attempts: 1 });
+        await until('the next run to start', () => started === 2, 5_000);
+      } finally {
+        release();
+      }
     });
 
     it('leaves a run that ends in time alone', async () => {

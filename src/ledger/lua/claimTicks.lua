@@ -38,19 +38,19 @@ if fenced(KEYS[1], KEYS[2], generation, transitions, count) then
   return { -1 }
 end
 
--- The reason of a recorded skipped range that covers `tick` (ranges start at or before it), if any.
+-- The reason of a recorded skipped range that covers `tick`, if any. Recorded ranges never overlap
+-- (skipRange.lua), so only the one starting last at or before the tick can.
 local function coveringRange(skips, tick)
-  for _, member in ipairs(redis.call('ZREVRANGEBYSCORE', skips, tick, '-inf')) do
-    local range = cjson.decode(member)
-    if tonumber(range.to) >= tick then
-      return range.reason
-    end
-  end
+  local member = redis.call('ZREVRANGEBYSCORE', skips, tick, '-inf', 'LIMIT', 0, 1)[1]
+  if not member then return nil end
+  local range = cjson.decode(member)
+  if tonumber(range.to) >= tick then return range.reason end
   return nil
 end
 
 local function claim(ledger, index, pending, state, skips, job, tick, jobId, mode, reason, previous)
   local paused = redis.call('HEXISTS', KEYS[3], job) == 1
+  local added = mode == 'added'
   if mode == 'added' then
     mode, paused = 'enqueue', false
   end
@@ -109,8 +109,8 @@ local function claim(ledger, index, pending, state, skips, job, tick, jobId, mod
   -- Behind the watermark with no record of its own: another writer of the job (a removed schedule's
   -- stopping lane beside its next life's lane, or the removed-jobs sweep) recorded a range over it after
   -- this caller read the watermark. The range is the tick's record; a claim now would run a tick the
-  -- ledger says was skipped.
-  if last and tonumber(tick) <= tonumber(last) then
+  -- ledger says was skipped. Not a run already in BullMQ ('added'): it runs, and its claim must say so.
+  if not added and last and tonumber(tick) <= tonumber(last) then
     local covered = coveringRange(skips, tonumber(tick))
     if covered then
       return 0, 'skipped|' .. covered

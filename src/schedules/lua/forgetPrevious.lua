@@ -5,11 +5,11 @@
   ARGV[1] id  ARGV[2] the time (ms) of the newest write whose replaced version is accounted for
   Returns how many versions were forgotten.
 ]]
-local stored = redis.call('HGET', KEYS[1], ARGV[1])
-if not stored then
+--- @include "includes/replaced"
+local chain, kept = readReplaced(KEYS[1], ARGV[1]), {}
+if #chain == 0 then
   return 0
 end
-local chain, kept = cjson.decode(stored), {}
 for _, entry in ipairs(chain) do
   if tonumber(entry[1]) > tonumber(ARGV[2]) then kept[#kept + 1] = entry end
 end

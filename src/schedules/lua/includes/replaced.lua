@@ -7,10 +7,19 @@
 ]]
 local MAX_REPLACED = 8
 
-local function appendReplaced(key, id, endedAt, kind, record)
-  local chain = {}
+-- The chain stored for `id` (empty when none). An entry of the one-version format earlier builds wrote,
+-- "<endedAt>|edit|<record>" or "<endedAt>|remove|<record>", reads as a chain of that one version.
+local function readReplaced(key, id)
   local stored = redis.call('HGET', key, id)
-  if stored then chain = cjson.decode(stored) end
+  if not stored then return {} end
+  if string.sub(stored, 1, 1) == '[' then return cjson.decode(stored) end
+  local first = string.find(stored, '|', 1, true)
+  local second = string.find(stored, '|', first + 1, true)
+  return { { string.sub(stored, 1, first - 1), string.sub(stored, first + 1, second - 1), string.sub(stored, second + 1) } }
+end
+
+local function appendReplaced(key, id, endedAt, kind, record)
+  local chain = readReplaced(key, id)
   chain[#chain + 1] = { tostring(endedAt), kind, record }
   while #chain > MAX_REPLACED do table.remove(chain, 1) end
   redis.call('HSET', key, id, cjson.encode(chain))
