@@ -356,29 +356,30 @@ async function resume(name: string, options: { force?: boolean }, command: Comma
   });
 }
 
-async function runs(name: string, options: { limit: string; json?: boolean }, command: Command): Promise<void> {
+/** A job's newest `--limit` entries of some kind, as JSON (`--json`) or one line each. */
+async function newestOf<T>(
+  options: { limit: string; json?: boolean },
+  command: Command,
+  read: (admin: Admin, limit: number) => Promise<T[]>,
+  lines: (entries: T[]) => string[],
+): Promise<void> {
   const limit = wholeNumber('--limit', options.limit, 1);
   await withAdmin(command, async (admin) => {
-    const list = await admin.runs(name, { limit });
-    if (options.json) {
-      console.log(JSON.stringify(list, null, 2));
-      return;
-    }
-    for (const line of formatRuns(name, list)) console.log(line);
+    const entries = await read(admin, limit);
+    for (const line of options.json ? [JSON.stringify(entries, null, 2)] : lines(entries)) console.log(line);
   });
 }
 
-async function history(name: string, options: { limit: string; json?: boolean }, command: Command): Promise<void> {
-  const limit = wholeNumber('--limit', options.limit, 1);
-  await withAdmin(command, async (admin) => {
-    const entries = await admin.history(name, { limit });
-    if (options.json) {
-      console.log(JSON.stringify(entries, null, 2));
-      return;
-    }
-    if (entries.length === 0) console.log(`${name}: nothing was done to it by hand (pause, resume, trigger, schedule writes) that is still kept`);
-    for (const entry of entries) console.log(`${entry.at}  ${entry.action.padEnd(7)}  ${entry.by}${Object.keys(entry.detail).length > 0 ? `  ${JSON.stringify(entry.detail)}` : ''}`);
-  });
+function runs(name: string, options: { limit: string; json?: boolean }, command: Command): Promise<void> {
+  return newestOf(options, command, (admin, limit) => admin.runs(name, { limit }), (list) => formatRuns(name, list));
+}
+
+function history(name: string, options: { limit: string; json?: boolean }, command: Command): Promise<void> {
+  return newestOf(options, command, (admin, limit) => admin.history(name, { limit }), (entries) =>
+    entries.length === 0
+      ? [`${name}: nothing was done to it by hand (pause, resume, trigger, schedule writes) that is still kept`]
+      : entries.map((entry) => `${entry.at}  ${entry.action.padEnd(7)}  ${entry.by}${Object.keys(entry.detail).length > 0 ? `  ${JSON.stringify(entry.detail)}` : ''}`),
+  );
 }
 
 async function cordon(member: string, options: { note?: string; force?: boolean }, command: Command): Promise<void> {
