@@ -23,18 +23,34 @@ export interface TestRedis {
   close(): Promise<void>;
 }
 
-/** Asks the kernel for a free TCP port on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports for test servers come from below the kernel's ephemeral range (32768 and up), a slice of them per
+ * test process, each handed out once. A port the kernel picked (`listen(0)`) could be picked again, by
+ * another test file or as a client's source port, while a server that a test stopped waits to restart on
+ * it: the restart then meets another test's server there, and its clients that test's data. The slices
+ * lie in 10000–19999, so that a Cluster node's bus port (its port + 10000) is in no slice either.
+ */
+const PORTS_PER_PROCESS = 200;
+const FIRST_PORT = 10_000 + (process.pid % 50) * PORTS_PER_PROCESS;
+let portsHanded = 0;
+
+/** Whether nothing listens on `port` of 127.0.0.1 now. */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/** A free TCP port on 127.0.0.1 that no other test process is handed, and this one only once. */
+export async function freePort(): Promise<number> {
+  while (portsHanded < PORTS_PER_PROCESS) {
+    const port = FIRST_PORT + portsHanded++;
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`this test process used its ${PORTS_PER_PROCESS} ports (${FIRST_PORT}–${FIRST_PORT + PORTS_PER_PROCESS - 1})`);
 }
 
 /**

@@ -9,7 +9,8 @@ export interface TickAudit {
   /** `<job>@<tick>` that ran more than once. */
   duplicates: string[];
   /**
-   * `<job>@<tick>` the lease owed (from the first tick after the job's `scheduledSince` to its last run)
+   * `<job>@<tick>` the lease owed (from the first tick after the job's `scheduledSince`, or a runtime
+   * schedule's creation when earlier, to its last run)
    * that neither ran nor has a ledger record or skip.
    */
   silentGaps: string[];
@@ -48,7 +49,11 @@ export async function auditTicks(redis: Redis | Cluster, keys: KeySpace, jobs: s
   for (const job of jobs) {
     const ticks = runs.filter((run) => run.startsWith(`${job}@`)).map((run) => Number(run.slice(job.length + 1)));
     const recorded = await redis.hget(keys.jobState(job), 'scheduledSince');
-    const owedSince = recorded === null ? undefined : Number(recorded);
+    // A runtime schedule owes its ticks from its creation, though a leader first looks at it a little
+    // later (JobLane.takeOver): "<version>|<updatedAt>|<createdAt>|…" in the store.
+    const stored = await redis.hget(keys.schedules, job);
+    const createdAt = stored === null ? Infinity : Number(stored.split('|')[2]);
+    const owedSince = recorded === null ? undefined : Math.min(Number(recorded), createdAt);
     // Owed are the ticks strictly after scheduledSince (planCatchup's `tick > lastTick`).
     const firstOwed = owedSince === undefined ? Infinity : Math.floor(owedSince / stepMs) * stepMs + stepMs;
     audit.unowed.push(...ticks.filter((tick) => tick < firstOwed).map((tick) => `${job}@${tick}`));
