@@ -70,7 +70,7 @@ export class FencedEnqueue {
    * longer leads when the batch was about to go: nothing was written.
    */
   claim(job: string, tick: number, jobId: string, request: ClaimRequest = {}): Promise<ClaimOutcome | undefined> {
-    return inSpan('leasebeat.claim', { 'leasebeat.job': job, 'leasebeat.run_id': jobId }, async (span) => {
+    return inSpan('leasebeat.claim', () => ({ 'leasebeat.job': job, 'leasebeat.run_id': jobId }), async (span) => {
       const outcome = await this.claims.call({ job, tick, jobId, request });
       span.setAttribute('leasebeat.claim', outcome?.kind ?? 'not-leading');
       return outcome;
@@ -106,7 +106,7 @@ export class FencedEnqueue {
     }
     // Another term's staged run, due or not: held by workers like one (see TickRunData.stagedBy).
     if (stagedBy) Object.assign(data, { dueAt, stagedBy });
-    return inSpan('leasebeat.enqueue', { 'leasebeat.job': job.name, 'leasebeat.run_id': jobId, 'messaging.system': 'bullmq', 'messaging.destination.name': job.queue }, async () => {
+    return inSpan('leasebeat.enqueue', () => ({ 'leasebeat.job': job.name, 'leasebeat.run_id': jobId, 'messaging.system': 'bullmq', 'messaging.destination.name': job.queue }), async () => {
       // The run continues this trace wherever it runs.
       const carrier = currentTrace();
       if (carrier) data.trace = carrier;

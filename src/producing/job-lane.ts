@@ -541,7 +541,7 @@ export class JobLane implements Sleeper {
   /** Claims (or records) one tick and, if it is to run now, adds it. True once the tick is recorded. */
   private claimAndAdd(job: ScheduledJob, tick: number, request: ClaimRequest, stagedBy?: FencingToken): Promise<boolean> {
     const { generation, leaderTransitions } = this.term.token;
-    const attributes = { 'leasebeat.job': job.name, 'leasebeat.tick': new Date(tick).toISOString(), 'leasebeat.term': `${generation}/${leaderTransitions}` };
+    const attributes = () => ({ 'leasebeat.job': job.name, 'leasebeat.tick': new Date(tick).toISOString(), 'leasebeat.term': `${generation}/${leaderTransitions}` });
     return inSpan('leasebeat.tick', attributes, () => this.claimAndAddTick(job, tick, request, stagedBy));
   }
 

@@ -394,7 +394,7 @@ export class WorkerPool {
       try {
         const deadline = { runId: job.id ?? '', timeoutMs: definition.timeoutMs, graceMs: definition.timeoutGraceMs, abort, log: this.options.logger };
         // The run continues the trace of its enqueue (its data carries it), in this process or another.
-        const attributes = { 'leasebeat.job': job.name, 'leasebeat.run_id': job.id ?? '', 'leasebeat.attempt': job.attemptsMade + 1, 'messaging.system': 'bullmq', 'messaging.destination.name': queue };
+        const attributes = () => ({ 'leasebeat.job': job.name, 'leasebeat.run_id': job.id ?? '', 'leasebeat.attempt': job.attemptsMade + 1, 'messaging.system': 'bullmq', 'messaging.destination.name': queue });
         result = await inSpan('leasebeat.run', attributes, () => runWithDeadline(timed, deadline), {
           kind: SpanKind.CONSUMER,
           parent: traceOf((job.data as Partial<TickJobData>).trace),
