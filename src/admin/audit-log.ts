@@ -1,7 +1,6 @@
 import type { Redis } from 'ioredis';
 import { AUDIT_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import type { WritePath } from '../redis/durability.js';
-import { entryTime, streamFields } from '../util/stream-entry.js';
 
 /** What an operator did to a job or a runtime schedule. */
 export type AuditAction = 'pause' | 'resume' | 'trigger' | 'upsert' | 'remove';
@@ -37,9 +36,10 @@ export class AuditLog {
   async history(name: string, limit: number): Promise<AuditEntry[]> {
     const entries = await this.redis.xrevrange(this.keys.audit(name), '+', '-', 'COUNT', limit);
     return entries.map(([id, flat]) => {
-      const fields = streamFields(flat);
+      const fields = new Map<string, string>();
+      for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
       return {
-        at: new Date(entryTime(id)).toISOString(),
+        at: new Date(Number(id.split('-')[0])).toISOString(),
         action: fields.get('action') as AuditAction,
         by: fields.get('by') ?? '',
         detail: JSON.parse(fields.get('detail') ?? '{}') as Record<string, unknown>,

@@ -5,7 +5,6 @@ import { LuaScript } from '../util/lua.js';
 import { defaultIdentity } from './identity.js';
 import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion } from './record.js';
 import { LockConflictError, LockNotFoundError, type LockFeedListener, type ResourceLock } from './resource-lock.js';
-import { entryTime, streamFields } from '../util/stream-entry.js';
 
 const readLease = new LuaScript(new URL('./lua/readLease.lua', import.meta.url));
 const createLease = new LuaScript(new URL('./lua/createLease.lua', import.meta.url));
@@ -165,9 +164,10 @@ export class RedisLeaseLock implements ResourceLock {
   async history(count = LEASE_HISTORY_LENGTH): Promise<LeaseHistoryEntry[]> {
     const entries = await this.redis.xrevrange(this.historyKey, '+', '-', 'COUNT', count);
     return entries.reverse().map(([id, flat]) => {
-      const fields = streamFields(flat);
+      const fields = new Map<string, string>();
+      for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
       return {
-        at: entryTime(id),
+        at: Number(id.split('-')[0]),
         op: fields.get('op') === 'create' ? 'create' : 'update',
         record: {
           holderIdentity: fields.get('holder') ?? '',

@@ -4,7 +4,6 @@ import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import type { LaneTerm } from './lane-term.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
-import { streamFields } from '../util/stream-entry.js';
 
 
 /**
@@ -70,10 +69,12 @@ export async function triggerOutcome(redis: Redis, keys: KeySpace, id: string): 
 type StreamEntry = { entry: string; request: TriggerRequest } | { entry: string; pausedJob: string };
 
 function parseEntries(entries: Array<[string, string[]]>): StreamEntry[] {
-  return entries.map(([entry, flat]) => {
-    // A value equal to a field name (a job called "notice") is not read as one (see streamFields).
-    const fields = streamFields(flat);
-    const field = (name: string): string => fields.get(name) ?? '';
+  return entries.map(([entry, fields]) => {
+    // Names sit at even positions: a value equal to a field name (a job called "notice") is not one.
+    const field = (name: string): string => {
+      for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1]!;
+      return '';
+    };
     if (field('notice') === 'pause') return { entry, pausedJob: field('job') };
     return { entry, request: { entry, id: field('id'), job: field('job'), requestedAt: Number(field('requestedAt')), deadline: Number(field('deadline')) } };
   });

@@ -2,7 +2,6 @@ import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ScheduleRecord, ScheduleStore } from './store.js';
-import { entryTime, streamFields } from '../util/stream-entry.js';
 
 /** Hooks for the schedules' metrics. */
 export interface ScheduleMetrics {
@@ -95,7 +94,7 @@ export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChang
           mustResync = true;
           continue;
         }
-        const ids = [...new Set(entries.map(([, fields]) => streamFields(fields).get('id')).filter((id): id is string => id !== undefined))];
+        const ids = [...new Set(entries.map(([, fields]) => fieldOf(fields, 'id')).filter((id): id is string => id !== undefined))];
         await this.pass(ids);
         this.lastEntry = entries.at(-1)![0];
         this.appliedBefore = entryTime(this.lastEntry);
@@ -138,4 +137,14 @@ export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChang
       this.emit('change', slice.map((id, j) => ({ id, record: records[j] })));
     }
   }
+}
+
+/** The Redis time (ms) of a stream entry id `<ms>-<seq>`. */
+function entryTime(entry: string): number {
+  return Number(entry.slice(0, entry.indexOf('-')));
+}
+
+function fieldOf(fields: string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
 }

@@ -3,7 +3,6 @@ import type { Redis } from 'ioredis';
 import type { KeySpace } from '../redis/keys.js';
 import { parseLedgerRecord, parseTriggerRecord, recordedRun } from '../ledger/records.js';
 import type { SkippedRange } from '../ledger/tick-ledger.js';
-import { entryTime, streamFields } from '../util/stream-entry.js';
 
 /**
  * What became of one nominal tick (or of a recorded range of skipped ticks):
@@ -200,10 +199,11 @@ export interface LeaseWrite {
 }
 
 function parseLeaseWrite(id: string, flat: string[]): LeaseWrite {
-  const fields = streamFields(flat);
+  const fields = new Map<string, string>();
+  for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
   const number = (name: string): number => Number(fields.get(name) ?? 0) || 0;
   return {
-    at: entryTime(id),
+    at: Number(id.split('-')[0]),
     op: fields.get('op') === 'create' ? 'create' : 'update',
     holder: fields.get('holder') ?? '',
     generation: fields.get('generation') ?? '',
