@@ -8,7 +8,7 @@ import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
 import { LaneCursor, type LaneMarks } from './lane-cursor.js';
 import type { LaneTerm } from './lane-term.js';
-import { InvalidSpanError, recordRemovedSpan, recordSkippedSpan, SpanOverlapsRecord } from './removed-span.js';
+import { recordRemovedSpan, SpanOverlapsRecord } from './removed-span.js';
 import { inSpan } from '../util/traces.js';
 import { StagedRuns, stagedBefore, unstageReason } from './staged-runs.js';
 import type { StagedRun } from './staging.js';
@@ -714,18 +714,26 @@ export class JobLane implements Sleeper {
   /** Records a span of ticks that will not run. True once recorded. */
   private async recordSkips(job: ScheduledJob, range: SkippedTicks): Promise<boolean> {
     if (!(await this.writable()) || !this.term.leading()) return false;
+    const outcome = await this.term.ledger.skipRange(this.term.token, job.name, range);
+    this.term.reached();
     const logged = { ...range, from: new Date(range.from), to: new Date(range.to) };
-    let recorded: boolean;
-    try {
-      recorded = await recordSkippedSpan(this.term, job.name, range);
-    } catch (error) {
-      // A refused span is counted again from the ledger once re-planned (the missed-window span of fire()
-      // counts from the lane's own cursor, which would meet the same refusal each retry).
-      if (error instanceof SpanOverlapsRecord || error instanceof InvalidSpanError) this.needsPlan = true;
-      if (error instanceof InvalidSpanError) this.log.error(logged, 'BUG: the ledger refused an inverted or empty skipped range; re-planning the job from the ledger');
-      throw error;
+    if (outcome === 'fenced') {
+      this.term.fenced();
+      return false;
     }
-    if (!recorded) return false;
+    if (outcome === 'overlaps') {
+      // Every path that records a span counts it from the ledger again once re-planned (the missed-window
+      // span of fire() counts from the lane's own cursor, which would meet the same record each retry).
+      this.needsPlan = true;
+      throw new SpanOverlapsRecord(job.name, range.from, range.to);
+    }
+    if (outcome === 'invalid') {
+      // The plan never yields such a range; the ledger refused it, so re-plan from the ledger.
+      this.log.error(logged, 'BUG: the ledger refused an inverted or empty skipped range; re-planning the job from the ledger');
+      this.needsPlan = true;
+      throw new Error(`skipped range of ${job.name} refused as inverted or empty`);
+    }
+    this.term.metrics?.skipped(job.name, range.reason, range.count);
     this.log.warn(logged, 'skipped missed ticks');
     this.recorded(range.to);
     return true;
