@@ -34,6 +34,17 @@ import { until } from '../support/until.js';
  */
 
 /** The nominal tick's BullMQ job of a schedule (queue `leasebeat`: the `work` job type names none) and its ledger record. */
+/**
+ * The job's last claimed tick once it is staged (its run added) at least `aheadMs` ahead of now, else 0.
+ * The claim raises the watermark before the add: a term stopped between them leaves the tick claimed, not
+ * staged, so waiting on the watermark alone races the add.
+ */
+async function enqueuedAhead(ledger: TickLedger, id: string, aheadMs: number): Promise<number> {
+  const tick = (await ledger.jobState(id)).lastScheduledTick ?? 0;
+  if (tick <= Date.now() + aheadMs) return 0;
+  return (await ledger.tickState(id, tick))?.startsWith('enqueued|') ? tick : 0;
+}
+
 async function tickOf(queue: Queue, ledger: TickLedger, id: string, tick: number): Promise<{ state: string | undefined; data: unknown }> {
   const job = await queue.getJob(tickJobId(id, tick));
   return { state: (await ledger.tickState(id, tick)) ?? undefined, data: (job?.data as { data?: unknown } | undefined)?.data };
@@ -262,8 +273,8 @@ describe('chaos findings: a run staged before a removal runs in the life re-crea
     // Term 0 stages the next ticks 2 s ahead, then its lease is lost before they are due.
     let staged = 0;
     await produceUntil(await compiled('relived'), 0, 'term 0 stages a tick', async () => {
-      staged = (await ledger.jobState('relived')).lastScheduledTick ?? 0;
-      return staged > Date.now() + 1000;
+      staged = await enqueuedAhead(ledger, 'relived', 1000);
+      return staged > 0;
     }, { stageAheadMs: 2000 });
     assert.equal((await tickOf(queue, ledger, 'relived', staged)).state, `enqueued|relived@${staged}`);
     // Removed and written again while no leader runs, both before the staged tick.
@@ -295,8 +306,8 @@ describe('chaos findings: a staged run that came due while no leader ran is kept
     // Term 0 stages two ticks 2 s ahead, one of them odd, then its lease is lost before they are due.
     let staged = 0;
     await produceUntil(await compiled('halving'), 0, 'term 0 stages two ticks', async () => {
-      staged = (await ledger.jobState('halving')).lastScheduledTick ?? 0;
-      return staged > Date.now() + 1000;
+      staged = await enqueuedAhead(ledger, 'halving', 1000);
+      return staged > 0;
     }, { stageAheadMs: 2000 });
     const odd = staged % 2000 === 0 ? staged - 1000 : staged;
     assert.ok(odd > Date.now(), 'the odd tick is still ahead');
