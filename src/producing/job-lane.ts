@@ -73,8 +73,8 @@ export class JobLane implements Sleeper {
   /** A claimed tick whose BullMQ add has not succeeded yet; it is finished before anything else. */
   private unadded: number | undefined;
   /**
-   * The definition the unadded tick was claimed by: its add is retried with it, not with a later edit's
-   * (which may not even have the tick), as a run staged before the edit keeps the data it was staged with.
+   * The definition the unadded tick was claimed by: its add is retried with it, not with a later edit's,
+   * as a run staged before the edit keeps the data it was staged with (an edit without the tick takes it back).
    */
   private unaddedBy: ScheduledJob | undefined;
   private needsPlan = true;
@@ -241,12 +241,13 @@ export class JobLane implements Sleeper {
       return GO_ON;
     }
     if (this.unadded !== undefined) {
+      const tick = this.unadded;
       const claimedBy = this.unaddedBy ?? job;
-      if (claimedBy.owedAfter !== job.owedAfter) {
-        // Claimed in an earlier life of the schedule (removed and written again since): this life owes it
-        // nothing. It stays pending, and the next term's takeover adds it held and takes it back.
-        this.log.warn({ tick: new Date(this.unadded) }, 'leaving a claim of the schedule\'s earlier life to the next term to take back');
-        this.unadded = undefined;
+      // Redefined since the claim, off its tick (an interval without it) or into a new life (removed and
+      // written again): no version that stands owes the tick, and the earlier add may have landed with the
+      // old data. It is taken back, as a staged run the edit dropped would be, not run late.
+      if (claimedBy !== job && (claimedBy.owedAfter !== job.owedAfter || nextTick(job, tick - 1) !== tick)) {
+        if (await this.takeBackClaim(job, tick, tick + jitterMs(claimedBy, tick), claimedBy)) this.unadded = undefined;
         return GO_ON;
       }
       return void (await this.finishAdd(claimedBy));
@@ -456,22 +457,23 @@ export class JobLane implements Sleeper {
    * Takes back a claim the job as now defined does not owe (see takeOver): marked first, so that no worker
    * starts the run before the pull whichever term staged it (stagedRunMayStart.lua), then added (its
    * earlier add may never have landed: the pull must find it), then pulled, and recorded skipped:
-   * `removed` when it is from the schedule's life before a removal, `rescheduled` otherwise. False when
-   * the term cannot write now.
+   * `removed` when it is from the schedule's life before a removal, `rescheduled` otherwise. `claimedBy`,
+   * when the lane knows it, is the definition the claim was made by: its queue is where the earlier add
+   * would have landed. False when the term cannot write now.
    */
-  private async takeBackClaim(job: ScheduledJob, tick: number, dueAt: number): Promise<boolean> {
+  private async takeBackClaim(job: ScheduledJob, tick: number, dueAt: number, claimedBy = job): Promise<boolean> {
     if (!(await this.writable())) return false;
     const reason = job.owedAfter !== undefined && tick <= job.owedAfter ? 'removed' : 'rescheduled';
     const jobId = tickJobId(job.name, tick);
-    const marked = await this.term.ledger.markUnstaging(this.term.token, job.name, tick, jobId, reason, job.queue, true);
+    const marked = await this.term.ledger.markUnstaging(this.term.token, job.name, tick, jobId, reason, claimedBy.queue, true);
     this.term.reached();
     if (marked === 'fenced') {
       this.term.fenced();
       return false;
     }
     if (marked === 'settled') return true;
-    if (!this.term.leading() || !(await this.term.enqueue.add(job, tick, jobId, { dueAt, stagedBy: this.term.token }))) return false;
-    const outcome = await this.term.takeBack.finish(job.name, tick, { reason, jobId, queue: job.queue }, retentionMs(job));
+    if (!this.term.leading() || !(await this.term.enqueue.add(claimedBy, tick, jobId, { dueAt, stagedBy: this.term.token }))) return false;
+    const outcome = await this.term.takeBack.finish(job.name, tick, { reason, jobId, queue: claimedBy.queue }, retentionMs(job));
     this.log.info({ tick: new Date(tick), reason, outcome }, 'took back a claim of a tick the job no longer has');
     return true;
   }

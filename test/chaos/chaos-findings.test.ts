@@ -517,8 +517,11 @@ describe('chaos findings: a claim whose add failed is added after an edit by the
       }
       return (lastScheduledTick ?? 0) >= odd + 3000;
     }, { stageAheadMs: 2000, writes });
+    // Nor with the 1 s data: the edit, acknowledged before the retry, has no such tick (chaos at 7e0275d,
+    // same command: tenant-1's odd tick ran with the 1 s version's data, added 1729 ms after the tick and
+    // 3.4 s after the edit to every 2 s was acknowledged). Fixed: taken back (`rescheduled`).
     const { state, data } = await tickOf(queue, ledger, 'refused-add', odd!);
-    assert.ok(!(state?.startsWith('enqueued|') && isDeepStrictEqual(data, { v: 2 })), `tick ${new Date(odd!).toISOString()}, which every 2s does not have, is ${state} with ${JSON.stringify(data)}`);
+    assert.equal(state, 'skipped|rescheduled', `tick ${new Date(odd!).toISOString()}, which every 2s does not have, is ${state} with ${JSON.stringify(data)}`);
   }));
 });
 
