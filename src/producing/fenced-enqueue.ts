@@ -1,5 +1,6 @@
 import type { JobsOptions } from 'bullmq';
 import type { ScheduledJob } from '../scheduling/define-job.js';
+import { definitionHash } from '../scheduling/definition-hash.js';
 import { Coalescer } from '../util/coalescer.js';
 import { currentTrace, inSpan, SpanKind } from '../util/traces.js';
 import { addRuns, type Run } from './enqueue.js';
@@ -91,7 +92,7 @@ export class FencedEnqueue {
     jobId: string,
     { manual = false, dueAt = 0, stagedBy }: { manual?: boolean; dueAt?: number; stagedBy?: FencingToken } = {},
   ): Promise<boolean> {
-    const data: TickJobData = { tick, token: this.options.token, data: job.data, manual };
+    const data: TickJobData = { tick, token: this.options.token, data: job.data, manual, definition: definitionHash(job) };
     // A runtime schedule's run names its job type, so that a worker that has not yet heard of the
     // schedule still knows which handler runs it.
     if (job.type !== undefined) data.type = job.type;

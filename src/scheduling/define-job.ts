@@ -34,6 +34,11 @@ export interface TickRunData<TData = unknown> {
   type?: string;
   /** The W3C trace context of its enqueue, when the application traces (OpenTelemetry): its run continues the trace. */
   trace?: Record<string, string>;
+  /**
+   * The content hash (`sha256:<16 hex>`) of the definition that decided the run: which version of a job
+   * file or a schedule's spec it ran by. Absent on runs enqueued before leasebeat stamped it.
+   */
+  definition?: string;
 }
 
 /** What a handler gets besides the BullMQ job. */

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, Worker } from 'bullmq';
 import { pino } from 'pino';
 import type { TickJobData } from '../../src/ledger/job-data.js';
+import { definitionHash } from '../../src/scheduling/definition-hash.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import type { ProducerMetrics } from '../../src/producing/lane-term.js';
 import { Producer } from '../../src/producing/producer.js';
@@ -59,7 +60,7 @@ describe('Producer on a real Redis and BullMQ', () => {
     }
   };
 
-  it('enqueues each tick once, on time, with a deterministic id and the term in its data', async () => {
+  it("enqueues each tick once, on time, with a deterministic id, the term and the definition's hash in its data", async () => {
     jobs.set('fast', scheduled({ name: 'fast' }));
     const metrics = new CountingMetrics();
     const stop = new AbortController();
@@ -70,10 +71,11 @@ describe('Producer on a real Redis and BullMQ', () => {
     const added = await queueJobs();
     assert.ok(added.length >= 3 && added.length <= 4, `expected 3-4 ticks in 3.4 s, got ${added.length}`);
     for (const job of added) {
-      const data = job.data as { tick: number; token: { leaderTransitions: number } };
+      const data = job.data as TickJobData;
       assert.equal(job.id, `fast@${data.tick}`);
       assert.equal(data.tick % 1000, 0, 'every ticks are aligned to the epoch');
       assert.equal(data.token.leaderTransitions, 1);
+      assert.equal(data.definition, definitionHash(jobs.get('fast')!), 'stamped with the content hash of the definition that decided it');
       // Never before its tick (the producer's clock is Redis' time, this process' within a few ms); how
       // soon after is the benchmark's to measure, not a test's on a loaded machine.
       assert.ok(job.timestamp >= data.tick - 5, `enqueued ${data.tick - job.timestamp} ms before its tick`);
