@@ -54,12 +54,14 @@ export {
   type AdminErrorCode,
   type AdminOptions,
   type AdminJobStatus,
+  type JobDescription,
   type ClusterStatus,
   type RecentRun,
   type TriggerResult,
   type DrainOptions,
   formatJobLine,
   formatRuns,
+  formatDescription,
 } from './admin/admin.js';
 export type { AuditEntry, AuditAction } from './admin/audit-log.js';
 export {

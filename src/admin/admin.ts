@@ -21,10 +21,13 @@ import { formatDuration } from '../scheduling/duration.js';
 import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { loadJobs, type LoadError, type LoadResult } from '../scheduling/loader.js';
 import { nextTicks } from '../scheduling/plan.js';
+import { definitionHash } from '../scheduling/definition-hash.js';
+import { compileSpec } from '../schedules/catalog.js';
 import { systemClock } from '../util/clock.js';
 import { ScheduleStore, type ScheduleRecord } from '../schedules/store.js';
 import { createSchedules, type Schedules } from './schedules.js';
-import type { RecentRun, TriggerResult } from './run-views.js';
+import { NO_RUN_DETAILS, type RecentRun, type TriggerResult } from './run-views.js';
+import { runDetails, RUNNER_FIELD } from './run-details.js';
 import { AuditLog, type AuditEntry } from './audit-log.js';
 
 export type { RecentRun, TriggerResult } from './run-views.js';
@@ -110,6 +113,20 @@ export interface AdminJobStatus {
   fenced: number;
 }
 
+/** `Admin.describe`: a job (or runtime schedule) with its next ticks and newest runs. */
+export interface JobDescription extends AdminJobStatus {
+  /** `job`: defined in jobs/; `schedule`: a runtime schedule. */
+  kind: 'job' | 'schedule';
+  /** The content hash of its definition as loaded here (compare with each run's `definition`); null when not loaded here. */
+  definition: string | null;
+  /** Its next ticks (ISO instants, by Redis' clock); empty when its definition is not loaded here. */
+  nextTicks: string[];
+  /** Its runs that failed for good in a row, as `pauseOnFailure` counts them (0 for a job without it). */
+  failedInARow: number;
+  /** Its newest runs, ticks and skipped ranges, newest first (see `Admin.runs`). */
+  runs: RecentRun[];
+}
+
 export interface ClusterStatus {
   /** The lock read for the leader, e.g. `redis/leasebeat` or `default/leasebeat`. */
   lock: string;
@@ -186,6 +203,12 @@ export interface Admin {
    * and its manual runs, each run with its BullMQ state as Redis has it.
    */
   runs(job: string, options?: { limit?: number }): Promise<RecentRun[]>;
+  /**
+   * A job or runtime schedule in full: its status, its next `ticks` ticks (default 10), its newest `runs`
+   * runs (default 10) with duration, lag, term, instance and definition hash. Throws AdminError
+   * `unknown-job` for a name neither the cluster nor the loaded definitions know.
+   */
+  describe(job: string, options?: { ticks?: number; runs?: number }): Promise<JobDescription>;
   /** The runtime schedules: create, edit, remove, list and describe them (docs/schedules.md). */
   readonly schedules: Schedules;
   close(): Promise<void>;
@@ -225,6 +248,7 @@ class ClusterAdmin implements Admin {
   /** The job folder as last loaded, and the names and modification times of its files then. */
   private loadedJobs: { stamp: string; checkedAt: number; settled: boolean; result: Promise<LoadResult> } | undefined;
   readonly schedules: Schedules;
+  private readonly scheduleStore: ScheduleStore;
 
   constructor(private readonly options: AdminOptions) {
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -256,8 +280,9 @@ class ClusterAdmin implements Admin {
     this.ledger = new TickLedger(this.redis, this.keys, writes);
     this.audit = new AuditLog(this.redis, this.keys, writes);
     this.who = options.who ?? `${userInfo().username}@${hostname()}`;
+    this.scheduleStore = new ScheduleStore(this.redis, this.keys, writes);
     this.schedules = createSchedules({
-      store: new ScheduleStore(this.redis, this.keys, writes),
+      store: this.scheduleStore,
       types: async () => (await this.definitions(false))?.jobs,
       ...(options.scheduleApplied ? { applied: options.scheduleApplied } : {}),
       redisNow: () => this.redisTime(),
@@ -296,28 +321,7 @@ class ClusterAdmin implements Admin {
       // Runtime schedules are listed page by page (`schedules.list`), not each in every status.
       const schedules = new Set(scheduleIds);
       const names = new Set([...known, ...paused.keys(), ...(definitions?.jobs.keys() ?? [])].filter((name) => !schedules.has(name)));
-      const now = Date.now();
-      const jobs = await Promise.all(
-        [...names].sort().map(async (name): Promise<AdminJobStatus> => {
-          const state = await this.ledger.jobState(name);
-          const recorded = await this.lastAndStaged(name, state, redisNow);
-          const job = definitions?.jobs.get(name);
-          const next = job ? nextTicks(job, now, 1)[0] : undefined;
-          return {
-            name,
-            queue: job?.queue ?? null,
-            schedule: job ? describeTrigger(job) : null,
-            timezone: job?.timezone ?? null,
-            next: next === undefined ? null : new Date(next).toISOString(),
-            paused: (job?.paused ?? false) || paused.has(name),
-            pauseNote: paused.get(name)?.note ?? null,
-            ...recorded,
-            enqueued: state.enqueued,
-            skipped: state.skipped,
-            fenced: state.fenced,
-          };
-        }),
-      );
+      const jobs = await Promise.all([...names].sort().map((name) => this.jobStatus(name, definitions?.jobs.get(name), paused, redisNow)));
       return {
         lock: this.lock.describe(),
         leader: lease.record?.holderIdentity || null,
@@ -334,6 +338,60 @@ class ClusterAdmin implements Admin {
         jobsDir: definitions ? { path: this.options.jobsDir ?? '(loaded by this instance)', loaded: definitions.jobs.size, errors: definitions.errors.map((e) => e.message) } : null,
       };
     });
+  }
+
+  /**
+   * One job, or runtime schedule, in full: its status, its next `ticks` ticks in its time zone, its newest
+   * `runs` runs (with their duration, lag, term, instance and definition hash), and the content hash of
+   * its definition as loaded here. Throws AdminError `unknown-job` for a name neither the cluster nor
+   * the loaded definitions know.
+   */
+  describe(name: string, options: { ticks?: number; runs?: number } = {}): Promise<JobDescription> {
+    return this.bounded(`describe ${name}`, async () => {
+      const [paused, definitions, record, redisNow] = await Promise.all([this.ledger.pausedJobs(), this.definitions(false), this.scheduleStore.get(name), this.redisTime()]);
+      let job = definitions?.jobs.get(name);
+      if (!job && record) {
+        const compiled = compileSpec(record, definitions?.jobs);
+        if (compiled.ok) job = compiled.job;
+      }
+      // runs() refuses a name no one knows: a job not deployed yet, or a typo.
+      const [status, runs, failures] = await Promise.all([
+        this.jobStatus(name, job, paused, redisNow),
+        this.runs(name, { limit: options.runs ?? 10 }).catch((error: unknown) => {
+          if (error instanceof AdminError && error.code === 'unknown-job' && (job || record)) return [];
+          throw error;
+        }),
+        this.ledger.failedRunsInARow(name),
+      ]);
+      return {
+        ...status,
+        kind: record && !definitions?.jobs.has(name) ? 'schedule' : 'job',
+        definition: job ? definitionHash(job) : null,
+        nextTicks: job ? nextTicks(job, redisNow, Math.max(0, Math.min(options.ticks ?? 10, 1000))).map((tick) => new Date(tick).toISOString()) : [],
+        failedInARow: failures,
+        runs,
+      };
+    });
+  }
+
+  /** A job's line of the cluster status: its definition's trigger (when loaded here) and the ledger's record of it. */
+  private async jobStatus(name: string, job: ScheduledJob | undefined, paused: ReadonlyMap<string, { note: string }>, redisNow: number): Promise<AdminJobStatus> {
+    const state = await this.ledger.jobState(name);
+    const recorded = await this.lastAndStaged(name, state, redisNow);
+    const next = job ? nextTicks(job, redisNow, 1)[0] : undefined;
+    return {
+      name,
+      queue: job?.queue ?? null,
+      schedule: job ? describeTrigger(job) : null,
+      timezone: job?.timezone ?? null,
+      next: next === undefined ? null : new Date(next).toISOString(),
+      paused: (job?.paused ?? false) || paused.has(name),
+      pauseNote: paused.get(name)?.note ?? null,
+      ...recorded,
+      enqueued: state.enqueued,
+      skipped: state.skipped,
+      fenced: state.fenced,
+    };
   }
 
   members(): Promise<MembersReport> {
@@ -446,13 +504,13 @@ class ClusterAdmin implements Admin {
         const jobId = (record && recordedRun(record)) ?? null;
         // An `unstaging` record is a staged run being taken back: it says why, and in which queue it waits.
         const reason = record?.kind === 'skipped' || record?.kind === 'unstaging' ? record.reason : null;
-        const run: RecentRun = { kind: 'tick', tick: new Date(Number(tick)).toISOString(), to: null, count: 1, fate, jobId, reason, queue: null, state: null };
+        const run: RecentRun = { kind: 'tick', tick: new Date(Number(tick)).toISOString(), to: null, count: 1, fate, jobId, reason, queue: null, state: null, ...NO_RUN_DETAILS };
         entries.push({ at: Number(tick), run, ...(record?.kind === 'unstaging' ? { queueHint: record.queue } : {}) });
       });
       for (const range of ranges) {
         const run: RecentRun = {
           kind: 'range', tick: new Date(range.from).toISOString(), to: new Date(range.to).toISOString(), count: range.count,
-          fate: 'skipped', jobId: null, reason: range.reason, queue: null, state: null,
+          fate: 'skipped', jobId: null, reason: range.reason, queue: null, state: null, ...NO_RUN_DETAILS,
         };
         entries.push({ at: range.to, run });
       }
@@ -467,7 +525,7 @@ class ClusterAdmin implements Admin {
         // A manual run is placed by when it was added: a claim whose add has not landed has no time yet.
         const found = located.get(jobId);
         if (!found) continue;
-        entries.push({ at: found.addedAt, run: { kind: 'manual', tick: new Date(found.addedAt).toISOString(), to: null, count: 1, fate, jobId, reason: null, queue: null, state: null } });
+        entries.push({ at: found.addedAt, run: { kind: 'manual', tick: new Date(found.addedAt).toISOString(), to: null, count: 1, fate, jobId, reason: null, queue: null, state: null, ...NO_RUN_DETAILS } });
       }
       if (entries.length === 0) await this.requireKnownJob(name);
       const newest = entries.sort((a, b) => b.at - a.at).slice(0, limit).map((e) => e.run);
@@ -477,7 +535,11 @@ class ClusterAdmin implements Admin {
           const found = located.get(run.jobId);
           run.queue = found?.queue ?? null;
           // Not in any queue of the deployment: BullMQ's retention removed it (or its add never landed).
-          run.state = found ? await this.queues.get(found.queue).getJobState(run.jobId) : 'unknown';
+          if (!found) return void (run.state = 'unknown');
+          const queue = this.queues.get(found.queue);
+          const [state, job, runner] = await Promise.all([queue.getJobState(run.jobId), queue.getJob(run.jobId), this.redis.hget(queue.toKey(run.jobId), RUNNER_FIELD)]);
+          run.state = state;
+          Object.assign(run, runDetails(job, runner));
         }),
       );
       return newest;
@@ -746,8 +808,30 @@ export function formatRuns(job: string, runs: readonly RecentRun[]): string[] {
   return runs.map((run) => {
     const when = run.kind === 'range' ? `${run.tick} … ${run.to}` : run.tick;
     const what = run.kind === 'range' ? `skipped ${run.count} tick${run.count === 1 ? '' : 's'}` : run.kind === 'manual' ? `manual run, ${run.fate}` : run.fate;
-    return [when, `${what}${run.reason ? ` (${run.reason})` : ''}`, run.jobId ?? '', run.state ?? ''].join('  ').trimEnd();
+    const details = [
+      run.durationMs !== null && `took ${formatDuration(run.durationMs)}`,
+      run.lagMs !== null && `lag ${formatDuration(run.lagMs)}`,
+      run.attempts !== null && run.attempts > 1 && `${run.attempts} attempts`,
+      run.instance !== null && `on ${run.instance}`,
+      run.term !== null && `term ${run.term}`,
+      run.definition !== null && `definition ${run.definition}`,
+    ].filter((detail): detail is string => typeof detail === 'string');
+    return [when, `${what}${run.reason ? ` (${run.reason})` : ''}`, run.jobId ?? '', run.state ?? '', ...details].join('  ').trimEnd();
   });
+}
+
+/** `leasebeat describe` as text: the job's line, its definition, next ticks and newest runs. */
+export function formatDescription(description: JobDescription): string[] {
+  const { nextTicks, runs } = description;
+  return [
+    formatJobLine(description),
+    `  ${description.kind === 'schedule' ? 'runtime schedule' : 'job'}  ${description.schedule ?? '(definition not loaded here)'}  ${description.timezone ?? ''}  queue ${description.queue ?? '-'}  definition ${description.definition ?? '-'}`,
+    ...(description.failedInARow > 0 ? [`  failed runs in a row: ${description.failedInARow}`] : []),
+    `  next ${nextTicks.length} tick${nextTicks.length === 1 ? '' : 's'}:${nextTicks.length ? '' : ' none known here'}`,
+    ...nextTicks.map((tick) => `    ${tick}`),
+    `  newest runs:`,
+    ...formatRuns(description.name, runs).map((line) => `    ${line}`),
+  ];
 }
 
 /** The names and modification times of a folder's files: what changes when a job file is edited, added or removed. */

@@ -25,7 +25,35 @@ export interface RecentRun {
    * queue holds it any more; null for a tick without a run.
    */
   state: string | null;
+  /** When a worker last started it (ISO), from BullMQ; null when it has not started, or no queue holds it. */
+  startedAt: string | null;
+  /** When it finished (ISO); null while it has not. */
+  finishedAt: string | null;
+  /** From its last start to its finish, ms. */
+  durationMs: number | null;
+  /** From when it was due (its tick; a staged run's due time; a manual run's add) to its last start, ms. */
+  lagMs: number | null;
+  /** The term that enqueued it, `<generation>/<leaderTransitions>` (generation '' for a manual run). */
+  term: string | null;
+  /** The instance that last started it (`leasebeat` workers record it), else BullMQ's worker name. */
+  instance: string | null;
+  /** The content hash of the definition that decided it (TickRunData.definition). */
+  definition: string | null;
+  /** BullMQ attempts made so far (retries count). */
+  attempts: number | null;
 }
+
+/** A RecentRun's details from BullMQ, none known: a tick without a run, or a run no queue holds any more. */
+export const NO_RUN_DETAILS: Pick<RecentRun, 'startedAt' | 'finishedAt' | 'durationMs' | 'lagMs' | 'term' | 'instance' | 'definition' | 'attempts'> = Object.freeze({
+  startedAt: null,
+  finishedAt: null,
+  durationMs: null,
+  lagMs: null,
+  term: null,
+  instance: null,
+  definition: null,
+  attempts: null,
+});
 
 export interface TriggerResult {
   jobId: string;

@@ -13,6 +13,7 @@ import {
   formatJobLine,
   formatMembersTable,
   formatRuns,
+  formatDescription,
   KubernetesLeaseLock,
   RedisTopologyError,
   ScheduleError,
@@ -374,6 +375,15 @@ function runs(name: string, options: { limit: string; json?: boolean }, command:
   return newestOf(options, command, (admin, limit) => admin.runs(name, { limit }), (list) => formatRuns(name, list));
 }
 
+async function describeJob(name: string, options: { ticks: string; runs: string; json?: boolean }, command: Command): Promise<void> {
+  const ticks = wholeNumber('--ticks', options.ticks, 0);
+  const runs = wholeNumber('--runs', options.runs, 1);
+  await withAdmin(command, async (admin) => {
+    const description = await admin.describe(name, { ticks, runs });
+    for (const line of options.json ? [JSON.stringify(description, null, 2)] : formatDescription(description)) console.log(line);
+  });
+}
+
 function history(name: string, options: { limit: string; json?: boolean }, command: Command): Promise<void> {
   return newestOf(options, command, (admin, limit) => admin.history(name, { limit }), (entries) =>
     entries.length === 0
@@ -540,6 +550,13 @@ withSettings(program.command('runs').description("a job's recent ticks, skipped 
   .option('-n, --limit <n>', 'how many, newest first', '20')
   .option('--json', 'print JSON')
   .action(runs);
+
+withSettings(program.command('describe').description('a job or schedule in full: its status, next ticks, and newest runs with duration, lag, term, instance and definition hash'), 'connection')
+  .argument('<job>', 'job name or schedule id')
+  .option('--ticks <n>', 'how many next ticks', '10')
+  .option('--runs <n>', 'how many runs, newest first', '10')
+  .option('--json', 'print JSON')
+  .action(describeJob);
 
 withSettings(program.command('history').description('who paused, resumed, triggered, edited or removed a job or schedule, and when (newest first)'), 'connection')
   .argument('<job>', 'job name or schedule id')

@@ -599,6 +599,11 @@ export class TickLedger {
     return { streak, paused: paused === 1 };
   }
 
+  /** How many runs of `job` in a row failed for good, as countFailedRun counts them (0 once one completed). */
+  async failedRunsInARow(job: string): Promise<number> {
+    return Number((await this.redis.hget(this.keys.failureStreaks, job)) ?? 0);
+  }
+
   /** A run of `job` completed: its failed runs in a row start again from 0. */
   async clearFailedRuns(job: string): Promise<void> {
     await this.writes.script(countFailedRunScript, [this.keys.failureStreaks, this.keys.paused, this.keys.triggers], [job, 0, '', LEADER_STREAM_MAXLEN], () => undefined);

@@ -152,7 +152,8 @@ function cordonOptions(req: Request): { note?: string; force: boolean } {
 /**
  * The admin API over HTTP, the same `Admin` the CLI uses (mounted at `/api`, behind the board's
  * credentials and the same-origin check):
- * - `GET /api/cluster` status from Redis and the lease; `GET /api/members`; `GET /api/jobs/:job/runs?limit=`;
+ * - `GET /api/cluster` status from Redis and the lease; `GET /api/members`; `GET /api/jobs/:job/runs?limit=`,
+ *   `GET /api/jobs/:job/describe?ticks=&runs=` (a job or a schedule);
  * - `POST /api/jobs/:job/trigger`, `/pause` (`{ note?, force? }`), `/resume` (`{ force? }`);
  * - `POST /api/members/:member/cordon` (`{ note?, force? }`), `/uncordon`, `/drain` (`{ note?, force? }`:
  *   cordons and reports; waiting for the drain is the CLI's `drain --wait`, not an HTTP request's).
@@ -165,6 +166,12 @@ function cordonOptions(req: Request): { note?: string; force: boolean } {
  * 504; a refused spec answers 400 with `errors` too, one line per problem. Writes answer 405
  * when the board is read-only. Every call is bounded by the admin API's own timeout.
  */
+/** `?ticks=&runs=` of a describe request; each absent one is left to the API's default. */
+function counts(req: Request): { ticks?: number; runs?: number } {
+  const [ticks, runs] = [queryNumber(req, 'ticks', 0), queryNumber(req, 'runs', 1)];
+  return { ...(ticks !== undefined ? { ticks } : {}), ...(runs !== undefined ? { runs } : {}) };
+}
+
 export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Router {
   const router = express.Router();
   const write: RequestHandler = (_req, res, next) => {
@@ -182,6 +189,7 @@ export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Route
     const limit = Number(req.query.limit ?? 20);
     return answer(res, () => admin.runs(String(req.params.job), { limit: Number.isFinite(limit) ? limit : 20 }));
   });
+  router.get('/jobs/:job/describe', (req, res) => answer(res, () => admin.describe(String(req.params.job), counts(req))));
 
   // Each action is recorded in the job's history as the board user's.
   router.post('/jobs/:job/trigger', ...writes, (req, res) => answer(res, () => admin.trigger(String(req.params.job), { by: writer(req) })));
@@ -215,12 +223,7 @@ export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Route
       return view;
     }),
   );
-  router.get('/schedules/:id/describe', (req, res) =>
-    answer(res, async () => {
-      const [ticks, runs] = [queryNumber(req, 'ticks', 0), queryNumber(req, 'runs', 1)];
-      return await schedules.describe(id(req), { ...(ticks !== undefined ? { ticks } : {}), ...(runs !== undefined ? { runs } : {}) });
-    }),
-  );
+  router.get('/schedules/:id/describe', (req, res) => answer(res, () => schedules.describe(id(req), counts(req))));
   // A spec may be up to 16 KiB as compact JSON; the body limit leaves room for it pretty-printed, so that the
   // spec's own bound, with its message, is what refuses a large one.
   router.put('/schedules/:id', write, jsonOnly, express.json({ limit: '64kb' }), (req, res) =>

@@ -14,7 +14,9 @@ import type { HistorySnapshot } from './history.js';
 import type { LeasebeatMetrics } from './metrics.js';
 import { requireLoopbackHost, requireSameOrigin } from './request-guards.js';
 import type { InstanceSource, ReadinessCheck } from './sources.js';
-import { renderStatusPage, statusPagePolicy } from './status-page.js';
+import { renderStatusPage } from './status-page.js';
+import { renderJobPage } from './job-page.js';
+import { statusPagePolicy } from './page-kit.js';
 
 /** Options of `startHttpServer`. */
 export interface HttpServerOptions {
@@ -194,7 +196,15 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   });
 
   // The admin API the CLI uses, over HTTP; its writes pass the same-origin check above and the credentials.
-  if (source.admin) app.use('/api', guard, noStore, adminRoutes(source.admin, { readOnly: options.board?.readOnly ?? false }));
+  if (source.admin) {
+    app.use('/api', guard, noStore, adminRoutes(source.admin, { readOnly: options.board?.readOnly ?? false }));
+    // A job's own page: its describe, with its actions through the API above.
+    app.get('/jobs/:job', guard, noStore, (req, res) => {
+      const nonce = randomBytes(16).toString('base64');
+      res.setHeader('Content-Security-Policy', statusPagePolicy(nonce));
+      res.type('html').send(renderJobPage({ name: String(req.params.job), nonce, boardPath: BOARD_PATH, readOnly: options.board?.readOnly ?? false }));
+    });
+  }
 
   const board = createBoard({
     queues: () => source.queues(),

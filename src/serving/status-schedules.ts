@@ -14,14 +14,9 @@ export function schedulesMarkup(options: { readOnly: boolean }): string {
 }
 
 export const SCHEDULES_STYLE = `
-[hidden] { display: none !important; }
 .toolbar { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; margin: 0 0 .6rem; }
-.toolbar input, .actions input { font: inherit; padding: .3rem .5rem; border: 1px solid var(--line); border-radius: 6px; background: var(--card); color: var(--fg); min-width: 14rem; }
 .pager { margin-left: auto; display: flex; gap: .5rem; align-items: center; }
 .pager span { color: var(--muted); font-variant-numeric: tabular-nums; }
-button { font: inherit; padding: .25rem .7rem; border: 1px solid var(--line); border-radius: 6px; background: var(--card); color: var(--fg); cursor: pointer; }
-button:disabled { opacity: .5; cursor: default; }
-button.link { border: 0; background: none; padding: 0; color: var(--accent); font-weight: 600; text-align: left; white-space: nowrap; }
 .sched-layout { display: grid; gap: 1rem; grid-template-columns: minmax(0, 1fr); align-items: start; }
 .sched-layout.with-detail { grid-template-columns: minmax(0, 1fr) minmax(22rem, 34rem); }
 @media (max-width: 1100px) { .sched-layout.with-detail { grid-template-columns: minmax(0, 1fr); } }
@@ -40,9 +35,6 @@ tr.schedule.problem-invalid td:first-child { box-shadow: inset 3px 0 0 var(--bad
 .detail table { font-size: .92em; }
 .problem-box { border-left: 3px solid var(--warn); padding: .3rem .6rem; margin: .5rem 0; }
 .problem-box.invalid { border-color: var(--bad); }
-.actions { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; margin-top: .9rem; padding-top: .8rem; border-top: 1px solid var(--line); }
-.actions input { flex: 1 1 12rem; min-width: 10rem; }
-.action-result { margin: .4rem 0 0; overflow-wrap: anywhere; }
 pre.data { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 8rem; overflow: auto; font-size: .85em; }
 `;
 

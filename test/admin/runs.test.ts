@@ -66,10 +66,11 @@ describe('runs: the ticks, skipped ranges and manual runs of a job, each run wit
       ['tick', iso(t0), null, 1, 'enqueued', null, `sweep@${t0}`, 'ops', 'waiting'],
     ]);
     assert.deepEqual((await admin.status()).jobs.find((job) => job.name === 'sweep')?.skipped, { 'catchup-limit': 3 });
+    // A run BullMQ holds says which term enqueued it (tickJobData's token), even before it starts.
     assert.deepEqual(formatRuns('sweep', runs), [
-      `${iso(t0 + 4 * SECOND)}  enqueued  sweep@${t0 + 4 * SECOND}  waiting`,
+      `${iso(t0 + 4 * SECOND)}  enqueued  sweep@${t0 + 4 * SECOND}  waiting  term g/4`,
       `${iso(t0 + SECOND)} … ${iso(t0 + 3 * SECOND)}  skipped 3 ticks (catchup-limit)`,
-      `${iso(t0)}  enqueued  sweep@${t0}  waiting`,
+      `${iso(t0)}  enqueued  sweep@${t0}  waiting  term g/4`,
     ]);
     assert.deepEqual((await admin.runs('sweep', { limit: 2 })).map((run) => run.kind), ['tick', 'range'], 'the limit counts a range as one entry');
   });
@@ -83,7 +84,51 @@ describe('runs: the ticks, skipped ranges and manual runs of a job, each run wit
     const [report] = await manual('nightly-report');
     assert.deepEqual(shape(report!).slice(2), [null, 1, 'enqueued', null, plain.jobId, 'leasebeat', 'waiting']);
     assert.ok(Math.abs(Date.parse(report!.tick) - Date.now()) < 60_000, `placed at its add time: ${report!.tick}`);
-    assert.deepEqual(formatRuns('nightly-report', [report!]), [`${report!.tick}  manual run, enqueued  ${plain.jobId}  waiting`]);
+    assert.deepEqual(formatRuns('nightly-report', [report!]), [`${report!.tick}  manual run, enqueued  ${plain.jobId}  waiting  term ${report!.term}  definition ${report!.definition}`]);
+    assert.deepEqual([report!.startedAt, report!.durationMs, report!.lagMs, report!.instance, report!.attempts], [null, null, null, null, 0], 'not started: no start, duration, lag or runner');
+  });
+
+  it('describe: the definition hash the leader stamped on a run is the one the admin computes from the same file; next ticks by the schedule', async () => {
+    const withJobs = createAdmin({ connection: redis.server.url, jobsDir: JOBS, timeoutMs: 10_000 });
+    try {
+      const { jobId } = await withJobs.trigger('nightly-report');
+      const description = await withJobs.describe('nightly-report', { ticks: 3, runs: 50 });
+      assert.equal(description.kind, 'job');
+      assert.match(description.definition ?? '', /^sha256:[0-9a-f]{16}$/);
+      assert.equal(description.runs.find((run) => run.jobId === jobId)?.definition, description.definition, 'the leader and the admin hash the same file alike');
+      assert.equal(description.nextTicks.length, 3);
+      const ticks = description.nextTicks.map((tick) => Date.parse(tick));
+      assert.ok(ticks.every((tick, i) => i === 0 || tick > ticks[i - 1]!), `ascending: ${description.nextTicks.join(', ')}`);
+      assert.equal(description.next, description.nextTicks[0]);
+      assert.equal(description.failedInARow, 0);
+      // Only Redis: the definition is unknown here, its runs are not.
+      const bare = await admin.describe('nightly-report');
+      assert.deepEqual([bare.definition, bare.nextTicks, bare.schedule], [null, [], null]);
+      assert.ok(bare.runs.some((run) => run.jobId === jobId));
+      await assert.rejects(withJobs.describe('no-such-job'), (error: Error & { code?: string }) => error.code === 'unknown-job' && /no job named "no-such-job"/.test(error.message));
+    } finally {
+      await withJobs.close();
+    }
+  });
+
+  it('`leasebeat describe` prints the description; an unknown name is one line and a failure', async () => {
+    const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS };
+    const json = await runCli(['describe', 'nightly-report', '--json', '--ticks', '2'], { env });
+    assert.equal(json.code, 0, json.stderr);
+    const description = JSON.parse(json.stdout) as Awaited<ReturnType<Admin['describe']>>;
+    assert.equal(description.nextTicks.length, 2);
+    const text = await runCli(['describe', 'nightly-report', '--ticks', '2'], { env });
+    assert.equal(text.code, 0, text.stderr);
+    const lines = text.stdout.trimEnd().split('\n');
+    assert.match(lines[1]!, new RegExp(`^  job  30 2 \\* \\* \\*  .*definition ${description.definition}$`));
+    assert.match(lines.find((line) => line.startsWith('  next'))!, /^ {2}next 2 ticks:$/);
+    const unknown = await runCli(['describe', 'no-such-job'], { env });
+    assert.notEqual(unknown.code, 0);
+    assert.match(unknown.stderr.trim(), /^leasebeat: no job named "no-such-job"/);
+    assert.equal(unknown.stderr.trim().split('\n').length, 1);
+    const bad = await runCli(['describe', 'nightly-report', '--ticks', 'many'], { env });
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--ticks "many" must be a whole number/);
   });
 
   it('`leasebeat runs` from a folder without jobs/ still gives each run its BullMQ state', async () => {

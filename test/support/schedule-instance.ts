@@ -18,15 +18,15 @@ export interface ScheduleInstance {
 }
 
 /**
- * One in-process instance over {@link SCHEDULE_JOBS} on the suite's Redis: started (and leading) in a
+ * One in-process instance over {@link SCHEDULE_JOBS} (or `jobsDir`) on the suite's Redis: started (and leading) in a
  * `before` hook, stopped before the server closes. What pause, resume and trigger of a schedule need.
  */
-export function useScheduleInstance(redis: RedisFixture): ScheduleInstance {
+export function useScheduleInstance(redis: RedisFixture, options: { jobsDir?: string } = {}): ScheduleInstance {
   let scheduler: Scheduler | undefined;
   before(async () => {
     scheduler = createScheduler({
       connection: redis.server.url,
-      jobsDir: SCHEDULE_JOBS,
+      jobsDir: options.jobsDir ?? SCHEDULE_JOBS,
       identity: 'schedules-instance',
       election: { leaseDurationMs: 2_000, renewDeadlineMs: 1_500, retryPeriodMs: 250 },
       members: { heartbeatIntervalMs: 200, graceMs: 1_000 },

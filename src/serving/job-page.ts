@@ -1,0 +1,160 @@
+import { escapeHtml, jsonForScript, PAGE_HELPERS, PAGE_STYLE } from './page-kit.js';
+
+/**
+ * The per-job page (`/jobs/<name>`): one job or runtime schedule as `leasebeat describe` shows it (its
+ * state, definition hash, next ticks, newest runs with duration, lag, term and instance), with its
+ * actions (trigger, pause with a note, resume) through the admin API, behind the same credentials and
+ * origin check as every other write. It renders in the browser from `/api/jobs/<name>/describe`, read
+ * again every 5 s, and builds DOM nodes only (see page-kit.ts).
+ */
+export function renderJobPage(options: { name: string; nonce: string; boardPath: string; readOnly: boolean }): string {
+  const name = escapeHtml(options.name);
+  const nonce = escapeHtml(options.nonce);
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>leasebeat · ${name}</title>
+<style nonce="${nonce}">${PAGE_STYLE}${STYLE}</style>
+</head>
+<body data-board="${escapeHtml(options.boardPath)}">
+<header><h1>leasebeat</h1><span>${name}</span>
+<nav><a href="/">Status</a><a href="${escapeHtml(options.boardPath)}">Bull Board</a><a id="json" href="/api/jobs/${escapeHtml(encodeURIComponent(options.name))}/describe">JSON</a></nav></header>
+<main><div id="app" class="contents"><noscript>This page renders with JavaScript; the same data is at its JSON link.</noscript></div></main>
+<footer id="updated"></footer>
+<script type="application/json" id="job">${jsonForScript({ name: options.name, readOnly: options.readOnly })}</script>
+<script nonce="${nonce}">${SCRIPT}</script>
+</body>
+</html>
+`;
+}
+
+const STYLE = `
+tr.run.older td:last-child { color: var(--warn); }
+.job-actions { margin-top: 0; padding-top: 0; border-top: 0; }
+`;
+
+/** How many runs and next ticks the page shows. */
+const RUNS = 20;
+const TICKS = 10;
+
+const SCRIPT = `
+(() => {
+  'use strict';
+  const app = document.getElementById('app');
+  const footer = document.getElementById('updated');
+  const board = document.body.dataset.board;
+  const page = JSON.parse(document.getElementById('job').textContent);
+${PAGE_HELPERS}
+  const describePath = '/api/jobs/' + encodeURIComponent(page.name) + '/describe?ticks=${TICKS}&runs=${RUNS}';
+  let shown = null;
+  let acting = false;
+  let said = null;
+
+  function duration(ms) {
+    return ms === null || ms === undefined ? h('span', { class: 'empty' }, '—') : age(ms);
+  }
+  function runLink(run) {
+    if (!run.jobId) return h('span', { class: 'empty' }, '—');
+    return run.queue ? h('a', { href: board + '/queue/' + encodeURIComponent(run.queue) + '/' + encodeURIComponent(run.jobId) }, run.jobId) : run.jobId;
+  }
+  function runRow(run, current) {
+    const what = run.kind === 'range' ? 'skipped ' + run.count + ' ticks' : run.kind === 'manual' ? 'manual, ' + run.fate : run.fate;
+    // A run decided by another definition than the one loaded now (an edit since) is marked.
+    const older = run.definition && current && run.definition !== current;
+    return h('tr', { class: 'run' + (older ? ' older' : ''), 'data-run': run.jobId || run.tick },
+      h('td', {}, time(run.tick), run.to ? h('span', { class: 'sub' }, '… ' + run.to) : null),
+      h('td', {}, what, run.reason ? h('span', { class: 'sub' }, run.reason) : null),
+      h('td', {}, runLink(run)),
+      h('td', {}, run.state || h('span', { class: 'empty' }, '—')),
+      h('td', {}, run.startedAt ? time(run.startedAt) : h('span', { class: 'empty' }, '—')),
+      h('td', { class: 'num' }, duration(run.durationMs)),
+      h('td', { class: 'num' }, duration(run.lagMs)),
+      h('td', { class: 'num' }, run.attempts === null ? '—' : run.attempts),
+      h('td', {}, run.instance || h('span', { class: 'empty' }, '—')),
+      h('td', {}, run.term ? h('code', {}, run.term) : h('span', { class: 'empty' }, '—')),
+      h('td', {}, run.definition ? h('code', { title: older ? 'decided by an earlier definition' : 'the definition loaded now' }, run.definition) : h('span', { class: 'empty' }, '—')));
+  }
+  // Made once and kept across refreshes, so that a note being typed survives them.
+  let actionsBox = null;
+  function actions() {
+    if (page.readOnly) return h('p', { class: 'note' }, 'This server is read-only: no actions.');
+    if (actionsBox) return actionsBox;
+    const note = h('input', { type: 'text', id: 'pause-note', maxlength: '500', placeholder: 'why (shown with the pause)', 'aria-label': 'Pause note' });
+    const buttons = [['trigger', 'Trigger now'], ['pause', 'Pause'], ['resume', 'Resume']].map(([action, label]) =>
+      h('button', { type: 'button', id: action, 'data-action': action }, label));
+    for (const button of buttons) button.addEventListener('click', () => void act(shown, button.dataset.action, note));
+    note.addEventListener('keydown', (event) => { if (event.key === 'Enter') void act(shown, 'pause', note); });
+    actionsBox = h('div', { class: 'actions job-actions' }, buttons[0], note, buttons[1], buttons[2]);
+    return actionsBox;
+  }
+  async function act(job, action, input) {
+    if (acting || !job) return;
+    acting = true;
+    for (const button of actionsBox.querySelectorAll('button')) button.disabled = true;
+    const note = input.value.trim();
+    // A runtime schedule's actions are the schedules API's; a file job's, the jobs API's.
+    const base = job.kind === 'schedule' ? '/api/schedules/' : '/api/jobs/';
+    try {
+      const result = await sendJson(base + encodeURIComponent(job.name) + '/' + action, action === 'pause' && note ? { note } : {});
+      said = { ok: true, text: action === 'trigger' ? 'Triggered: ' + result.jobId + ' in queue ' + result.queue
+        : action === 'pause' ? (note ? 'Paused, with the note shown above.' : 'Paused.')
+        : result.resumed ? 'Resumed.' : 'It was not paused at run time.' };
+    } catch (error) {
+      said = { ok: false, text: action + ' failed: ' + error.message };
+    } finally {
+      acting = false;
+      for (const button of actionsBox.querySelectorAll('button')) button.disabled = false;
+    }
+    if (said.ok && action === 'pause') input.value = '';
+    await refresh();
+  }
+  function render(job) {
+    const skipped = Object.entries(job.skipped);
+    app.replaceChildren(
+      h('div', { class: 'cards' },
+        h('section', { class: 'card' }, h('h2', {}, job.kind === 'schedule' ? 'Runtime schedule' : 'Job'), fields([
+          ['Name', h('strong', { id: 'job-name' }, job.name)],
+          ['Schedule', job.schedule ? [h('code', {}, job.schedule), ' ', job.timezone || ''] : h('span', { class: 'empty' }, 'definition not loaded here')],
+          ['Queue', job.queue || '—'],
+          ['State', h('span', { id: 'job-state' }, job.paused ? badge('paused', 'warn') : badge('active', 'ok'),
+            job.paused && job.pauseNote ? h('span', { class: 'sub pause-note' }, job.pauseNote) : null)],
+          ['Definition', job.definition ? h('code', { id: 'job-definition' }, job.definition) : '—'],
+          ['Last tick', time(job.lastTick)],
+          ['Staged', job.staged.length ? job.staged.join(', ') : '—'],
+        ])),
+        h('section', { class: 'card' }, h('h2', {}, 'Counts'), fields([
+          ['Enqueued', h('span', { id: 'job-enqueued' }, job.enqueued)],
+          ['Skipped', skipped.length ? skipped.map(([reason, n]) => reason + ' ' + n).join(', ') : '0'],
+          ['Fenced', job.fenced],
+          ['Failed in a row', h('span', { class: job.failedInARow ? 'bad' : '' }, job.failedInARow)],
+        ]),
+        actions(),
+        said ? h('p', { id: 'action-result', class: 'action-result ' + (said.ok ? 'ok' : 'bad') }, said.text) : null),
+        h('section', { class: 'card' }, h('h2', {}, 'Next ticks'),
+          job.nextTicks.length ? h('ol', { id: 'next-ticks' }, job.nextTicks.map((tick) => h('li', {}, time(tick)))) : h('p', { class: 'empty' }, 'None known here.'))),
+      h('section', {}, h('h2', {}, 'Newest runs', h('span', { class: 'hint' }, 'ticks, skipped ranges and manual runs, newest first')),
+        table(['Tick', 'Fate', 'Run', 'State', 'Started', 'Took', 'Lag', 'Attempts', 'Instance', 'Term', 'Definition'],
+          job.runs.map((run) => runRow(run, job.definition)), 'Nothing recorded yet.')));
+  }
+  function stamp(text, failed) {
+    footer.textContent = text;
+    footer.className = failed ? 'bad' : '';
+  }
+  async function refresh() {
+    try {
+      shown = await getJson(describePath);
+      document.title = 'leasebeat · ' + shown.name;
+      render(shown);
+      stamp('Updated ' + new Date().toLocaleTimeString() + ' · refreshes every 5 s');
+    } catch (error) {
+      // What was read last stays on screen, under what does not answer now.
+      if (!shown) app.replaceChildren(h('section', { class: 'card outage' }, h('h2', { class: 'bad' }, page.name), h('p', { id: 'job-error' }, error.message)));
+      stamp('Refresh failed (' + error.message + ')' + (shown ? '; showing older data' : ''), true);
+    }
+  }
+  void refresh();
+  setInterval(() => { if (!document.hidden && !acting) void refresh(); }, 5000);
+})();
+`;
