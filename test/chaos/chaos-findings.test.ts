@@ -482,7 +482,11 @@ describe('chaos findings: a claim whose add failed is added after an edit by the
   // definition without asking whether it still has the tick. Proposed fix: as ddca4c4 does for an earlier
   // term's pending claims, an unadded claim of a tick the job as now defined does not have is added held and
   // taken back (`rescheduled`), or recorded skipped.
-  it('the odd tick claimed under every 1s, its add failing until an edit to every 2s, is not run with the 2 s data', { timeout: 60_000 }, () => suite.onTerms({ queue: 'leasebeat' }, async ({ ledger, queue, compiled, produceUntil }) => {
+  /**
+   * Claims an odd tick of `refused-add` (every 1 s, data v1) whose BullMQ add fails until, once the tick is
+   * due, `change` rewrites the schedule; then BullMQ answers again. Returns the tick and what became of it.
+   */
+  const refusedAddThen = (id: string, change: () => Promise<void>) => suite.onTerms({ queue: 'leasebeat' }, async ({ ledger, queue, compiled, produceUntil }) => {
     const direct = directWrites(redis.client);
     let failAdds = false;
     // BullMQ's adds as a failover of its primary leaves them: not confirmed, so treated as not written.
@@ -493,11 +497,11 @@ describe('chaos findings: a claim whose add failed is added after an edit by the
         return direct.write(key, write, decides);
       },
     };
-    await suite.admin.schedules.upsert('refused-add', { job: 'work', every: '1s', data: { v: 1 } });
-    let job = await compiled('refused-add');
+    await suite.admin.schedules.upsert(id, { job: 'work', every: '1s', data: { v: 1 } });
+    let job = await compiled(id);
     let odd: number | undefined;
-    await produceUntil(() => job, 0, 'the odd tick settled after the edit', async (producer) => {
-      const { lastScheduledTick } = await ledger.jobState('refused-add');
+    await produceUntil(() => job, 0, 'the odd tick settled after the change', async (producer) => {
+      const { lastScheduledTick } = await ledger.jobState(id);
       if (odd === undefined) {
         // Staged up to an even tick: the next claim, an odd one, is made and its add fails.
         if (lastScheduledTick === undefined || lastScheduledTick % 2000 !== 0 || lastScheduledTick < Date.now() + 1000) return false;
@@ -507,22 +511,38 @@ describe('chaos findings: a claim whose add failed is added after an edit by the
       }
       if (failAdds) {
         // Claimed, not added, and due: past its tick, an add is a run at once, with no staging to take back.
-        if (!(await ledger.tickState('refused-add', odd))?.startsWith('claimed|') || Date.now() < odd + 300) return false;
-        // Now the schedule is edited to every 2 s, and BullMQ answers again.
-        await suite.admin.schedules.upsert('refused-add', { job: 'work', every: '2s', data: { v: 2 } });
-        job = await compiled('refused-add');
+        if (!(await ledger.tickState(id, odd))?.startsWith('claimed|') || Date.now() < odd + 300) return false;
+        // Now the schedule changes, the lane hears of it in one reload, and BullMQ answers again.
+        await change();
+        job = await compiled(id);
         producer.reload();
         failAdds = false;
         return false;
       }
       return (lastScheduledTick ?? 0) >= odd + 3000;
     }, { stageAheadMs: 2000, writes });
+    return { odd: odd!, ...(await tickOf(queue, ledger, id, odd!)) };
+  });
+
+  it('the odd tick claimed under every 1s, its add failing until an edit to every 2s, is not run with the 2 s data', { timeout: 60_000 }, async () => {
+    const { odd, state, data } = await refusedAddThen('refused-add', async () => void (await suite.admin.schedules.upsert('refused-add', { job: 'work', every: '2s', data: { v: 2 } })));
     // Nor with the 1 s data: the edit, acknowledged before the retry, has no such tick (chaos at 7e0275d,
     // same command: tenant-1's odd tick ran with the 1 s version's data, added 1729 ms after the tick and
     // 3.4 s after the edit to every 2 s was acknowledged). Fixed: taken back (`rescheduled`).
-    const { state, data } = await tickOf(queue, ledger, 'refused-add', odd!);
-    assert.equal(state, 'skipped|rescheduled', `tick ${new Date(odd!).toISOString()}, which every 2s does not have, is ${state} with ${JSON.stringify(data)}`);
-  }));
+    assert.equal(state, 'skipped|rescheduled', `tick ${new Date(odd).toISOString()}, which every 2s does not have, is ${state} with ${JSON.stringify(data)}`);
+  });
+
+  // The lane hears of a removal and the re-creation after it in one reload (the feed delivered both while
+  // it waited to retry): the claim is of the schedule's earlier life, whose add may have landed with its
+  // data. Before, the lane left it pending for the next term, whose takeover may be hours away; meanwhile a
+  // landed add was the live term's run and would start.
+  it('the same claim, the schedule removed and written again meanwhile: taken back as removed, not run by either life', { timeout: 60_000 }, async () => {
+    const { odd, state, data } = await refusedAddThen('relived-add', async () => {
+      assert.equal(await suite.admin.schedules.remove('relived-add'), true);
+      await suite.admin.schedules.upsert('relived-add', { job: 'work', every: '1s', data: { v: 2 } });
+    });
+    assert.equal(state, 'skipped|removed', `tick ${new Date(odd).toISOString()}, claimed in the removed life, is ${state} with ${JSON.stringify(data)}`);
+  });
 });
 
 describe('chaos findings: the admin API on a Redis Cluster URL writes no schedule', () => {
