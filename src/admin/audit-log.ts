@@ -3,7 +3,7 @@ import { AUDIT_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import type { WritePath } from '../redis/durability.js';
 
 /** What an operator did to a job or a runtime schedule. */
-export type AuditAction = 'pause' | 'resume' | 'trigger' | 'upsert' | 'remove';
+export type AuditAction = 'pause' | 'resume' | 'trigger' | 'backfill' | 'upsert' | 'remove';
 
 /** One entry of a job's history: what was done, by whom, when (Redis time), and what it said. */
 export interface AuditEntry {
