@@ -43,6 +43,7 @@ import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
 import { durationOf, wholeNumber } from './flags.js';
 import { formatScheduleDescription, formatScheduleTable, tickFormatter } from './format.js';
 import { registerImportCommand } from './import-command.js';
+import { registerBackfillCommand } from './backfill-command.js';
 import { specFromFlags, type SpecFlags } from './schedule-spec.js';
 
 /**
@@ -624,6 +625,7 @@ withSettings(schedules.command('trigger').description('ask the leader to run a s
   .action(scheduleTrigger);
 
 registerImportCommand(program, { withSettings: (command) => withSettings(command, 'connection'), withAdmin });
+registerBackfillCommand(program, { withSettings: (command) => withSettings(command, 'connection'), withAdmin });
 
 /** Exit codes by failure: see the top of this file. */
 function exitCodeOf(error: unknown): number | undefined {
