@@ -259,6 +259,8 @@ export class BackfillDesk {
     const others = (await this.redis.zrange(this.keys.backfills(stored.job), 0, -1)).filter((other) => other !== id);
     const run = new BackfillRun(this.term, this.queues, stored, job, others);
     if (!job) {
+      // A claim it left pending cannot be added without the definition, nor dropped (its run may be in
+      // BullMQ): the finish refuses, and the retries wait for the job to be defined again.
       this.term.log.warn(log, 'backfill of a job the leader does not have: failed');
       return run.finish('unknown-job');
     }
@@ -370,7 +372,7 @@ class BackfillRun {
         continue;
       }
       if (this.stored.overlap !== 'allow' && (await this.previousUnfinished())) {
-        if (this.stored.overlap === 'skip') return this.decideAs('skip', tick);
+        if (this.stored.overlap === 'skip') return this.skipForOverlap(tick);
         await this.term.timer.nap(RECHECK_MS).done;
         if (this.term.signal.aborted) return false;
         continue;
@@ -393,8 +395,9 @@ class BackfillRun {
     }
   }
 
-  private async decideAs(mode: 'skip', tick: number): Promise<boolean> {
-    const outcome = await this.step(mode, [tick]);
+  /** Records the tick skipped (`overlap`): the backfill's previous run is unfinished. */
+  private async skipForOverlap(tick: number): Promise<boolean> {
+    const outcome = await this.step('skip', [tick]);
     if (!this.going(outcome)) return false;
     if ('cursor' in outcome) this.cursor = outcome.cursor;
     return true;

@@ -182,6 +182,19 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     }
   });
 
+  it('the live ticks of another job go on being recorded while a backfill runs', async () => {
+    jobs.set('pulse', scheduledJob({ name: 'pulse', schedule: '* * * * * *', queue: 'pulse-q', handler: () => undefined }));
+    await leadAndTakeOver();
+    const watermark = async (): Promise<number> => Number((await redis.client.hget(keys.jobState('pulse'), 'lastScheduledTick')) ?? 0);
+    const requested = await admin.backfill('sweep', { from: ticks[0]!, to: ticks[20]!, rate: 1, by: 'tester' });
+    await until('the backfill to be under way', async () => ((await admin.backfills('sweep'))[0]!.enqueued >= 1 ? true : undefined));
+    const before = await watermark();
+    await until('three more live ticks of pulse', async () => (await watermark()) >= before + 3_000);
+    const meanwhile = (await admin.backfills('sweep')).find((b) => b.id === requested.id)!;
+    assert.equal(meanwhile.state, 'running', 'the live ticks were recorded while the backfill ran');
+    assert.ok(meanwhile.enqueued < missing.length);
+  });
+
   it('survives a leader change mid-way: the next term finishes the claim the last one left pending and resumes at the cursor; no tick runs twice, none is missed', async () => {
     await leadAndTakeOver(1);
     const requested = await admin.backfill('sweep', { from: ticks[0]!, to: ticks[20]!, rate: 4, by: 'tester' });
