@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 import { Queue, Worker, type Job } from 'bullmq';
 import { pino } from 'pino';
-import { createAdmin, type Admin, type BackfillOptions, type BackfillProgress } from '../../src/index.js';
+import { BackfillError, createAdmin, type Admin, type BackfillOptions, type BackfillProgress } from '../../src/index.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
@@ -220,6 +220,20 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     assert.equal(await ledger.tickState('sweep', next), `enqueued|${tickJobId('sweep', next)}`);
     assert.deepEqual(runs.find((run) => run.data.tick === next)!.data.token, { generation: 'gen-1', leaderTransitions: 2 });
     assert.deepEqual(await ledger.backfillPendingTicks('sweep'), []);
+  });
+
+  it('refuses a range the ledger may have pruned, and a job no leader has scheduled: a BackfillError naming the option, nothing stored', async () => {
+    // The job has been owed its ticks for 3 h; retention keeps 1 h: records from 3 h to 1 h ago may be gone.
+    const [seconds] = await redis.client.time();
+    const now = Number(seconds) * 1000;
+    await ledger.takeOverStates([{ job: 'sweep', stagedWithinMs: 0 }], now - 180 * MINUTE);
+    await assert.rejects(
+      admin.backfill('sweep', { from: now - 170 * MINUTE, to: now - 160 * MINUTE }),
+      (error: unknown) => error instanceof BackfillError && error.option === 'from' && /may be pruned, and a pruned tick may have run; give --from \S+ or later/.test(error.problem),
+    );
+    jobs.set('fresh', scheduledJob({ name: 'fresh', schedule: '* * * * *', queue: QUEUE, handler: () => undefined }));
+    await assert.rejects(admin.backfill('fresh', { from: ticks[0]!, to: ticks[1]! }), (error: unknown) => error instanceof BackfillError && error.option === 'job');
+    assert.deepEqual(await redis.client.keys('*backfill*'), []);
   });
 
   it('never runs a tick whose record was pruned; runs those before every backfilled span', async () => {
