@@ -99,7 +99,7 @@ export class TriggerDesk {
     private readonly keys: KeySpace,
     private readonly term: DeskTerm,
     private readonly onPaused: (job: string) => void,
-    private readonly onBackfill: () => void = () => undefined,
+    private readonly onBackfill: () => void,
   ) {}
 
   /**
