@@ -182,6 +182,19 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     }
   });
 
+  it('a leader that has not noticed it lost (its term still running) is fenced off its backfill; the next term completes it, each tick once', async () => {
+    await leadAndTakeOver(1);
+    const requested = await admin.backfill('sweep', { from: ticks[0]!, to: ticks[20]!, rate: 4, by: 'tester' });
+    await until('the backfill to be under way', async () => ((await admin.backfills('sweep'))[0]!.enqueued >= 2 ? true : undefined));
+    // Term 2 raises the fence while term 1 goes on: term 1's next backfill step is refused by the fence.
+    lead(2);
+    const progress = await ended(requested.id);
+    assert.equal(progress.enqueued, missing.length);
+    assert.deepEqual((await backfillRuns()).map((run) => run.data.tick), missing);
+    assert.ok(Number((await ledger.fence()).fenced) >= 1, 'term 1 met the fence');
+    assert.deepEqual(await ledger.backfillPendingTicks('sweep'), []);
+  });
+
   it('the live ticks of another job go on being recorded while a backfill runs', async () => {
     jobs.set('pulse', scheduledJob({ name: 'pulse', schedule: '* * * * * *', queue: 'pulse-q', handler: () => undefined }));
     await leadAndTakeOver();
