@@ -87,8 +87,10 @@ export interface BackfillStep {
   /** In order; `claim` and `skip` take one. */
   ticks: Array<{ tick: number; jobId: string }>;
   includeSkipped: boolean;
-  /** Ticks later than the job's watermark less this are left to the live lane (its staging reach). */
+  /** Ticks later than the older of the job's watermark and `now`, less this, are left to the live lane (its staging reach). */
   reachMs: number;
+  /** The authoritative time (ms). */
+  now: number;
   /** The job's other backfills (ids). */
   others: string[];
   /** `finish`: why the backfill failed; omitted when it is done. */
@@ -548,6 +550,7 @@ export class TickLedger {
         step.mode,
         step.includeSkipped ? '1' : '0',
         step.reachMs,
+        step.now,
         step.job,
         step.failure ?? '',
         ...step.ticks.flatMap(({ tick, jobId }) => [tick, jobId]),

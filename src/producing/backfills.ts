@@ -303,6 +303,7 @@ class BackfillRun {
       // The live lane's takeover reads the records within its staging reach of the watermark as its own
       // staged runs: a backfill leaves those ticks to it.
       reachMs: this.term.stageAheadMs + (job?.maxJitterMs ?? 0),
+      now: this.term.now(),
       others: this.others,
       ...(failure === undefined ? {} : { failure }),
     });

@@ -219,7 +219,7 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     // Term 1 dies between a claim and its add: the claim is left pending, its run never added.
     const cursor = Number(await redis.client.hget(keys.backfill(requested.id), 'cursor'));
     const next = missing.find((tick) => tick > cursor)!;
-    const claimed = await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, others: [] });
+    const claimed = await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
     assert.equal(claimed.kind, 'claimed');
     assert.deepEqual(await ledger.backfillPendingTicks('sweep'), [next]);
     lead(2);
@@ -249,6 +249,21 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     assert.deepEqual(await redis.client.keys('*backfill*'), []);
   });
 
+  it('leaves to the live lane the ticks within its staging reach of the watermark: listed as later, not claimed', async () => {
+    // No leader: the earlier term is the fence's; its watermark is tick 20.
+    await ledger.takeOverStates([{ job: 'sweep', stagedWithinMs: 0 }], Date.now());
+    const requested = await admin.backfill('sweep', { from: ticks[0]!, to: ticks[20]! });
+    const step = await ledger.stepBackfill(EARLIER, {
+      job: 'sweep', backfill: requested.id, mode: 'list', ticks: ticks.map((tick) => ({ tick, jobId: tickJobId('sweep', tick) })),
+      includeSkipped: false, reachMs: 25 * MINUTE, now: Date.now(), others: [],
+    });
+    assert.deepEqual(step, { kind: 'decided', cursor: ticks[20], fate: '' });
+    const progress = (await admin.backfills('sweep'))[0]!;
+    assert.deepEqual(progress.listed, { ran: 3, skipped: 4, pruned: 0, later: missing.length, overlapSkipped: 0 });
+    assert.equal(progress.enqueued, 0);
+    assert.deepEqual(await ledger.backfillPendingTicks('sweep'), []);
+  });
+
   it('never runs a tick whose record was pruned; runs those before every backfilled span', async () => {
     await leadAndTakeOver();
     await backfill();
@@ -272,7 +287,7 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     await stopAll();
     const cursor = Number(await redis.client.hget(keys.backfill(requested.id), 'cursor'));
     const next = missing.find((tick) => tick > cursor)!;
-    assert.equal((await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, others: [] })).kind, 'claimed');
+    assert.equal((await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] })).kind, 'claimed');
     const [seconds] = await redis.client.time();
     await ledger.prune('sweep', Number(seconds) * 1000);
     assert.equal(await ledger.tickState('sweep', next), `claimed|gen-1|1|${tickJobId('sweep', next)}`);

@@ -5,17 +5,19 @@
   A backfill never touches the live lane's bookkeeping: its claims go to a pending set of their own
   (the live takeover must not finish them as late live ticks, nor skip them by the catch-up policy), and
   it never moves `lastScheduledTick`, `lastJobId` or the live pending set: it decides only ticks at least
-  a staging reach behind the watermark, which the ledger's no-hole order has long walked past.
+  a staging reach behind the older of the watermark and now, which the ledger's no-hole order has long
+  walked past and no takeover reads as staged runs.
   KEYS[1] fence  KEYS[2] retired generations  KEYS[3] ledger  KEYS[4] ledger index  KEYS[5] skips
   KEYS[6] job state  KEYS[7] backfill pending  KEYS[8] the backfill  KEYS[9] backfill queue
   KEYS[10] paused jobs  KEYS[11..] the job's other backfills (their decided spans)
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] mode: 'list' (decide the ticks given that need no
           run, stop at the first that does), 'claim' (claim the one tick given to add it), 'skip' (record
           the one tick given as skipped: overlap), 'finish' (end the backfill)
-  ARGV[4] '1' to run ticks recorded skipped  ARGV[5] reach (ms): ticks later than the watermark less
-          this are the live lane's (its staging horizon and jitter: its takeover reads the records there)
-  ARGV[6] job name  ARGV[7] finish: '' (done) or why it failed
-  then pairs: ARGV[8+2i] tick (ms)  ARGV[9+2i] its run's job id
+  ARGV[4] '1' to run ticks recorded skipped  ARGV[5] reach (ms): ticks later than the older of the
+          watermark and now, less this, are the live lane's (its staging horizon and jitter: its takeover
+          reads the records there as its staged runs; see takeOver.lua)  ARGV[6] now (ms)
+  ARGV[7] job name  ARGV[8] finish: '' (done) or why it failed
+  then pairs: ARGV[9+2i] tick (ms)  ARGV[10+2i] its run's job id
   Fates, counted in the backfill's hash: `ran` (a record of a run: enqueued, claimed, buffered, being
   taken back), `skipped` (a skipped record or range), `pruned` (no record where the ledger would hold
   one: its record was pruned, so it may have run), `later` (the live lane's), `enqueued` (claimed by this
@@ -44,10 +46,10 @@ if state == 'done' or state == 'failed' then return { -4, state } end
 
 if mode == 'finish' then
   if redis.call('ZCARD', pending) > 0 then return { -2 } end
-  if ARGV[7] == '' then
+  if ARGV[8] == '' then
     redis.call('HSET', backfill, 'state', 'done')
   else
-    redis.call('HSET', backfill, 'state', 'failed', 'error', ARGV[7])
+    redis.call('HSET', backfill, 'state', 'failed', 'error', ARGV[8])
   end
   redis.call('ZREM', KEYS[9], redis.call('HGET', backfill, 'id'))
   return { 0, redis.call('HGET', backfill, 'cursor'), '' }
@@ -57,7 +59,9 @@ redis.call('HSET', backfill, 'state', 'running', 'term', ARGV[1] .. '/' .. ARGV[
 local cursor = tonumber(redis.call('HGET', backfill, 'cursor'))
 local watermark = tonumber(redis.call('HGET', jobState, 'lastScheduledTick') or '')
 local since = tonumber(redis.call('HGET', jobState, 'scheduledSince') or '')
-local includeSkipped, reach = ARGV[4] == '1', tonumber(ARGV[5])
+local includeSkipped = ARGV[4] == '1'
+-- Both only grow, so a tick behind this edge stays behind every later takeover's reach.
+local edge = watermark and math.min(watermark, tonumber(ARGV[6])) - tonumber(ARGV[5])
 
 -- Recorded ranges never overlap (skipRange.lua): only the one starting last at or before the tick can cover it.
 local function coveredByRange(tick)
@@ -94,7 +98,7 @@ local function fate(tick)
   end
   -- Near the watermark the live lane's takeover reads records as its staged runs, and past it the ticks
   -- are its own to decide: a backfill leaves them to it.
-  if base == 'run' and (not watermark or tick > watermark - reach) then return 'later' end
+  if base == 'run' and (not edge or tick > edge) then return 'later' end
   return base
 end
 
@@ -107,7 +111,7 @@ local function decided(tick, counter)
 end
 
 if mode == 'list' then
-  for i = 8, #ARGV, 2 do
+  for i = 9, #ARGV, 2 do
     local tick = tonumber(ARGV[i])
     if tick > cursor then
       local f = fate(tick)
@@ -118,7 +122,7 @@ if mode == 'list' then
   return { 0, string.format('%d', cursor), '' }
 end
 
-local tickText, jobId = ARGV[8], ARGV[9]
+local tickText, jobId = ARGV[9], ARGV[10]
 local tick = tonumber(tickText)
 local f = fate(tick)
 if f == 'ours' and mode == 'claim' then
@@ -130,7 +134,7 @@ if f ~= 'run' or tick <= cursor then
   return { 0, string.format('%d', cursor), f }
 end
 -- A pause at run time holds the backfill as it holds the live ticks; nothing is decided meanwhile.
-if redis.call('HEXISTS', KEYS[10], ARGV[6]) == 1 then return { 5 } end
+if redis.call('HEXISTS', KEYS[10], ARGV[7]) == 1 then return { 5 } end
 -- Indexed like every record, so retention prunes it; pruneLedger.lua leaves it while it is pending.
 redis.call('ZADD', index, tickText, tickText)
 if mode == 'skip' then
