@@ -170,7 +170,7 @@ export interface Admin {
   /** Resumes a paused job; false when it was not paused. Unknown names are refused unless `force`. */
   resume(job: string, options?: { force?: boolean; by?: string }): Promise<boolean>;
   /**
-   * Who paused, resumed, triggered, edited or removed a job or schedule, and when: its newest `limit`
+   * Who paused, resumed, triggered, backfilled, edited or removed a job or schedule, and when: its newest `limit`
    * entries (default 20), newest first. `by` of each action is the caller's (default: `who`).
    */
   history(job: string, options?: { limit?: number }): Promise<AuditEntry[]>;

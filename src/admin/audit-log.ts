@@ -16,7 +16,7 @@ export interface AuditEntry {
 }
 
 /**
- * Who paused, resumed, triggered, edited or removed what, and when: one capped stream per job or schedule
+ * Who paused, resumed, triggered, backfilled, edited or removed what, and when: one capped stream per job or schedule
  * name in Redis (`<base>:audit:<name>`), written after the action succeeded (through the same durable
  * path on replicated topologies) and read newest first by `leasebeat history`.
  */

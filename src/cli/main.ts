@@ -542,7 +542,7 @@ withSettings(program.command('runs').description("a job's recent ticks, skipped 
   .option('--json', 'print JSON')
   .action(runs);
 
-withSettings(program.command('history').description('who paused, resumed, triggered, edited or removed a job or schedule, and when (newest first)'), 'connection')
+withSettings(program.command('history').description('who paused, resumed, triggered, backfilled, edited or removed a job or schedule, and when (newest first)'), 'connection')
   .argument('<job>', 'job name or schedule id')
   .option('-n, --limit <n>', 'how many, newest first', '20')
   .option('--json', 'print JSON')
