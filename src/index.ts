@@ -65,6 +65,17 @@ export {
 } from './admin/admin.js';
 export type { AuditEntry, AuditAction } from './admin/audit-log.js';
 export {
+  BackfillError,
+  BACKFILL_OVERLAPS,
+  BACKFILL_TICK_LIMIT,
+  DEFAULT_BACKFILL_RATE,
+  MAX_BACKFILL_RATE,
+  type BackfillOptions,
+  type BackfillOverlap,
+  type BackfillProgress,
+  type BackfillState,
+} from './admin/backfill.js';
+export {
   ScheduleError,
   type Schedules,
   type ScheduleErrorCode,

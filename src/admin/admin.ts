@@ -29,6 +29,8 @@ import { createSchedules, type Schedules } from './schedules.js';
 import { NO_RUN_DETAILS, type RecentRun, type TriggerResult } from './run-views.js';
 import { runDetails, RUNNER_FIELD } from './run-details.js';
 import { AuditLog, type AuditEntry } from './audit-log.js';
+import { requestBackfill, type BackfillOptions, type BackfillProgress } from './backfill.js';
+import { jobBackfills } from '../producing/backfills.js';
 
 export type { RecentRun, TriggerResult } from './run-views.js';
 
@@ -185,7 +187,7 @@ export interface Admin {
   /** Resumes a paused job; false when it was not paused. Unknown names are refused unless `force`. */
   resume(job: string, options?: { force?: boolean; by?: string }): Promise<boolean>;
   /**
-   * Who paused, resumed, triggered, edited or removed a job or schedule, and when: its newest `limit`
+   * Who paused, resumed, triggered, backfilled, edited or removed a job or schedule, and when: its newest `limit`
    * entries (default 20), newest first. `by` of each action is the caller's (default: `who`).
    */
   history(job: string, options?: { limit?: number }): Promise<AuditEntry[]>;
@@ -209,6 +211,15 @@ export interface Admin {
    * `unknown-job` for a name neither the cluster nor the loaded definitions know.
    */
   describe(job: string, options?: { ticks?: number; runs?: number }): Promise<JobDescription>;
+  /**
+   * Asks the leader to run every tick of `job` in [from, to] that the ledger has no run of, once, at
+   * `rate` a second (docs/operations.md, "Backfilling a range"); returns the backfill as stored, queued.
+   * Needs the job's definition (the jobs folder). Throws `BackfillError` for a range or option it cannot
+   * run (nothing written), `AdminError` `unknown-job` for a job not defined here.
+   */
+  backfill(job: string, options: BackfillOptions): Promise<BackfillProgress>;
+  /** A job's backfills with their progress, newest first. */
+  backfills(job: string): Promise<BackfillProgress[]>;
   /** The runtime schedules: create, edit, remove, list and describe them (docs/schedules.md). */
   readonly schedules: Schedules;
   close(): Promise<void>;
@@ -243,6 +254,7 @@ class ClusterAdmin implements Admin {
   private readonly timeoutMs: number;
   private readonly where: string;
   private readonly audit: AuditLog;
+  private readonly writes: WritePath;
   /** Who acts, when the caller does not say: the CLI's user@host. */
   private readonly who: string;
   /** The job folder as last loaded, and the names and modification times of its files then. */
@@ -277,6 +289,7 @@ class ClusterAdmin implements Admin {
     const durable = !options.writes && connections ? replicaWaitFor(connections, this.redis) : undefined;
     this.closeDurability = () => durable?.close();
     const writes = options.writes ?? (durable?.wait.enabled ? durable.wait : directWrites(this.redis));
+    this.writes = writes;
     this.ledger = new TickLedger(this.redis, this.keys, writes);
     this.audit = new AuditLog(this.redis, this.keys, writes);
     this.who = options.who ?? `${userInfo().username}@${hostname()}`;
@@ -449,6 +462,22 @@ class ClusterAdmin implements Admin {
       if (resumed) await this.audit.record(name, 'resume', options.by ?? this.who);
       return resumed;
     });
+  }
+
+  backfill(name: string, options: BackfillOptions): Promise<BackfillProgress> {
+    return this.bounded(`backfill ${name}`, async () => {
+      const job = (await this.definitions(false))?.jobs.get(name);
+      if (!job) {
+        await this.requireKnownJob(name, 'backfill reads the schedule from the definition: point LEASEBEAT_JOBS_DIR (or --jobs-dir) at the folder the instances load');
+        throw new AdminError('unknown-job', `"${name}" is not defined in ${this.options.jobsDir ?? 'the loaded jobs'}: backfill reads its schedule from its definition (runtime schedules cannot be backfilled)`);
+      }
+      const context = { redis: this.redis, keys: this.keys, writes: this.writes, redisNow: () => this.redisTime(), audit: (job: string, by: string, detail: Record<string, unknown>) => this.audit.record(job, 'backfill', by, detail) };
+      return requestBackfill(context, job, options, options.by ?? this.who);
+    });
+  }
+
+  backfills(name: string): Promise<BackfillProgress[]> {
+    return this.bounded(`backfills ${name}`, () => jobBackfills(this.redis, this.keys, name));
   }
 
   history(name: string, options: { limit?: number } = {}): Promise<AuditEntry[]> {
@@ -736,7 +765,7 @@ class ClusterAdmin implements Admin {
   }
 
 
-  private async requireKnownJob(name: string): Promise<void> {
+  private async requireKnownJob(name: string, fix = 'pass --force to use the name anyway (a job not deployed yet)'): Promise<void> {
     const known = await this.knownJobs();
     if (known.has(name)) return;
     const definitions = await this.definitions(false);
@@ -746,7 +775,7 @@ class ClusterAdmin implements Admin {
       'unknown-job',
       `no job named "${name}" is known to the cluster${definitions ? ` or defined in ${this.options.jobsDir ?? 'the loaded jobs'}` : ''}` +
         (names.length > 0 ? ` (known: ${names.slice(0, 20).join(', ')}${names.length > 20 ? ', ...' : ''})` : '') +
-        '; pass --force to use the name anyway (a job not deployed yet)',
+        `; ${fix}`,
     );
   }
 

@@ -3,7 +3,7 @@ import { AUDIT_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import type { WritePath } from '../redis/durability.js';
 
 /** What an operator did to a job or a runtime schedule. */
-export type AuditAction = 'pause' | 'resume' | 'trigger' | 'upsert' | 'remove';
+export type AuditAction = 'pause' | 'resume' | 'trigger' | 'backfill' | 'upsert' | 'remove';
 
 /** One entry of a job's history: what was done, by whom, when (Redis time), and what it said. */
 export interface AuditEntry {
@@ -16,7 +16,7 @@ export interface AuditEntry {
 }
 
 /**
- * Who paused, resumed, triggered, edited or removed what, and when: one capped stream per job or schedule
+ * Who paused, resumed, triggered, backfilled, edited or removed what, and when: one capped stream per job or schedule
  * name in Redis (`<base>:audit:<name>`), written after the action succeeded (through the same durable
  * path on replicated topologies) and read newest first by `leasebeat history`.
  */

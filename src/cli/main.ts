@@ -44,6 +44,7 @@ import { startEmbeddedRedis, type EmbeddedRedis } from './embedded-redis.js';
 import { durationOf, wholeNumber } from './flags.js';
 import { formatScheduleDescription, formatScheduleTable, tickFormatter } from './format.js';
 import { registerImportCommand } from './import-command.js';
+import { registerBackfillCommand } from './backfill-command.js';
 import { specFromFlags, type SpecFlags } from './schedule-spec.js';
 
 /**
@@ -558,7 +559,7 @@ withSettings(program.command('describe').description('a job or schedule in full:
   .option('--json', 'print JSON')
   .action(describeJob);
 
-withSettings(program.command('history').description('who paused, resumed, triggered, edited or removed a job or schedule, and when (newest first)'), 'connection')
+withSettings(program.command('history').description('who paused, resumed, triggered, backfilled, edited or removed a job or schedule, and when (newest first)'), 'connection')
   .argument('<job>', 'job name or schedule id')
   .option('-n, --limit <n>', 'how many, newest first', '20')
   .option('--json', 'print JSON')
@@ -641,6 +642,7 @@ withSettings(schedules.command('trigger').description('ask the leader to run a s
   .action(scheduleTrigger);
 
 registerImportCommand(program, { withSettings: (command) => withSettings(command, 'connection'), withAdmin });
+registerBackfillCommand(program, { withSettings: (command) => withSettings(command, 'connection'), withAdmin });
 
 /** Exit codes by failure: see the top of this file. */
 function exitCodeOf(error: unknown): number | undefined {

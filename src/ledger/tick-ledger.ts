@@ -4,7 +4,7 @@ import { describeTicks, directWrites, type WritePath } from '../redis/durability
 import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
-import { ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, TriggerCode } from './script-codes.js';
+import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, TriggerCode } from './script-codes.js';
 
 // The protocol's types and helpers live in records.ts; they are re-exported where callers found them.
 export { claimingTerm, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
@@ -23,6 +23,7 @@ const stagedRunMayStartScript = new LuaScript(new URL('./lua/stagedRunMayStart.l
 const markReviewedScript = new LuaScript(new URL('./lua/markReviewed.lua', import.meta.url));
 const pulseScript = new LuaScript(new URL('./lua/pulse.lua', import.meta.url));
 const countFailedRunScript = new LuaScript(new URL('./lua/countFailedRun.lua', import.meta.url));
+const stepBackfillScript = new LuaScript(new URL('./lua/stepBackfill.lua', import.meta.url));
 
 /** The outcome of claiming one (job, tick). */
 export type ClaimOutcome =
@@ -76,6 +77,42 @@ export type TriggerClaimOutcome =
   | { kind: 'refused'; reason: string }
   /** Decided before (enqueued or refused): nothing to do. */
   | { kind: 'settled'; state: string }
+  | { kind: 'fenced' };
+
+/** One step of a backfill ({@link TickLedger.stepBackfill}). */
+export interface BackfillStep {
+  job: string;
+  backfill: string;
+  mode: 'list' | 'claim' | 'skip' | 'finish';
+  /** In order; `claim` and `skip` take one. */
+  ticks: Array<{ tick: number; jobId: string }>;
+  includeSkipped: boolean;
+  /** Ticks later than the older of the job's watermark and `now`, less this, are left to the live lane (its staging reach). */
+  reachMs: number;
+  /** The authoritative time (ms). */
+  now: number;
+  /** The job's other backfills (ids). */
+  others: string[];
+  /** `finish`: why the backfill failed; omitted when it is done. */
+  failure?: string;
+}
+
+/** What a backfill step answered. */
+export type BackfillStepOutcome =
+  /** `list`: the ticks before `tick` are decided; `tick` needs a run. */
+  | { kind: 'needs-run'; cursor: number; tick: number }
+  /** Claimed: add its run, then confirm (`retry`: a backfill's claim an earlier term left pending). */
+  | { kind: 'claimed'; cursor: number; retry: boolean }
+  /** `skip`: recorded skipped for overlap. */
+  | { kind: 'skipped'; cursor: number }
+  /** Decided without a run, counted as `fate` (`list`: every tick given; `finish`: ended). */
+  | { kind: 'decided'; cursor: number; fate: string }
+  /** The job is paused at run time: nothing decided; try again later. */
+  | { kind: 'paused' }
+  /** `finish`: a backfill claim is still pending. */
+  | { kind: 'pending-left' }
+  /** The backfill has ended (`state`: done, failed) or does not exist (`missing`). */
+  | { kind: 'ended'; state: string }
   | { kind: 'fenced' };
 
 /** One claimed tick whose job is now in BullMQ ({@link TickLedger.confirmTicks}). */
@@ -495,6 +532,69 @@ export class TickLedger {
     return confirmOutcome(scriptCode('confirmTrigger', ConfirmCode, reply));
   }
 
+  /**
+   * One step of backfill `step.backfill` of `step.job` under the fence (see stepBackfill.lua): `list`
+   * decides the ticks given that need no run and stops at the first that does; `claim` claims one tick to
+   * add it (or takes over a backfill's claim an earlier term left pending); `skip` records one as skipped
+   * for overlap; `finish` ends the backfill (`failure`: why it failed, '' when done). `others`: the job's
+   * other backfills, whose decided spans mark ticks whose records may since be pruned.
+   */
+  async stepBackfill(token: FencingToken, step: BackfillStep): Promise<BackfillStepOutcome> {
+    const k = this.keys;
+    const reply = await this.writes.script<[number, string?, string?]>(
+      stepBackfillScript,
+      [k.fence, k.retiredGenerations, k.ledger(step.job), k.ledgerIndex(step.job), k.skips(step.job), k.jobState(step.job), k.backfillPending(step.job), k.backfill(step.backfill), k.backfillQueue, k.paused, ...step.others.map((id) => k.backfill(id))],
+      [
+        token.generation,
+        token.leaderTransitions,
+        step.mode,
+        step.includeSkipped ? '1' : '0',
+        step.reachMs,
+        step.now,
+        step.job,
+        step.failure ?? '',
+        ...step.ticks.flatMap(({ tick, jobId }) => [tick, jobId]),
+      ],
+      // Only a step that decided nothing (fenced, refused, paused) need not outlive a failover.
+      ([code]) => (code === BackfillCode.Fenced || code === BackfillCode.NoSuchBackfill || code === BackfillCode.Ended || code === BackfillCode.PendingLeft || code === BackfillCode.Paused ? undefined : `backfill ${step.backfill} of ${step.job}`),
+    );
+    const [code, cursor, detail] = reply;
+    switch (scriptCode('stepBackfill', BackfillCode, code)) {
+      case BackfillCode.Fenced:
+        return { kind: 'fenced' };
+      case BackfillCode.NoSuchBackfill:
+        return { kind: 'ended', state: 'missing' };
+      case BackfillCode.Ended:
+        return { kind: 'ended', state: cursor ?? '' };
+      case BackfillCode.PendingLeft:
+        return { kind: 'pending-left' };
+      case BackfillCode.Paused:
+        return { kind: 'paused' };
+      case BackfillCode.Claimed:
+        return step.mode === 'list' ? { kind: 'needs-run', cursor: Number(cursor), tick: Number(detail) } : { kind: 'claimed', cursor: Number(cursor), retry: false };
+      case BackfillCode.Reclaimed:
+        return { kind: 'claimed', cursor: Number(cursor), retry: true };
+      case BackfillCode.Skipped:
+        return { kind: 'skipped', cursor: Number(cursor) };
+      case BackfillCode.Decided:
+        return { kind: 'decided', cursor: Number(cursor), fate: detail ?? '' };
+    }
+  }
+
+  /** Records that the runs of a backfill's claimed ticks are in BullMQ (as {@link confirmTicks} does for live claims). */
+  async confirmBackfill(token: FencingToken, job: string, tick: number, jobId: string, now: number): Promise<ConfirmOutcome> {
+    const k = this.keys;
+    const [code] = await this.writes.script<number[]>(confirmTicksScript, [k.fence, k.retiredGenerations, k.ledger(job), k.backfillPending(job), k.jobState(job)], [token.generation, token.leaderTransitions, now, tick, jobId], (codes) =>
+      codes[0] === ConfirmCode.Enqueued || codes[0] === ConfirmCode.AlreadyEnqueued ? `enqueued record of backfilled ${job}@${tick}` : undefined,
+    );
+    return confirmOutcome(scriptCode('confirmTicks', ConfirmCode, code));
+  }
+
+  /** Ticks a backfill claimed and did not confirm as added, oldest first: the next leader's backfill finishes them. */
+  async backfillPendingTicks(job: string): Promise<number[]> {
+    return (await this.redis.zrange(this.keys.backfillPending(job), 0, -1)).map(Number);
+  }
+
   /** Ticks claimed (or buffered) by some term that never confirmed them: the next leader finishes them. */
   async pendingTicks(job: string): Promise<number[]> {
     return (await this.redis.zrange(this.keys.pending(job), 0, -1)).map(Number);
@@ -523,7 +623,7 @@ export class TickLedger {
   /** Forgets ledger entries older than `cutoff`; returns how many were removed. */
   async prune(job: string, cutoff: number, limit = 10_000): Promise<number> {
     const k = this.keys;
-    return pruneLedgerScript.run<number>(this.redis, [k.ledger(job), k.ledgerIndex(job), k.skips(job)], [cutoff, limit]);
+    return pruneLedgerScript.run<number>(this.redis, [k.ledger(job), k.ledgerIndex(job), k.skips(job), k.backfillPending(job)], [cutoff, limit]);
   }
 
   /** Job names the cluster knows: every job a leader has scheduled has a state hash. */

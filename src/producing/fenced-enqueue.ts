@@ -79,7 +79,8 @@ export class FencedEnqueue {
   }
 
   /**
-   * Adds the run of a claimed tick (`tick` is the nominal tick, or the request time of a manual run).
+   * Adds the run of a claimed tick (`tick` is the nominal tick, or the request time of a manual run;
+   * `backfill`: the id of the backfill that claimed it).
    * The job id makes a repeated add a no-op while the job exists; deduplication keeps it one after
    * removeOnComplete deleted the job, for as long as the ledger remembers the tick (for a run without
    * children only: BullMQ refuses deduplication on a flow parent, see addRun). A run whose `dueAt` is
@@ -90,9 +91,10 @@ export class FencedEnqueue {
     job: ScheduledJob,
     tick: number,
     jobId: string,
-    { manual = false, dueAt = 0, stagedBy }: { manual?: boolean; dueAt?: number; stagedBy?: FencingToken } = {},
+    { manual = false, dueAt = 0, stagedBy, backfill }: { manual?: boolean; dueAt?: number; stagedBy?: FencingToken; backfill?: string } = {},
   ): Promise<boolean> {
     const data: TickJobData = { tick, token: this.options.token, data: job.data, manual, definition: definitionHash(job) };
+    if (backfill !== undefined) data.backfill = backfill;
     // A runtime schedule's run names its job type, so that a worker that has not yet heard of the
     // schedule still knows which handler runs it.
     if (job.type !== undefined) data.type = job.type;

@@ -65,8 +65,8 @@ export async function triggerOutcome(redis: Redis, keys: KeySpace, id: string): 
   return raw === null ? undefined : (JSON.parse(raw) as TriggerOutcome);
 }
 
-/** A stream entry: a trigger request, or a notice that a job was paused at run time. */
-type StreamEntry = { entry: string; request: TriggerRequest } | { entry: string; pausedJob: string };
+/** A stream entry: a trigger request, or a notice that a job was paused at run time, or that a backfill was requested. */
+type StreamEntry = { entry: string; request: TriggerRequest } | { entry: string; pausedJob: string } | { entry: string; backfill: string };
 
 function parseEntries(entries: Array<[string, string[]]>): StreamEntry[] {
   return entries.map(([entry, fields]) => {
@@ -76,6 +76,7 @@ function parseEntries(entries: Array<[string, string[]]>): StreamEntry[] {
       return '';
     };
     if (field('notice') === 'pause') return { entry, pausedJob: field('job') };
+    if (field('notice') === 'backfill') return { entry, backfill: field('id') };
     return { entry, request: { entry, id: field('id'), job: field('job'), requestedAt: Number(field('requestedAt')), deadline: Number(field('deadline')) } };
   });
 }
@@ -90,7 +91,7 @@ export interface DeskTerm extends LaneTerm {
  * The leader's side of `leasebeat trigger`: reads the request stream while this instance leads and runs
  * each request once, under the fence, through the same add as a tick. A trigger ignores the job's overlap
  * policy and does not become its previous run (the ledger's job state is not touched). Pause notices on
- * the same stream are passed to `onPaused`.
+ * the same stream are passed to `onPaused`, backfill notices to `onBackfill`.
  */
 export class TriggerDesk {
   constructor(
@@ -98,6 +99,7 @@ export class TriggerDesk {
     private readonly keys: KeySpace,
     private readonly term: DeskTerm,
     private readonly onPaused: (job: string) => void,
+    private readonly onBackfill: () => void,
   ) {}
 
   /**
@@ -117,6 +119,7 @@ export class TriggerDesk {
           this.term.reached();
           for (const entry of parseEntries(reply?.[0]?.[1] ?? [])) {
             if ('pausedJob' in entry) this.onPaused(entry.pausedJob);
+            else if ('backfill' in entry) this.onBackfill();
             else if (!(await this.handle(entry.request))) return;
             cursor = entry.entry;
           }

@@ -14,6 +14,7 @@ import type { RuntimeScheduleSource } from './runtime-schedules.js';
 import { ScheduleLanes, type ScheduleLanesTerm, type TakeoverTally } from './schedule-lanes.js';
 import { producerMetricsByType, type LaneTerm, type ProducerMetrics } from './lane-term.js';
 import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
+import { BackfillDesk } from './backfills.js';
 import type { QueueSet } from '../redis/queue-set.js';
 import { RedisReachability } from '../redis/redis-reachability.js';
 import { takeBackRemovedJobs } from './removed-jobs.js';
@@ -256,11 +257,20 @@ export class Producer {
         started.start();
       }
     };
-    // Manual triggers (`leasebeat trigger`) run beside the lanes, under the same term and fence.
-    const desk = new TriggerDesk(this.options.redis, this.options.ledger.keys, context, (job) => {
-      lanes.get(job)?.paused();
-      context.schedules?.lane(job)?.paused();
-    })
+    // Manual triggers (`leasebeat trigger`) and backfills run beside the lanes, under the same term and fence;
+    // a backfill's notice on the trigger stream starts it at once.
+    const backfillDesk = new BackfillDesk(this.options.redis, this.options.ledger.keys, context, this.options.queues);
+    const backfills = backfillDesk.run().catch((error: unknown) => context.log.error({ err: error }, 'backfill desk failed'));
+    const desk = new TriggerDesk(
+      this.options.redis,
+      this.options.ledger.keys,
+      context,
+      (job) => {
+        lanes.get(job)?.paused();
+        context.schedules?.lane(job)?.paused();
+      },
+      () => backfillDesk.requested(),
+    )
       .run()
       .catch((error: unknown) => context.log.error({ err: error }, 'trigger desk failed'));
     const pulse = this.pulse(context);
@@ -294,7 +304,7 @@ export class Producer {
       // Lanes end at their next check of the term; an add already on the wire may still land, which is
       // why the next term finishes every pending claim with the same job id.
       const running = [...context.retired, ...lanes.values(), ...(context.schedules?.lanesNow() ?? [])];
-      await Promise.allSettled([desk, pulse, sweep, scanning, ...running.map((lane) => lane.settled())]);
+      await Promise.allSettled([desk, backfills, pulse, sweep, scanning, ...running.map((lane) => lane.settled())]);
     }
   }
 

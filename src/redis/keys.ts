@@ -83,8 +83,9 @@ export class KeySpace {
   /**
    * Stream of what the leader must hear of at once, capped near {@link LEADER_STREAM_MAXLEN} entries:
    * manual trigger requests (`leasebeat trigger`; fields `id` (uuid), `job`, `requestedAt` and `deadline`,
-   * Redis TIME in ms), and notices of run-time pauses (fields `notice` = `pause`, `job`), after which the
-   * leader takes back the job's staged runs. The leader reads it while it leads.
+   * Redis TIME in ms), notices of run-time pauses (fields `notice` = `pause`, `job`), after which the
+   * leader takes back the job's staged runs, and of backfills (fields `notice` = `backfill`, `id`), which
+   * the leader starts at once. The leader reads it while it leads.
    */
   get triggers(): string {
     return `${this.base}:triggers`;
@@ -101,6 +102,36 @@ export class KeySpace {
   /** List: the outcome (JSON) of one trigger request, for the admin that waits on it; expires after 1 h. */
   triggerResult(id: string): string {
     return `${this.base}:trigger-result:${id}`;
+  }
+
+  /**
+   * Hash: one backfill (`leasebeat backfill`): its request (`job`, `from`, `to`, `overlap`, `rate`,
+   * `includeSkipped`, `by`, `requestedAt`, `total`) and its progress, kept here so that the next leader
+   * resumes it: `state` (queued, running, done, failed), `cursor` (the newest tick it decided), counts by
+   * fate and `lastRunId` (see stepBackfill.lua). Kept after it ends: its decided span tells later
+   * backfills which ticks it decided, even once the ledger has pruned their records.
+   */
+  backfill(id: string): string {
+    return `${this.base}:backfill:${id}`;
+  }
+
+  /** Sorted set: the ids of one job's backfills, scored by request time. */
+  backfills(job: string): string {
+    return `${this.base}:backfills:${job}`;
+  }
+
+  /** Sorted set: ids of the backfills not ended yet, scored by request time: what a leader must run. */
+  get backfillQueue(): string {
+    return `${this.base}:backfill-queue`;
+  }
+
+  /**
+   * Sorted set of ticks a backfill claimed and did not confirm as added: kept apart from {@link pending},
+   * so that the live lane's takeover never finishes (or skips) them as its own claims; the next leader's
+   * backfill executor does.
+   */
+  backfillPending(job: string): string {
+    return `${this.base}:backfill-pending:${job}`;
   }
 
   /** Hash: runtime schedule id → `<version>|<updatedAt ms>|<updated by>|<spec JSON>` (see upsertSchedule.lua). */

@@ -30,6 +30,11 @@ export interface TickRunData<TData = unknown> {
    * it as that term's staged run until the next leader has applied its rules to it.
    */
   stagedBy?: FenceToken;
+  /**
+   * For a run added by a backfill (`leasebeat backfill`): the backfill's id. Its tick is one of the past
+   * the ledger had no run of; the run's id is the tick's own (`<job>@<tick-ms>`).
+   */
+  backfill?: string;
   /** For a run of a runtime schedule (the BullMQ job name is the schedule's id): its job type. */
   type?: string;
   /** The W3C trace context of its enqueue, when the application traces (OpenTelemetry): its run continues the trace. */
@@ -66,6 +71,8 @@ export interface HandlerContext<TData = unknown> {
   log: Logger;
   /** True when the run was triggered by hand ("run now") rather than by the schedule. */
   manual: boolean;
+  /** True when a backfill (`leasebeat backfill`) added the run: its tick is in the past (see TickRunData.backfill). */
+  backfill: boolean;
 }
 
 /** Runs one tick. `job.data` is a {@link TickRunData}; what it returns becomes the BullMQ job's result. */

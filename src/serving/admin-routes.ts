@@ -1,5 +1,6 @@
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { AdminError, type Admin, type AdminErrorCode } from '../admin/admin.js';
+import { BackfillError, type BackfillOptions } from '../admin/backfill.js';
 import { ScheduleError, type ScheduleErrorCode } from '../admin/schedules.js';
 import type { ScheduleSpec } from '../schedules/spec.js';
 
@@ -39,6 +40,10 @@ async function answer(res: Response, call: () => Promise<unknown>, options: { pr
   } catch (error) {
     if (error instanceof AdminError) {
       res.status(STATUS_OF[error.code] ?? 500).json({ error: error.message, code: error.code });
+      return;
+    }
+    if (error instanceof BackfillError) {
+      res.status(400).json({ error: error.message, code: 'invalid', option: error.option });
       return;
     }
     if (error instanceof ScheduleError) {
@@ -154,7 +159,9 @@ function cordonOptions(req: Request): { note?: string; force: boolean } {
  * credentials and the same-origin check):
  * - `GET /api/cluster` status from Redis and the lease; `GET /api/members`; `GET /api/jobs/:job/runs?limit=`,
  *   `GET /api/jobs/:job/describe?ticks=&runs=` (a job or a schedule);
- * - `POST /api/jobs/:job/trigger`, `/pause` (`{ note?, force? }`), `/resume` (`{ force? }`);
+ * - `POST /api/jobs/:job/trigger`, `/pause` (`{ note?, force? }`), `/resume` (`{ force? }`), `/backfill`
+ *   (`{ from, to, overlap?, rate?, includeSkipped?, yes? }`: answers the backfill, queued; a refused one 400
+ *   with the `option` at fault); `GET /api/jobs/:job/backfills` (their progress, newest first);
  * - `POST /api/members/:member/cordon` (`{ note?, force? }`), `/uncordon`, `/drain` (`{ note?, force? }`:
  *   cordons and reports; waiting for the drain is the CLI's `drain --wait`, not an HTTP request's).
  * - `GET /api/schedules?job=&search=&cursor=&limit=`, `GET /api/schedules/:id` (its `ETag` is its
@@ -200,6 +207,13 @@ export function adminRoutes(admin: Admin, options: { readOnly: boolean }): Route
   router.post('/jobs/:job/resume', ...writes, (req, res) =>
     answer(res, async () => ({ resumed: await admin.resume(String(req.params.job), { force: body(req).force === true, by: writer(req) }) })),
   );
+  router.post('/jobs/:job/backfill', ...writes, (req, res) => {
+    // Each field is checked by `backfill` itself, which names the one at fault.
+    const { from, to, overlap, rate, includeSkipped, yes } = (req.body ?? {}) as Record<string, unknown>;
+    const options = { from, to, overlap, rate, includeSkipped: includeSkipped === true, yes: yes === true, by: writer(req) } as BackfillOptions;
+    return answer(res, () => admin.backfill(String(req.params.job), options));
+  });
+  router.get('/jobs/:job/backfills', (req, res) => answer(res, () => admin.backfills(String(req.params.job))));
   router.post('/members/:member/cordon', ...writes, (req, res) =>
     answer(res, async () => ({ identity: await admin.cordon(String(req.params.member), cordonOptions(req)) })),
   );

@@ -450,6 +450,7 @@ export class WorkerPool {
       signal,
       log: this.options.logger.child({ job: job.name, jobId: job.id }),
       manual: data.manual ?? false,
+      backfill: data.backfill !== undefined,
     };
     if (definition.handler) return definition.handler(job as Job<TickJobData>, context);
     // A flow parent without a handler completes with its children's results.

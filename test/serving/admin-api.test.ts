@@ -11,6 +11,7 @@ import { useRedis } from '../support/redis-server.js';
 import { leadInProcess } from '../support/trigger-leader.js';
 import { basicAuth, fixedSource } from './fixture.js';
 
+const pick = (object: Record<string, unknown>, names: string[]): Record<string, unknown> => Object.fromEntries(names.map((name) => [name, object[name]]));
 const JOBS = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
 const USER = 'ops';
 const PASSWORD = 'pw';
@@ -95,6 +96,21 @@ describe('the admin API over HTTP', () => {
     const runs = await rawRequest(server.url + '/api/jobs/nightly-report/runs?limit=5', { headers: auth });
     assert.equal(runs.status, 200);
     assert.ok(Array.isArray(JSON.parse(runs.body)));
+  });
+
+  it('backfill: a refused one answers 400 naming the option, read-only refuses it, a job not defined is 404; progress is listed', async () => {
+    const from = Date.UTC(2026, 0, 1);
+    const inverted = await post('/api/jobs/heartbeat/backfill', { from: new Date(from + 60_000).toISOString(), to: new Date(from).toISOString() });
+    assert.equal(inverted.status, 400, inverted.body);
+    assert.deepEqual(pick(JSON.parse(inverted.body) as Record<string, unknown>, ['code', 'option']), { code: 'invalid', option: 'from' });
+    // No leader has scheduled heartbeat here: the option at fault is the job.
+    const unscheduled = await post('/api/jobs/heartbeat/backfill', { from, to: from + 60_000 });
+    assert.deepEqual(pick(JSON.parse(unscheduled.body) as Record<string, unknown>, ['code', 'option']), { code: 'invalid', option: 'job' });
+    assert.equal((await post('/api/jobs/no-such-job/backfill', { from, to: from + 60_000 })).status, 404);
+    assert.equal((await post('/api/jobs/heartbeat/backfill', { from, to: from + 60_000 }, readOnly.url)).status, 405);
+    const listed = await rawRequest(`${server.url}/api/jobs/heartbeat/backfills`, { headers: auth });
+    assert.equal(listed.status, 200);
+    assert.deepEqual(JSON.parse(listed.body), [], 'nothing was stored');
   });
 
   it('refuses writes without credentials, with a non-JSON body, from another site, or when read-only', async () => {

@@ -47,6 +47,17 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     assert.deepEqual(seen, { tick: '2026-01-01T00:00:00.000Z', token: { generation: 'g', leaderTransitions: 4 }, data: { to: 'ops' }, manual: false, id: 'report@1767225600000' });
   });
 
+  it('tells the handler of a backfill run that it is one (ctx.backfill), and of a scheduled tick that it is not', async () => {
+    const seen: boolean[] = [];
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });
+    pool.update(new Map([['report', scheduledJob({ name: 'report', handler: (_job, ctx) => void seen.push(ctx.backfill) })]]));
+    const backfilled = await queue.add('report', { ...tickJobData(), backfill: 'b-1' }, { jobId: 'report@1767225600000' });
+    await backfilled.waitUntilFinished(events, 10_000);
+    const scheduled = await queue.add('report', tickJobData({}, Date.UTC(2026, 0, 1, 0, 1)), { jobId: 'report@1767225660000' });
+    await scheduled.waitUntilFinished(events, 10_000);
+    assert.deepEqual(seen, [true, false]);
+  });
+
   it('a throwing handler fails the run and BullMQ retries it; the process carries on', async () => {
     let calls = 0;
     pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }) });

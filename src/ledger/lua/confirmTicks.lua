@@ -6,7 +6,8 @@
   no claim (one a failover lost after the run was added) is left alone and answered as such: the caller
   claims it again, which restores its place in the watermark, then confirms.
   KEYS[1] fence  KEYS[2] retired generations
-  then for the i-th tick (i from 0): KEYS[3+3i] ledger  KEYS[4+3i] pending  KEYS[5+3i] job state
+  then for the i-th tick (i from 0): KEYS[3+3i] ledger  KEYS[4+3i] the pending set it was claimed in (the
+          live lane's, or a backfill's: see stepBackfill.lua)  KEYS[5+3i] job state
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] now (ms)
   then for the i-th tick: ARGV[4+2i] tick (ms)  ARGV[5+2i] job id
   Returns { -1 } when fenced (nothing is written), else one code per tick, in order:
