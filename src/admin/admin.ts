@@ -362,11 +362,7 @@ class ClusterAdmin implements Admin {
   describe(name: string, options: { ticks?: number; runs?: number } = {}): Promise<JobDescription> {
     return this.bounded(`describe ${name}`, async () => {
       const [paused, definitions, record, redisNow] = await Promise.all([this.ledger.pausedJobs(), this.definitions(false), this.scheduleStore.get(name), this.redisTime()]);
-      let job = definitions?.jobs.get(name);
-      if (!job && record) {
-        const compiled = compileSpec(record, definitions?.jobs);
-        if (compiled.ok) job = compiled.job;
-      }
+      const job = this.definitionOf(name, definitions?.jobs, record);
       // runs() refuses a name no one knows: a job not deployed yet, or a typo.
       const [status, runs, failures] = await Promise.all([
         this.jobStatus(name, job, paused, redisNow),
@@ -385,6 +381,14 @@ class ClusterAdmin implements Admin {
         runs,
       };
     });
+  }
+
+  /** A file job's definition as loaded here, else the runtime schedule `record` as its spec reads (its ticks, if not its handler). */
+  private definitionOf(name: string, files: ReadonlyMap<string, ScheduledJob> | undefined, record: ScheduleRecord | undefined): ScheduledJob | undefined {
+    const file = files?.get(name);
+    if (file || !record) return file;
+    const compiled = compileSpec(record, files);
+    return compiled.ok ? compiled.job : undefined;
   }
 
   /** A job's line of the cluster status: its definition's trigger (when loaded here) and the ledger's record of it. */
@@ -466,10 +470,11 @@ class ClusterAdmin implements Admin {
 
   backfill(name: string, options: BackfillOptions): Promise<BackfillProgress> {
     return this.bounded(`backfill ${name}`, async () => {
-      const job = (await this.definitions(false))?.jobs.get(name);
+      const [definitions, record] = await Promise.all([this.definitions(false), this.scheduleStore.get(name)]);
+      const job = this.definitionOf(name, definitions?.jobs, record);
       if (!job) {
         await this.requireKnownJob(name, 'backfill reads the schedule from the definition: point LEASEBEAT_JOBS_DIR (or --jobs-dir) at the folder the instances load');
-        throw new AdminError('unknown-job', `"${name}" is not defined in ${this.options.jobsDir ?? 'the loaded jobs'}: backfill reads its schedule from its definition (runtime schedules cannot be backfilled)`);
+        throw new AdminError('unknown-job', `"${name}" is neither defined in ${this.options.jobsDir ?? 'the loaded jobs'} nor a runtime schedule: backfill reads its ticks from its definition`);
       }
       const context = { redis: this.redis, keys: this.keys, writes: this.writes, redisNow: () => this.redisTime(), audit: (job: string, by: string, detail: Record<string, unknown>) => this.audit.record(job, 'backfill', by, detail) };
       return requestBackfill(context, job, options, options.by ?? this.who);

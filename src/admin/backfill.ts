@@ -5,14 +5,17 @@ import { BACKFILL_OVERLAPS, readBackfill, submitBackfill, type BackfillOverlap, 
 import { retentionMs } from '../producing/fenced-enqueue.js';
 import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js';
 import { formatDuration } from '../scheduling/duration.js';
-import { nextTicks } from '../scheduling/plan.js';
+import { nextTicks, withTicksBeforeCreation } from '../scheduling/plan.js';
 
 export { BACKFILL_OVERLAPS, type BackfillOverlap, type BackfillProgress, type BackfillState } from '../producing/backfills.js';
 
 /** Runs added per second when the caller does not say: a year of a per-minute job then takes about 15 hours. */
 export const DEFAULT_BACKFILL_RATE = 10;
-/** The highest rate accepted: the leader's Redis serves the live ticks too. */
-export const MAX_BACKFILL_RATE = 1_000;
+/**
+ * The highest rate accepted: the leader's Redis serves the live ticks too. `npm run bench` measures 2,000/s
+ * with live ticks on time (docs/benchmarks.md); past that, measure before relying on it.
+ */
+export const MAX_BACKFILL_RATE = 10_000;
 /** A range of more ticks than this is refused unless the caller confirms it (`yes`). */
 export const BACKFILL_TICK_LIMIT = 100_000;
 
@@ -87,7 +90,9 @@ function countTicks(job: ScheduledJob, from: number, to: number, limit: number):
  * Checks a backfill of `job` and stores it for the leader (see BackfillDesk); returns it as stored. Throws
  * {@link BackfillError} (nothing written) when it cannot be run as asked.
  */
-export async function requestBackfill(context: BackfillContext, job: ScheduledJob, options: BackfillOptions, by: string): Promise<BackfillProgress> {
+export async function requestBackfill(context: BackfillContext, definition: ScheduledJob, options: BackfillOptions, by: string): Promise<BackfillProgress> {
+  // The leader walks the same ticks (BackfillDesk).
+  const job = withTicksBeforeCreation(definition);
   const overlap = options.overlap ?? 'allow';
   if (!BACKFILL_OVERLAPS.includes(overlap)) throw new BackfillError('overlap', `${JSON.stringify(overlap)} is not one of ${BACKFILL_OVERLAPS.join(', ')}`);
   const rate = options.rate ?? DEFAULT_BACKFILL_RATE;

@@ -6,7 +6,7 @@ import type { QueueSet } from '../redis/queue-set.js';
 import { tickJobId } from '../ledger/job-data.js';
 import type { BackfillStep, BackfillStepOutcome } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
-import { nextTicks } from '../scheduling/plan.js';
+import { nextTicks, withTicksBeforeCreation } from '../scheduling/plan.js';
 import { Pacer } from '../util/pacer.js';
 import type { DeskTerm } from './manual-triggers.js';
 
@@ -255,7 +255,8 @@ export class BackfillDesk {
       return true;
     }
     const log = { backfill: id, job: stored.job };
-    const job = await this.term.resolveJob(stored.job);
+    const resolved = await this.term.resolveJob(stored.job);
+    const job = resolved && withTicksBeforeCreation(resolved);
     const others = (await this.redis.zrange(this.keys.backfills(stored.job), 0, -1)).filter((other) => other !== id);
     const run = new BackfillRun(this.term, this.queues, stored, job, others);
     if (!job) {

@@ -196,6 +196,24 @@ function seriesOf(job: ScheduledJob): TickSeries {
   return series;
 }
 
+const withEarlierTicksByJob = new WeakMap<ScheduledJob, ScheduledJob>();
+
+/**
+ * `job` as a backfill walks it: a runtime schedule's ticks from before its creation too, which no live tick
+ * owes but an operator may ask for (the time it was scheduled elsewhere, before a move from BullMQ), within
+ * its own startAt and endAt. A file job is itself.
+ */
+export function withTicksBeforeCreation(job: ScheduledJob): ScheduledJob {
+  if (job.owedAfter === undefined) return job;
+  let unbounded = withEarlierTicksByJob.get(job);
+  if (!unbounded) {
+    const { owedAfter: _created, ...rest } = job;
+    unbounded = rest;
+    withEarlierTicksByJob.set(job, unbounded);
+  }
+  return unbounded;
+}
+
 /**
  * The first nominal tick later than `after`, within `startAt`/`endAt`; undefined once the schedule
  * has ended (or a cron expression has no match within about 8 years). `every` ticks are multiples of
