@@ -70,6 +70,7 @@ export {
   BACKFILL_TICK_LIMIT,
   DEFAULT_BACKFILL_RATE,
   MAX_BACKFILL_RATE,
+  formatBackfill,
   type BackfillOptions,
   type BackfillOverlap,
   type BackfillProgress,

@@ -29,7 +29,7 @@ import { createSchedules, type Schedules } from './schedules.js';
 import { NO_RUN_DETAILS, type RecentRun, type TriggerResult } from './run-views.js';
 import { runDetails, RUNNER_FIELD } from './run-details.js';
 import { AuditLog, type AuditEntry } from './audit-log.js';
-import { requestBackfill, type BackfillOptions, type BackfillProgress } from './backfill.js';
+import { formatBackfill, requestBackfill, type BackfillOptions, type BackfillProgress } from './backfill.js';
 import { jobBackfills } from '../producing/backfills.js';
 
 export type { RecentRun, TriggerResult } from './run-views.js';
@@ -127,6 +127,8 @@ export interface JobDescription extends AdminJobStatus {
   failedInARow: number;
   /** Its newest runs, ticks and skipped ranges, newest first (see `Admin.runs`). */
   runs: RecentRun[];
+  /** Its newest backfills (at most 5) with their progress, newest first (see `Admin.backfills`). */
+  backfills: BackfillProgress[];
 }
 
 export interface ClusterStatus {
@@ -226,6 +228,8 @@ export interface Admin {
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
+/** The backfills `describe` shows: the newest few; `backfills()` has them all. */
+const DESCRIBED_BACKFILLS = 5;
 /** How often the jobs folder is looked at for changes (see `definitions`). */
 const FOLDER_CHECK_MS = 1_000;
 /** How often `trigger` looks for the leader's outcome. */
@@ -364,13 +368,14 @@ class ClusterAdmin implements Admin {
       const [paused, definitions, record, redisNow] = await Promise.all([this.ledger.pausedJobs(), this.definitions(false), this.scheduleStore.get(name), this.redisTime()]);
       const job = this.definitionOf(name, definitions?.jobs, record);
       // runs() refuses a name no one knows: a job not deployed yet, or a typo.
-      const [status, runs, failures] = await Promise.all([
+      const [status, runs, failures, backfills] = await Promise.all([
         this.jobStatus(name, job, paused, redisNow),
         this.runs(name, { limit: options.runs ?? 10 }).catch((error: unknown) => {
           if (error instanceof AdminError && error.code === 'unknown-job' && (job || record)) return [];
           throw error;
         }),
         this.ledger.failedRunsInARow(name),
+        jobBackfills(this.redis, this.keys, name),
       ]);
       return {
         ...status,
@@ -379,6 +384,7 @@ class ClusterAdmin implements Admin {
         nextTicks: job ? nextTicks(job, redisNow, Math.max(0, Math.min(options.ticks ?? 10, 1000))).map((tick) => new Date(tick).toISOString()) : [],
         failedInARow: failures,
         runs,
+        backfills: backfills.slice(0, DESCRIBED_BACKFILLS),
       };
     });
   }
@@ -849,6 +855,7 @@ export function formatRuns(job: string, runs: readonly RecentRun[]): string[] {
       run.instance !== null && `on ${run.instance}`,
       run.term !== null && `term ${run.term}`,
       run.definition !== null && `definition ${run.definition}`,
+      run.backfill !== null && `backfill ${run.backfill}`,
     ].filter((detail): detail is string => typeof detail === 'string');
     return [when, `${what}${run.reason ? ` (${run.reason})` : ''}`, run.jobId ?? '', run.state ?? '', ...details].join('  ').trimEnd();
   });
@@ -865,6 +872,7 @@ export function formatDescription(description: JobDescription): string[] {
     ...nextTicks.map((tick) => `    ${tick}`),
     `  newest runs:`,
     ...formatRuns(description.name, runs).map((line) => `    ${line}`),
+    ...(description.backfills.length ? ['  backfills:', ...description.backfills.map((backfill) => `    ${formatBackfill(backfill)}`)] : []),
   ];
 }
 

@@ -128,3 +128,12 @@ export async function requestBackfill(context: BackfillContext, definition: Sche
   await context.audit(job.name, by, { id, from: iso(from), to: iso(to), overlap, rate, includeSkipped, total });
   return (await readBackfill(redis, keys, id))!;
 }
+
+/** One backfill on one line, as `leasebeat describe` lists them: its state, range, progress and options. */
+export function formatBackfill(progress: BackfillProgress): string {
+  const failed = progress.state === 'failed' ? ` (${progress.error ?? 'no reason given'})` : '';
+  return (
+    `${progress.id}  ${progress.state}${failed}  ${progress.from} … ${progress.to}  ${progress.done}/${progress.total} ticks, ${progress.enqueued} enqueued` +
+    `  ${progress.rate}/s ${progress.overlap}${progress.includeSkipped ? ' include-skipped' : ''}  by ${progress.by}`
+  );
+}

@@ -28,5 +28,6 @@ export function runDetails(job: Job | undefined, runner: string | null): RunDeta
     instance: runner && separator >= 0 ? runner.slice(separator + 1) : (job.processedBy ?? null),
     definition: data.definition ?? null,
     attempts: job.attemptsMade,
+    backfill: data.backfill ?? null,
   };
 }

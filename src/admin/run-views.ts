@@ -41,10 +41,12 @@ export interface RecentRun {
   definition: string | null;
   /** BullMQ attempts made so far (retries count). */
   attempts: number | null;
+  /** The backfill that ran it (`leasebeat backfill`), by id; null for a live or manual run. */
+  backfill: string | null;
 }
 
 /** A RecentRun's details from BullMQ, none known: a tick without a run, or a run no queue holds any more. */
-export const NO_RUN_DETAILS: Pick<RecentRun, 'startedAt' | 'finishedAt' | 'durationMs' | 'lagMs' | 'term' | 'instance' | 'definition' | 'attempts'> = Object.freeze({
+export const NO_RUN_DETAILS: Pick<RecentRun, 'startedAt' | 'finishedAt' | 'durationMs' | 'lagMs' | 'term' | 'instance' | 'definition' | 'attempts' | 'backfill'> = Object.freeze({
   startedAt: null,
   finishedAt: null,
   durationMs: null,
@@ -53,6 +55,7 @@ export const NO_RUN_DETAILS: Pick<RecentRun, 'startedAt' | 'finishedAt' | 'durat
   instance: null,
   definition: null,
   attempts: null,
+  backfill: null,
 });
 
 export interface TriggerResult {

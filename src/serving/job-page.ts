@@ -2,8 +2,8 @@ import { escapeHtml, jsonForScript, PAGE_HELPERS, PAGE_STYLE } from './page-kit.
 
 /**
  * The per-job page (`/jobs/<name>`): one job or runtime schedule as `leasebeat describe` shows it (its
- * state, definition hash, next ticks, newest runs with duration, lag, term and instance), with its
- * actions (trigger, pause with a note, resume) through the admin API, behind the same credentials and
+ * state, definition hash, next ticks, newest runs with duration, lag, term and instance, its backfills
+ * and their progress), with its actions (trigger, pause with a note, resume, backfill) through the admin API, behind the same credentials and
  * origin check as every other write. It renders in the browser from `/api/jobs/<name>/describe`, read
  * again every 5 s, and builds DOM nodes only (see page-kit.ts).
  */
@@ -33,6 +33,11 @@ export function renderJobPage(options: { name: string; nonce: string; boardPath:
 const STYLE = `
 tr.run.older td:last-child { color: var(--warn); }
 .job-actions { margin-top: 0; padding-top: 0; border-top: 0; }
+.backfill-form { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; margin: .3rem 0 .6rem; }
+.backfill-form input, .backfill-form select { font: inherit; padding: .3rem .5rem; border: 1px solid var(--line); border-radius: 6px; background: var(--card); color: var(--fg); }
+.backfill-form input[type=text] { width: 15rem; }
+.backfill-form input[type=number] { width: 6rem; }
+progress { width: 8rem; vertical-align: middle; }
 `;
 
 /** How many runs and next ticks the page shows. */
@@ -65,7 +70,7 @@ ${PAGE_HELPERS}
     const older = run.definition && current && run.definition !== current;
     return h('tr', { class: 'run' + (older ? ' older' : ''), 'data-run': run.jobId || run.tick },
       h('td', {}, time(run.tick), run.to ? h('span', { class: 'sub' }, '… ' + run.to) : null),
-      h('td', {}, what, run.reason ? h('span', { class: 'sub' }, run.reason) : null),
+      h('td', {}, what, run.reason ? h('span', { class: 'sub' }, run.reason) : null, run.backfill ? h('span', { class: 'sub' }, 'backfill') : null),
       h('td', {}, runLink(run)),
       h('td', {}, run.state || h('span', { class: 'empty' }, '—')),
       h('td', {}, run.startedAt ? time(run.startedAt) : h('span', { class: 'empty' }, '—')),
@@ -88,6 +93,51 @@ ${PAGE_HELPERS}
     note.addEventListener('keydown', (event) => { if (event.key === 'Enter') void act(shown, 'pause', note); });
     actionsBox = h('div', { class: 'actions job-actions' }, buttons[0], note, buttons[1], buttons[2]);
     return actionsBox;
+  }
+  function backfillRow(b) {
+    const listed = Object.entries(b.listed).filter(([, n]) => n > 0).map(([fate, n]) => fate + ' ' + n).join(', ');
+    return h('tr', { class: 'backfill', 'data-backfill': b.id },
+      h('td', {}, h('code', {}, b.id), h('span', { class: 'sub' }, 'by ' + b.by)),
+      h('td', {}, badge(b.state, b.state === 'done' ? 'ok' : b.state === 'failed' ? 'bad' : 'warn'), b.error ? h('span', { class: 'sub bad' }, b.error) : null),
+      h('td', {}, time(b.from), time(b.to)),
+      h('td', {}, h('progress', { max: String(b.total || 1), value: String(b.done) }), ' ', b.done + '/' + b.total),
+      h('td', { class: 'num' }, b.enqueued),
+      h('td', {}, listed || '—'),
+      h('td', {}, b.rate + '/s, ' + b.overlap + (b.includeSkipped ? ', include skipped' : '')));
+  }
+  // Made once, like the actions, so that what is being typed survives the refreshes.
+  let backfillBox = null;
+  function backfillForm() {
+    if (page.readOnly) return null;
+    if (backfillBox) return backfillBox;
+    const field = (attributes) => h('input', { autocomplete: 'off', spellcheck: 'false', ...attributes });
+    const from = field({ type: 'text', id: 'backfill-from', placeholder: 'from, e.g. 2026-01-01T00:00:00Z', 'aria-label': 'Backfill from' });
+    const to = field({ type: 'text', id: 'backfill-to', placeholder: 'to (not in the future)', 'aria-label': 'Backfill to' });
+    const rate = field({ type: 'number', id: 'backfill-rate', min: '1', placeholder: '10', 'aria-label': 'Runs a second' });
+    const overlap = h('select', { id: 'backfill-overlap', 'aria-label': 'Overlap among the backfill runs' }, ['allow', 'skip', 'bufferAll'].map((name) => h('option', { value: name }, name)));
+    const skipped = h('input', { type: 'checkbox', id: 'backfill-include-skipped' });
+    const yes = h('input', { type: 'checkbox', id: 'backfill-yes' });
+    const submit = h('button', { type: 'button', id: 'backfill' }, 'Backfill');
+    submit.addEventListener('click', async () => {
+      if (acting || !shown) return;
+      acting = true;
+      submit.disabled = true;
+      const body = { from: from.value.trim(), to: to.value.trim(), overlap: overlap.value, includeSkipped: skipped.checked, yes: yes.checked,
+        ...(rate.value ? { rate: Number(rate.value) } : {}) };
+      try {
+        const result = await sendJson('/api/jobs/' + encodeURIComponent(shown.name) + '/backfill', body);
+        said = { ok: true, text: 'Backfill ' + result.id + ' queued: ' + result.total + ' ticks from ' + result.from + ' to ' + result.to + '.' };
+      } catch (error) {
+        said = { ok: false, text: 'backfill refused: ' + error.message };
+      } finally {
+        acting = false;
+        submit.disabled = false;
+      }
+      await refresh();
+    });
+    backfillBox = h('div', { class: 'backfill-form' }, from, to, rate, overlap,
+      h('label', {}, skipped, ' include skipped'), h('label', {}, yes, ' more than 100,000 ticks'), submit);
+    return backfillBox;
   }
   async function act(job, action, input) {
     if (acting || !job) return;
@@ -136,7 +186,10 @@ ${PAGE_HELPERS}
           job.nextTicks.length ? h('ol', { id: 'next-ticks' }, job.nextTicks.map((tick) => h('li', {}, time(tick)))) : h('p', { class: 'empty' }, 'None known here.'))),
       h('section', {}, h('h2', {}, 'Newest runs', h('span', { class: 'hint' }, 'ticks, skipped ranges and manual runs, newest first')),
         table(['Tick', 'Fate', 'Run', 'State', 'Started', 'Took', 'Lag', 'Attempts', 'Instance', 'Term', 'Definition'],
-          job.runs.map((run) => runRow(run, job.definition)), 'Nothing recorded yet.')));
+          job.runs.map((run) => runRow(run, job.definition)), 'Nothing recorded yet.')),
+      h('section', { id: 'backfills' }, h('h2', {}, 'Backfills', h('span', { class: 'hint' }, 'the ticks of a past range with no run, run once each by the leader')),
+        backfillForm(),
+        table(['Backfill', 'State', 'Range', 'Progress', 'Enqueued', 'Listed, not run', 'Options'], job.backfills.map(backfillRow), 'No backfill yet.')));
   }
   function stamp(text, failed) {
     footer.textContent = text;

@@ -58,7 +58,6 @@ describe('the per-job page of a running instance, in a real browser', () => {
     await page.locator('#job-state .pause-note', { hasText: HOSTILE_NOTE }).waitFor();
     const status = (await instance.scheduler.admin.status()).jobs.find((job) => job.name === 'pulse');
     assert.deepEqual([status?.paused, status?.pauseNote], [true, HOSTILE_NOTE]);
-    await screenshot(page, 'job-page');
 
     await page.locator('#resume').click();
     await page.locator('#action-result', { hasText: 'Resumed.' }).waitFor();
@@ -75,6 +74,42 @@ describe('the per-job page of a running instance, in a real browser', () => {
     assert.deepEqual(actions.slice(0, 3), [['trigger', `${BOARD_USER} (http)`], ['resume', `${BOARD_USER} (http)`], ['pause', `${BOARD_USER} (http)`]]);
     assert.equal(await page.locator('img').count(), 0, 'the hostile note was never parsed as markup');
     assert.deepEqual(open.watched.problems, []);
+  });
+
+  it('backfills a range from the page: refused in one line when inverted, then run by the leader, its progress shown', { timeout: 60_000 }, async () => {
+    const { page } = open;
+    await page.goto(open.server.url + '/jobs/pulse');
+    await page.locator('#job-name', { hasText: 'pulse' }).waitFor();
+    // The ten seconds before the leader first scheduled pulse: no record, never run.
+    const since = Number(await redis.client.hget('leasebeat:{leasebeat}:job:pulse', 'scheduledSince'));
+    const to = Math.floor((since - 1) / 1000) * 1000;
+    const from = to - 9_000;
+    await page.locator('#backfill-from').fill(new Date(to).toISOString());
+    await page.locator('#backfill-to').fill(new Date(from).toISOString());
+    await page.locator('#backfill').click();
+    await page.locator('#action-result.bad', { hasText: /^backfill refused: from: .* is after --to/ }).waitFor();
+    assert.deepEqual(await instance.scheduler.admin.backfills('pulse'), [], 'nothing stored');
+
+    await page.locator('#backfill-from').fill(new Date(from).toISOString());
+    await page.locator('#backfill-to').fill(new Date(to).toISOString());
+    await page.locator('#backfill-rate').fill('50');
+    await page.locator('#backfill').click();
+    await page.locator('#action-result.ok', { hasText: /^Backfill \S+ queued: 10 ticks/ }).waitFor();
+    const row = page.locator('tr.backfill').first();
+    await row.locator('.badge', { hasText: 'done' }).waitFor({ timeout: 30_000 });
+    assert.match(await row.locator('td').nth(3).innerText(), /10\/10/);
+    assert.equal(await row.locator('td').nth(4).innerText(), '10');
+    const [backfill] = await instance.scheduler.admin.backfills('pulse');
+    assert.deepEqual([backfill?.state, backfill?.enqueued, backfill?.by], ['done', 10, `${BOARD_USER} (http)`]);
+    const [entry] = await instance.scheduler.admin.history('pulse', { limit: 1 });
+    assert.deepEqual([entry?.action, entry?.by], ['backfill', `${BOARD_USER} (http)`]);
+    // Its runs are among the job's newest, marked as the backfill's.
+    await until('the backfill runs to complete', async () => (await instance.scheduler.admin.runs('pulse', { limit: 100 })).filter((run) => run.backfill === backfill?.id && run.state === 'completed').length === 10, 30_000);
+    await page.reload();
+    await page.locator('tr.run', { hasText: `pulse@${to}` }).filter({ hasText: 'backfill' }).waitFor();
+    await screenshot(page, 'job-page');
+    // Chromium logs the refusal's 400 itself; nothing else went wrong.
+    assert.deepEqual(open.watched.problems, ['console: Failed to load resource: the server responded with a status of 400 (Bad Request)']);
   });
 
   it('says what is wrong for a name the cluster does not know', async () => {
