@@ -86,7 +86,13 @@ export interface FlowContext<TData = unknown> {
 export type FlowBuilder<TData = unknown> = (ctx: FlowContext<TData>) => TickFlow | Promise<TickFlow>;
 
 /** What happens to a tick while the previous run of the same job is still waiting or active. */
-export type OverlapPolicy = 'allow' | 'skip' | 'bufferOne';
+export type OverlapPolicy = 'allow' | 'skip' | 'bufferOne' | 'bufferAll' | 'cancelOther' | 'terminateOther';
+
+/**
+ * The policies that hold ticks back, claimed as buffered, until the run before them has finished
+ * (`cancelOther`: until the run it cancelled has stopped).
+ */
+export const BUFFERING_POLICIES: ReadonlySet<OverlapPolicy> = new Set(['bufferOne', 'bufferAll', 'cancelOther']);
 
 /** Which missed ticks run after a period without a leader. */
 export type CatchupMode = 'latest' | 'all' | 'none';
@@ -125,6 +131,8 @@ interface JobDefinitionFields<TData> {
   priority?: number;
   /** Default `'allow'`. */
   overlap?: OverlapPolicy;
+  /** With overlap `bufferAll`: how many ticks may wait at once; default 10. Ticks beyond it are skipped (`overlap`). */
+  bufferMax?: number;
   /** Ticks missed while no leader enqueued; defaults `{ window: '5m', mode: 'latest', max: 10 }`. */
   catchup?: { window?: Duration; mode?: CatchupMode; max?: number };
   /** Deterministic per tick, and never as long as the gap to the next tick. */
@@ -213,6 +221,8 @@ export interface ScheduledJob<TData = unknown> {
   readonly lateAfterMs: number | undefined;
   readonly jobOptions: ScheduledJobOptions;
   readonly overlap: OverlapPolicy;
+  /** How many ticks may wait behind an unfinished run: the definition's `bufferMax` for `bufferAll`, 1 for `bufferOne` and `cancelOther`, else 0. */
+  readonly bufferMax: number;
   readonly catchup: { readonly windowMs: number; readonly mode: CatchupMode; readonly max: number };
   /** 0 when the job has no jitter. */
   readonly maxJitterMs: number;
