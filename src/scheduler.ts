@@ -418,6 +418,7 @@ class LeasebeatScheduler implements Scheduler {
       keyBase: this.ledger.keys.base,
       bullPrefix: this.settings.bullPrefix,
       ...(this.leaseChannel ? { leaseChannel: this.leaseChannel } : {}),
+      runStopChannel: this.ledger.keys.runStops,
       replicated: this.settings.durability.minReplicas > 0,
     });
     await this.connections?.checkServer(this.workerRedis);

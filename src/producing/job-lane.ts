@@ -672,7 +672,7 @@ export class JobLane implements Sleeper {
 
   /** How long before a tick's due time this lane claims and adds it: the term's horizon for jobs that may be staged. */
   private stagingLead(job: ScheduledJob): number {
-    // A `skip` or `bufferOne` decision must see the previous run as it is at the tick, not a horizon
+    // An overlap decision other than `allow` must see the previous run as it is at the tick, not a horizon
     // earlier, and a flow's children cannot be delayed with their parent in one add: those jobs are
     // decided and added at the tick. A paused definition is not staged, so unpausing it in time counts.
     return job.overlap === 'allow' && job.handler && !job.flow && !job.paused ? this.term.stageAheadMs : 0;

@@ -41,7 +41,9 @@ describe('Overlap cancelOther / terminateOther: the previous run is stopped thro
   const producing: Array<{ stop: AbortController; run: Promise<void> }> = [];
 
   afterEach(async () => {
-    for (const { stop } of producing.splice(0)) stop.abort();
+    const leaders = producing.splice(0);
+    for (const { stop } of leaders) stop.abort();
+    await Promise.all(leaders.map(({ run }) => run));
     await Promise.all(pools.splice(0).map((pool) => pool.close(1_000)));
     for (const connection of connections.splice(0)) connection.disconnect();
   });
@@ -59,10 +61,11 @@ describe('Overlap cancelOther / terminateOther: the previous run is stopped thro
     pools.push(pool);
   }
 
-  function produce(job: ScheduledJob): void {
+  /** A leader producing `job` in term `transitions`. */
+  function produce(job: ScheduledJob, transitions = 1): void {
     const stop = new AbortController();
     const producer = new Producer({ redis: redis.client, ledger: base.ledger, queues: base.queues, jobs: () => new Map([[job.name, job]]), stillLeading: () => true, logger: silent });
-    producing.push({ stop, run: producer.run(term(1), stop.signal) });
+    producing.push({ stop, run: producer.run(term(transitions), stop.signal) });
   }
 
   /**
@@ -121,6 +124,37 @@ describe('Overlap cancelOther / terminateOther: the previous run is stopped thro
     await until('a third tick to run', () => seen.length >= 3, 10_000);
     const ticks = seen.map((run) => run.tick);
     assert.deepEqual(ticks, [...new Set(ticks)].sort((a, b) => a - b), 'no tick ran twice; in tick order');
+  });
+
+  it('cancelOther across a term change: the next leader keeps the new tick buffered until the cancelled run has stopped', { timeout: 40_000 }, async () => {
+    const seen: SeenRun[] = [];
+    let release: () => void = () => undefined;
+    const stuck = new Promise<void>((resolve) => (release = resolve));
+    try {
+      // A long grace: the cancelled run stops only when the test lets its handler return.
+      const first = await firstRunOnA('cancelOther', seen, 'ignores', stuck, { timeoutGrace: '60s' });
+      const buffered = await until('the next tick buffered behind the cancelled run', async () => {
+        const [tick] = await base.ledger.pendingTicks('sync');
+        return first.reason instanceof RunCancelledError && tick !== undefined && (await base.ledger.tickState('sync', tick))?.startsWith('buffered|') && tick;
+      }, 10_000);
+      const term1 = producing.shift()!;
+      term1.stop.abort();
+      await term1.run;
+      produce(jobOf('cancelOther', { timeoutGrace: '60s' })(() => undefined), 2);
+      await until('the second term to tick past the buffered tick', async () => ((await base.ledger.jobState('sync')).lastScheduledTick ?? 0) > buffered + 2_000, 15_000);
+      assert.match((await base.ledger.tickState('sync', buffered)) ?? '', /^buffered\|/, 'still buffered while the cancelled run has not stopped');
+      assert.equal(seen.length, 1, 'nothing ran beside the cancelled run');
+      release();
+      const second = await until('the buffered tick to run', () => seen[1], 10_000);
+      assert.equal(second.tick, buffered);
+      assert.ok(first.end !== undefined && second.start >= first.end, 'it started once the cancelled run had stopped');
+      const cancelled = await bullJob(first.tick);
+      assert.match(cancelled?.failedReason ?? '', /^run sync@\d+ was cancelled by tick .* \(overlap cancelOther\)$/);
+      const ticks = seen.map((run) => run.tick);
+      assert.deepEqual(ticks, [...new Set(ticks)].sort((a, b) => a - b), 'no tick ran twice; in tick order');
+    } finally {
+      release();
+    }
   });
 
   it('cancelOther with a handler that ignores its signal: reported, the run failed after timeoutGrace, and the new tick starts then', { timeout: 30_000 }, async () => {
