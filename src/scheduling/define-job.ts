@@ -118,7 +118,7 @@ interface JobDefinitionFields<TData> {
    * a RunTimeoutError once it stops, or once `timeoutGrace` has passed; no deadline by default.
    */
   timeout?: Duration;
-  /** How long a run whose deadline passed may take to stop before it is failed anyway; default 10 s. */
+  /** How long a run whose deadline passed (or that a newer tick cancelled) may take to stop before it is failed anyway; default 10 s. */
   timeoutGrace?: Duration;
   /** Pauses the job (at run time, with a note saying why) after this many of its runs in a row failed for good. */
   pauseOnFailure?: number;

@@ -9,11 +9,6 @@ import { formatDuration } from '../scheduling/duration.js';
  */
 export class RunTimeoutError extends Error {
   override readonly name = 'RunTimeoutError';
-  readonly stop: RunStop = {
-    waitsForHandler: true,
-    ignoring: () => new RunTimeoutError(this.runId, this.timeoutMs, true),
-    warning: 'a handler past its deadline ignored its signal; the run is failed without it',
-  };
   constructor(
     readonly runId: string,
     readonly timeoutMs: number,
@@ -35,11 +30,6 @@ export class RunTimeoutError extends Error {
  */
 export class RunCancelledError extends UnrecoverableError {
   override readonly name = 'RunCancelledError';
-  readonly stop: RunStop = {
-    waitsForHandler: true,
-    ignoring: () => new RunCancelledError(this.runId, this.byTick, true),
-    warning: 'a handler whose run was cancelled by a newer tick ignored its signal; the run is failed without it',
-  };
   constructor(
     readonly runId: string,
     readonly byTick: number,
@@ -60,7 +50,6 @@ export class RunCancelledError extends UnrecoverableError {
  */
 export class RunTerminatedError extends UnrecoverableError {
   override readonly name = 'RunTerminatedError';
-  readonly stop: RunStop = { waitsForHandler: false, ignoring: () => this, warning: '' };
   constructor(
     readonly runId: string,
     readonly byTick: number,
@@ -71,19 +60,27 @@ export class RunTerminatedError extends UnrecoverableError {
 
 /** How an error that stops a run (the reason its signal aborts with) decides the run's end. */
 interface RunStop {
-  /** True: the run fails once its handler stops, or once the grace period ends; false: at once. */
-  waitsForHandler: boolean;
-  /** The error the run fails with when its handler is still running at the end of the grace period. */
-  ignoring(): Error;
-  /** What is logged then. */
-  warning: string;
+  /**
+   * Set when the run waits for its handler to stop, up to the grace period: the error the run fails with
+   * when the handler is still running then, and what is logged. Unset: the run fails at once.
+   */
+  ignored?: { error: Error; warning: string };
 }
 
 /** Why a run stops before its handler is done: its deadline, or a newer tick of its job. */
 export type RunStopError = RunTimeoutError | RunCancelledError | RunTerminatedError;
 
+/** How `reason`, the reason a run's signal aborted with, ends the run; undefined when it is no stop (a shutdown's). */
 function stopOf(reason: unknown): RunStop | undefined {
-  return reason instanceof RunTimeoutError || reason instanceof RunCancelledError || reason instanceof RunTerminatedError ? reason.stop : undefined;
+  if (reason instanceof RunTimeoutError) {
+    const error = new RunTimeoutError(reason.runId, reason.timeoutMs, true);
+    return { ignored: { error, warning: 'a handler past its deadline ignored its signal; the run is failed without it' } };
+  }
+  if (reason instanceof RunCancelledError) {
+    const error = new RunCancelledError(reason.runId, reason.byTick, true);
+    return { ignored: { error, warning: 'a handler whose run was cancelled by a newer tick ignored its signal; the run is failed without it' } };
+  }
+  return reason instanceof RunTerminatedError ? {} : undefined;
 }
 
 /** What {@link runWithDeadline} needs of the run. */
@@ -130,11 +127,11 @@ export async function runWithDeadline(handler: () => Promise<unknown>, deadline:
       if (!stop || stoppedBy) return;
       stoppedBy = reason as Error;
       clearTimeout(timer);
-      if (!stop.waitsForHandler) return reject(stoppedBy);
+      const { ignored } = stop;
+      if (!ignored) return reject(stoppedBy);
       timer = setTimeout(() => {
-        const ignored = stop.ignoring();
-        deadline.log.warn({ jobId: deadline.runId, err: ignored, graceMs: deadline.graceMs }, stop.warning);
-        reject(ignored);
+        deadline.log.warn({ jobId: deadline.runId, err: ignored.error, graceMs: deadline.graceMs }, ignored.warning);
+        reject(ignored.error);
       }, deadline.graceMs);
     };
     if (abort.signal.aborted) onAbort();
