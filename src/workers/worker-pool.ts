@@ -465,7 +465,8 @@ export class WorkerPool {
         const final = !moved && isFinal(job, failure);
         await this.recordFinish(job, token, moved ? { outcome: 'moved', final: false, value: failure.message } : { outcome: 'failed', final, value: failure.message });
         if (!moved) ended(final ? 'failed' : 'retried');
-        if (final) await this.countOutcome(definition, job, failure);
+        // A run a newer tick stopped did not fail by itself: it neither counts towards pauseOnFailure nor clears the count.
+        if (final && !stoppedByTick(failure)) await this.countOutcome(definition, job, failure);
         throw error;
       }
       await this.recordFinish(job, token, { outcome: 'completed', final: false, value });
@@ -612,6 +613,10 @@ export class WorkerPool {
 /** The error a run stopped by a newer tick fails with. */
 function stopError(request: RunStopRequest): RunStopError {
   return request.how === 'cancel' ? new RunCancelledError(request.jobId, request.byTick) : new RunTerminatedError(request.jobId, request.byTick);
+}
+
+function stoppedByTick(error: Error): boolean {
+  return error instanceof RunCancelledError || error instanceof RunTerminatedError;
 }
 
 /** Whether BullMQ will not retry after this failure (no attempt left, or unrecoverable): as `Job.shouldRetryJob` decides. */
