@@ -31,6 +31,7 @@ import { TickLedger } from './ledger/tick-ledger.js';
 import { DEFAULT_STAGE_AHEAD_MS } from './producing/staging.js';
 import { RunRecords } from './workers/run-records.js';
 import { stayConnected } from './redis/stay-connected.js';
+import { RunStopFeed } from './workers/run-stops.js';
 import { DEFAULT_WORKER_TUNING, WorkerPool, type WorkerMetrics, type WorkerTuning } from './workers/worker-pool.js';
 import { describeTrigger } from './scheduling/define-job.js';
 import { JobRegistry } from './scheduling/loader.js';
@@ -349,6 +350,7 @@ class LeasebeatScheduler implements Scheduler {
         // once it has applied its pause and catch-up rules to it.
         mayStartStaged: (job, run) => this.ledger.stagedRunMayStart(run.stagedBy ?? run.token, job, run.tick, run.dueAt!, settings.election.renewDeadlineMs),
         failedRuns: this.ledger,
+        runStops: new RunStopFeed(this.workerRedis, keys),
         ...(settings.metrics.workers ? { metrics: settings.metrics.workers } : {}),
       });
     }
@@ -416,6 +418,7 @@ class LeasebeatScheduler implements Scheduler {
       keyBase: this.ledger.keys.base,
       bullPrefix: this.settings.bullPrefix,
       ...(this.leaseChannel ? { leaseChannel: this.leaseChannel } : {}),
+      runStopChannel: this.ledger.keys.runStops,
       replicated: this.settings.durability.minReplicas > 0,
     });
     await this.connections?.checkServer(this.workerRedis);

@@ -15,6 +15,7 @@ export interface SpecFlags {
   timezone?: string;
   data?: string;
   overlap?: string;
+  bufferMax?: string;
   catchupWindow?: string;
   catchupMode?: string;
   catchupMax?: string;
@@ -72,6 +73,7 @@ export function specFromFlags(flags: SpecFlags): ScheduleSpec {
   set('timezone', flags.timezone);
   set('data', flags.data === undefined ? undefined : jsonOf('--data', flags.data));
   set('overlap', flags.overlap);
+  set('bufferMax', flags.bufferMax === undefined ? undefined : wholeNumber('--buffer-max', flags.bufferMax));
   set('jitter', flags.jitter === undefined ? undefined : durationOf(flags.jitter));
   set('startAt', flags.startAt);
   set('endAt', flags.endAt);

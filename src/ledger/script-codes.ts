@@ -50,6 +50,8 @@ export const HeldCode = { Released: 0, StillHeld: 1 } as const;
 export const MayStartCode = { HandBack: 0, Start: 1 } as const;
 /** markReviewed.lua. */
 export const ReviewCode = { Fenced: -1, Marked: 1 } as const;
+/** requestRunStop.lua. */
+export const StopCode = { Fenced: -1, Requested: 1 } as const;
 /** pulse.lua. */
 export const PulseCode = { Fenced: -1, Stamped: 1 } as const;
 /** stepBackfill.lua. */

@@ -4,7 +4,8 @@ import { describeTicks, directWrites, type WritePath } from '../redis/durability
 import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
-import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, TriggerCode } from './script-codes.js';
+import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, StopCode, TriggerCode } from './script-codes.js';
+import { RUN_STOP_KEEP_MS, type RunStopRequest } from './run-stops.js';
 
 // The protocol's types and helpers live in records.ts; they are re-exported where callers found them.
 export { claimingTerm, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
@@ -22,6 +23,7 @@ const confirmTriggerScript = new LuaScript(new URL('./lua/confirmTrigger.lua', i
 const stagedRunMayStartScript = new LuaScript(new URL('./lua/stagedRunMayStart.lua', import.meta.url));
 const markReviewedScript = new LuaScript(new URL('./lua/markReviewed.lua', import.meta.url));
 const pulseScript = new LuaScript(new URL('./lua/pulse.lua', import.meta.url));
+const requestRunStopScript = new LuaScript(new URL('./lua/requestRunStop.lua', import.meta.url));
 const countFailedRunScript = new LuaScript(new URL('./lua/countFailedRun.lua', import.meta.url));
 const stepBackfillScript = new LuaScript(new URL('./lua/stepBackfill.lua', import.meta.url));
 
@@ -466,6 +468,21 @@ export class TickLedger {
       (code) => (code === ReviewCode.Marked ? `review of the staged runs of ${jobs.length === 1 ? jobs[0]! : `${jobs.length} jobs`}` : undefined),
     );
     return scriptCode('markReviewed', ReviewCode, reply) === ReviewCode.Marked;
+  }
+
+  /**
+   * Asks, under the fence, that run `request.jobId` stop (see requestRunStop.lua): kept for a worker that
+   * has not started it, and published to every instance's worker pool. False when fenced.
+   */
+  async requestRunStop(token: FencingToken, request: RunStopRequest): Promise<boolean> {
+    const k = this.keys;
+    const reply = await this.writes.script<number>(
+      requestRunStopScript,
+      [k.fence, k.retiredGenerations, k.runStop(request.jobId)],
+      [token.generation, token.leaderTransitions, JSON.stringify(request), RUN_STOP_KEEP_MS, k.runStops],
+      (code) => (code === StopCode.Requested ? `stop of run ${request.jobId}` : undefined),
+    );
+    return scriptCode('requestRunStop', StopCode, reply) === StopCode.Requested;
   }
 
   /**

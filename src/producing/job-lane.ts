@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { tickJobId } from '../ledger/job-data.js';
 import { claimingTerm, takeBackInProgress } from '../ledger/records.js';
 import type { ClaimRequest, FencingToken, UnstageReason } from '../ledger/tick-ledger.js';
-import type { ScheduledJob } from '../scheduling/define-job.js';
+import { BUFFERING_POLICIES, type ScheduledJob } from '../scheduling/define-job.js';
 import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, spansOfEnded, ticksOfReplaced, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
 import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
@@ -60,14 +60,18 @@ export interface LaneStart {
  * next leader planning from it correctly. Each job has its own lane, so a slow job never delays another.
  *
  * One lane run: take over (finish what earlier terms left pending, then catch up per the job's policy
- * from the watermark), then fire each tick when due. A buffered tick (`bufferOne`) is released in the
- * same lane, before the next tick is decided, so runs never overlap and start in tick order.
+ * from the watermark), then fire each tick when due. Buffered ticks (`bufferOne`, `bufferAll`) are released
+ * in the same lane, one at a time and oldest first, before the next tick is decided, so runs never overlap
+ * and start in tick order.
  */
 export class JobLane implements Sleeper {
   /** Where the lane stands in its walk through the ticks: its position, watermark and rewind (see LaneCursor). */
   private readonly ticks = new LaneCursor();
-  /** A tick claimed as buffered, waiting for the previous run to finish. */
-  private buffered: number | undefined;
+  /**
+   * Ticks claimed as buffered, oldest first: the first waits for the previous run to finish, each later one
+   * for the run of the tick before it (`bufferAll`; `bufferOne` holds at most one).
+   */
+  private buffered: number[] = [];
   /** The definition the lane last stepped by: the one a redefinition replaced, until the lane steps again. */
   private steppedBy: ScheduledJob | undefined;
   /** A claimed tick whose BullMQ add has not succeeded yet; it is finished before anything else. */
@@ -278,7 +282,7 @@ export class JobLane implements Sleeper {
         this.redefined = false;
         return GO_ON;
       }
-      let sleepMs = Math.min(untilDue, this.buffered === undefined ? MAX_SLEEP_MS : BUFFER_POLL_MS);
+      let sleepMs = Math.min(untilDue, this.buffered.length === 0 ? MAX_SLEEP_MS : BUFFER_POLL_MS);
       if (this.parking && untilDue > this.parking.afterMs) {
         // Parked until the instant the lane must act (the tick, its jitter, less the staging lead): past what
         // the scan of the due index has read, which a nominal tick with a long jitter need not be.
@@ -304,7 +308,7 @@ export class JobLane implements Sleeper {
   private parkable(): boolean {
     const now = this.term.now();
     return (
-      this.buffered === undefined && this.unadded === undefined && !this.behind && !this.stopped && !this.redefined &&
+      this.buffered.length === 0 && this.unadded === undefined && !this.behind && !this.stopped && !this.redefined &&
       !this.recheckStaged && !this.ticks.rewindPending && this.staged.dropDue(now) === 0 && this.ticks.recordedBy(now) >= this.ticks.position
     );
   }
@@ -334,7 +338,7 @@ export class JobLane implements Sleeper {
    */
   private async takeOver(job: ScheduledJob): Promise<boolean> {
     if (!(await this.writable())) return false;
-    this.buffered = undefined;
+    this.buffered = [];
     this.unadded = undefined;
     // One batched read: pending ticks and their states, the watermark, the run-time pause, and
     // `scheduledSince` (recorded by the first takeover that saw the job).
@@ -352,8 +356,9 @@ export class JobLane implements Sleeper {
         await this.term.takeBack.finish(job.name, tick, takingBack, retentionMs(job));
         continue;
       }
-      if (state.kind === 'buffered' && job.overlap === 'bufferOne' && this.buffered === undefined && (await this.unfinished(job))) {
-        this.buffered = tick;
+      // Buffered behind an unfinished run, or behind a tick still buffered itself: it keeps waiting, in tick order.
+      if (state.kind === 'buffered' && BUFFERING_POLICIES.has(job.overlap) && (this.buffered.length > 0 || (await this.unfinished(job)))) {
+        this.buffered.push(tick);
         continue;
       }
       if (state.kind !== 'claimed' && state.kind !== 'buffered') continue;
@@ -533,11 +538,30 @@ export class JobLane implements Sleeper {
     // A runtime schedule whose job type left jobs/: recorded, never added (no instance could run it).
     else if (!job.handler && !job.flow) request.skip = 'no-handler';
     else if (job.overlap !== 'allow') {
-      const decision = decideOverlap(job.overlap, await this.term.previousRun(job), this.buffered !== undefined);
+      const decision = decideOverlap(job.overlap, await this.term.previousRun(job), this.buffered.length > 0, this.buffered.length >= job.bufferMax);
       if (decision === 'skip') request.skip = 'overlap';
-      if (decision === 'buffer') request.buffer = true;
+      if (decision === 'cancel' || decision === 'terminate') {
+        // The stop is asked before the tick is claimed, so that a term ending in between leaves no tick
+        // buffered behind a run nobody asked to stop (the next leader decides the tick afresh).
+        if (!(await this.stopPrevious(job, tick, decision))) return false;
+      }
+      // A cancelled run still stops in its own time (up to its grace): the new tick waits for it, buffered.
+      if (decision === 'buffer' || decision === 'cancel') request.buffer = true;
     }
     return this.claimAndAdd(job, tick, request);
+  }
+
+  /** Asks the job's previous run to stop for `tick` (see LaneTerm.stopPreviousRun). False when the term cannot write now, or is over. */
+  private async stopPrevious(job: ScheduledJob, tick: number, how: 'cancel' | 'terminate'): Promise<boolean> {
+    if (!this.term.leading()) return false;
+    const requested = await this.term.stopPreviousRun(job, how, tick);
+    this.term.reached();
+    if (!requested) {
+      this.term.fenced();
+      return false;
+    }
+    this.log.info({ tick: new Date(tick), how }, 'asked the previous run to stop: a newer tick came due');
+    return true;
   }
 
   /** Claims (or records) one tick and, if it is to run now, adds it. True once the tick is recorded. */
@@ -570,16 +594,17 @@ export class JobLane implements Sleeper {
       case 'skipped':
         this.term.metrics?.skipped(job.name, outcome.reason, 1);
         this.log.info({ tick: new Date(tick), reason: outcome.reason }, 'tick skipped');
-        if (tick === this.buffered) this.buffered = undefined;
+        this.unbuffer(tick);
         break;
       case 'settled':
-        if (tick === this.buffered) this.buffered = undefined;
+        this.unbuffer(tick);
         break;
       case 'buffered':
-        this.buffered = tick;
+        // A retried claim of a buffered tick answers buffered again: it is held once.
+        if (!this.buffered.includes(tick)) this.buffered.push(tick);
         break;
       case 'claimed':
-        if (tick === this.buffered) this.buffered = undefined;
+        this.unbuffer(tick);
         this.unadded = tick;
         this.unaddedBy = job;
         break;
@@ -647,7 +672,7 @@ export class JobLane implements Sleeper {
 
   /** How long before a tick's due time this lane claims and adds it: the term's horizon for jobs that may be staged. */
   private stagingLead(job: ScheduledJob): number {
-    // A `skip` or `bufferOne` decision must see the previous run as it is at the tick, not a horizon
+    // An overlap decision other than `allow` must see the previous run as it is at the tick, not a horizon
     // earlier, and a flow's children cannot be delayed with their parent in one add: those jobs are
     // decided and added at the tick. A paused definition is not staged, so unpausing it in time counts.
     return job.overlap === 'allow' && job.handler && !job.flow && !job.paused ? this.term.stageAheadMs : 0;
@@ -701,9 +726,15 @@ export class JobLane implements Sleeper {
     return true;
   }
 
-  /** Adds the buffered tick once the run before it has finished. */
+  /** Drops `tick` from the buffered ticks, once it is released or settled otherwise. */
+  private unbuffer(tick: number): void {
+    const index = this.buffered.indexOf(tick);
+    if (index >= 0) this.buffered.splice(index, 1);
+  }
+
+  /** Adds the oldest buffered tick once the run before it has finished; the others wait for its run in turn. */
   private async release(job: ScheduledJob): Promise<void> {
-    const tick = this.buffered;
+    const tick = this.buffered[0];
     if (tick === undefined) return;
     // A release whose claim was written but whose reply (or its WAIT) was lost made the buffered tick the
     // job's last run: the run it waited for is no longer "previous", so it only waits for its own add.

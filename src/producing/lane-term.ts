@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { RunStopHow } from '../ledger/run-stops.js';
 import type { FencingToken, TakeOverState, TickLedger } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import type { RunState } from '../scheduling/plan.js';
@@ -71,6 +72,11 @@ export interface LaneTerm {
   markReviewed(job: string): Promise<boolean>;
   /** The state of the job's newest run (a claimed run not yet in BullMQ counts as waiting). */
   previousRun(job: ScheduledJob): Promise<RunState>;
+  /**
+   * Asks the job's newest run to stop, wherever it runs, because tick `byTick` came due (overlap
+   * `cancelOther`: `cancel`, `terminateOther`: `terminate`). False when fenced.
+   */
+  stopPreviousRun(job: ScheduledJob, how: RunStopHow, byTick: number): Promise<boolean>;
   /** A Redis round trip succeeded (feeds the unreachability check). */
   reached(): void;
   /** The fence is past this term: ends it. */

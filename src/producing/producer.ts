@@ -493,6 +493,10 @@ export class Producer {
       takeOverState: (job) => takeOvers.call(job),
       markReviewed: (job) => reviews.call(job),
       previousRun: (job) => this.previousRun(job),
+      stopPreviousRun: async (job, how, byTick) => {
+        const { lastJobId } = await ledger.jobState(job.name);
+        return !lastJobId || ledger.requestRunStop(token, { jobId: lastJobId, how, byTick });
+      },
       reached: () => reachability.reached(),
       fenced: () => {
         this.options.metrics?.fenced(1);

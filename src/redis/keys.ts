@@ -167,6 +167,22 @@ export class KeySpace {
     return `${this.base}:schedule-changes`;
   }
 
+  /**
+   * String with a TTL: the stop a leader asked of run `jobId` (overlap `cancelOther`, `terminateOther`), as
+   * JSON `{ how, byTick }`; read by the worker that starts the run, if it had not started yet.
+   */
+  runStop(jobId: string): string {
+    return `${this.base}:run-stop:${jobId}`;
+  }
+
+  /**
+   * Pub/sub channel: each stop request (JSON `{ jobId, how, byTick }`) as it is written, for the worker
+   * pools of every instance, one of which runs the run.
+   */
+  get runStops(): string {
+    return `${this.base}:run-stops`;
+  }
+
   /** Hash: member identity → its latest heartbeat record (JSON), written by the member itself. */
   get members(): string {
     return `${this.base}:members`;

@@ -468,6 +468,8 @@ export interface DeploymentUse {
   bullPrefix: string;
   /** The Redis lock's change channel (PUBLISH in its scripts, SUBSCRIBE in its feed); none under another lock. */
   leaseChannel?: string;
+  /** The channel leaders publish run stop requests on (overlap `cancelOther`, `terminateOther`), which every instance's workers hear. */
+  runStopChannel?: string;
   /** Whether deciding writes wait for replicas (WAIT). Default: the topology's default. */
   replicated?: boolean;
 }
@@ -529,8 +531,8 @@ const PROBE_SCRIPT_SHA = createHash('sha1').update(PROBE_SCRIPT).digest('hex');
 /**
  * The probes: the commands every process runs (scripts, and INFO and TIME, which leasebeat's scripts and
  * BullMQ also call; WAIT on replicated topologies), and with `use` the deployment's keys, BullMQ's keys and
- * the Redis lock's channel. The probe keys are names nobody uses; XADD with NOMKSTREAM creates nothing,
- * and subscribers of the lock's channel ignore an empty message.
+ * the channels (the Redis lock's, the run stop requests'). The probe keys are names nobody uses; XADD with
+ * NOMKSTREAM creates nothing, and subscribers of either channel ignore an empty message.
  */
 function permissionProbes(use: DeploymentUse | undefined, replicated: boolean): PermissionProbe[] {
   const own = use && `${use.keyBase}:permission-probe`;
@@ -552,9 +554,12 @@ function permissionProbes(use: DeploymentUse | undefined, replicated: boolean): 
     { command: 'eval', why: "BullMQ's scripts", ...bullKeys, run: (c) => c.eval(PROBE_SCRIPT, 1, bull) },
     { command: 'bzpopmin', why: "BullMQ's workers wait on it", ...bullKeys, run: (c) => c.bzpopmin(bull, 0.01) },
   );
-  const channel = use.leaseChannel;
-  if (channel) {
-    const why = "the Redis lock's change feed";
+  const channels = [
+    { channel: use.leaseChannel, why: "the Redis lock's change feed" },
+    { channel: use.runStopChannel, why: 'stop requests of runs (overlap cancelOther, terminateOther)' },
+  ];
+  for (const { channel, why } of channels) {
+    if (channel === undefined) continue;
     probes.push(
       { command: 'publish', why, channel, run: (c) => c.publish(channel, '') },
       { command: 'subscribe', why, channel, run: (c) => subscribeOnce(c, channel) },

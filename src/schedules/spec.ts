@@ -21,6 +21,8 @@ export interface ScheduleSpec<TData = unknown> {
   /** Passed to every run instead of the job type's `data`. */
   data?: TData;
   overlap?: OverlapPolicy;
+  /** With overlap `bufferAll`: how many ticks may wait at once (default 10). */
+  bufferMax?: number;
   catchup?: { window?: Duration; mode?: CatchupMode; max?: number };
   jitter?: Duration;
   startAt?: Date | string;
@@ -43,9 +45,9 @@ export const MAX_SPEC_BYTES = 16 * 1024;
 export const MAX_LIMIT = 10_000;
 export const MAX_NOTE_LENGTH = 500;
 
-const SPEC_FIELDS = ['job', 'schedule', 'every', 'at', 'timezone', 'data', 'overlap', 'catchup', 'jitter', 'startAt', 'endAt', 'limit', 'paused', 'note'] as const;
+const SPEC_FIELDS = ['job', 'schedule', 'every', 'at', 'timezone', 'data', 'overlap', 'bufferMax', 'catchup', 'jitter', 'startAt', 'endAt', 'limit', 'paused', 'note'] as const;
 /** The fields a spec shares with a file definition: validated by the very same rules and messages. */
-const DEFINITION_FIELDS = ['schedule', 'every', 'timezone', 'data', 'overlap', 'catchup', 'jitter', 'startAt', 'endAt', 'paused'] as const;
+const DEFINITION_FIELDS = ['schedule', 'every', 'timezone', 'data', 'overlap', 'bufferMax', 'catchup', 'jitter', 'startAt', 'endAt', 'paused'] as const;
 /** What a one-shot schedule cannot have: it has a single tick, fixed by `at`. */
 const NOT_WITH_AT = ['schedule', 'every', 'timezone', 'jitter', 'startAt', 'endAt', 'limit'] as const;
 

@@ -98,7 +98,13 @@ export interface FlowContext<TData = unknown> {
 export type FlowBuilder<TData = unknown> = (ctx: FlowContext<TData>) => TickFlow | Promise<TickFlow>;
 
 /** What happens to a tick while the previous run of the same job is still waiting or active. */
-export type OverlapPolicy = 'allow' | 'skip' | 'bufferOne';
+export type OverlapPolicy = 'allow' | 'skip' | 'bufferOne' | 'bufferAll' | 'cancelOther' | 'terminateOther';
+
+/**
+ * The policies that hold ticks back, claimed as buffered, until the run before them has finished
+ * (`cancelOther`: until the run it cancelled has stopped).
+ */
+export const BUFFERING_POLICIES: ReadonlySet<OverlapPolicy> = new Set(['bufferOne', 'bufferAll', 'cancelOther']);
 
 /** Which missed ticks run after a period without a leader. */
 export type CatchupMode = 'latest' | 'all' | 'none';
@@ -124,7 +130,7 @@ interface JobDefinitionFields<TData> {
    * a RunTimeoutError once it stops, or once `timeoutGrace` has passed; no deadline by default.
    */
   timeout?: Duration;
-  /** How long a run whose deadline passed may take to stop before it is failed anyway; default 10 s. */
+  /** How long a run whose deadline passed (or that a newer tick cancelled) may take to stop before it is failed anyway; default 10 s. */
   timeoutGrace?: Duration;
   /** Pauses the job (at run time, with a note saying why) after this many of its runs in a row failed for good. */
   pauseOnFailure?: number;
@@ -137,6 +143,8 @@ interface JobDefinitionFields<TData> {
   priority?: number;
   /** Default `'allow'`. */
   overlap?: OverlapPolicy;
+  /** With overlap `bufferAll`: how many ticks may wait at once; default 10. Ticks beyond it are skipped (`overlap`). */
+  bufferMax?: number;
   /** Ticks missed while no leader enqueued; defaults `{ window: '5m', mode: 'latest', max: 10 }`. */
   catchup?: { window?: Duration; mode?: CatchupMode; max?: number };
   /** Deterministic per tick, and never as long as the gap to the next tick. */
@@ -225,6 +233,8 @@ export interface ScheduledJob<TData = unknown> {
   readonly lateAfterMs: number | undefined;
   readonly jobOptions: ScheduledJobOptions;
   readonly overlap: OverlapPolicy;
+  /** How many ticks may wait behind an unfinished run: the definition's `bufferMax` for `bufferAll`, 1 for `bufferOne` and `cancelOther`, else 0. */
+  readonly bufferMax: number;
   readonly catchup: { readonly windowMs: number; readonly mode: CatchupMode; readonly max: number };
   /** 0 when the job has no jitter. */
   readonly maxJitterMs: number;

@@ -397,21 +397,38 @@ export function jitterMs(job: ScheduledJob, tick: number): number {
 /** The state of the newest run of a job enqueued before this tick. */
 export type RunState = 'none' | 'waiting' | 'delayed' | 'active' | 'finished';
 
-export type OverlapDecision = 'enqueue' | 'buffer' | 'skip';
+/**
+ * `cancel`: ask the previous run to stop, and buffer the tick until it has; `terminate`: fail the previous
+ * run at once, and enqueue the tick.
+ */
+export type OverlapDecision = 'enqueue' | 'buffer' | 'skip' | 'cancel' | 'terminate';
 
 /**
  * What to do with a new tick given the job's previous run. `allow` always enqueues. While the previous
- * run is unfinished (waiting, delayed or active), `skip` skips the tick (reason `overlap`) and
- * `bufferOne` holds it to run after the previous one. While a tick is buffered, a new tick is skipped
- * whatever the previous run's state: the buffered tick runs next, and a newer tick may neither overtake
- * it nor run beside it. (The producer releases a buffered tick before it decides the next one.)
+ * run is unfinished (waiting, delayed or active), `skip` skips the tick (reason `overlap`), `bufferOne`
+ * and `bufferAll` hold it to run after the previous one, `cancelOther` cancels the previous run and holds
+ * the tick until it has stopped, and `terminateOther` terminates the previous run and enqueues the tick.
+ * A tick buffered behind the run goes first: while one is buffered, a new tick may neither overtake it
+ * nor run beside it, whatever the previous run's state, so `bufferAll` buffers it behind the others and
+ * the other policies skip it. `bufferFull` (while a tick is buffered): no more ticks may wait (bufferAll:
+ * its `bufferMax` are); a tick beyond the bound is skipped. (The producer releases a buffered tick before
+ * it decides the next one.)
  */
-export function decideOverlap(policy: OverlapPolicy, previous: RunState, bufferedPending: boolean): OverlapDecision {
+export function decideOverlap(policy: OverlapPolicy, previous: RunState, bufferedPending: boolean, bufferFull = bufferedPending): OverlapDecision {
   if (policy === 'allow') return 'enqueue';
-  if (bufferedPending) return 'skip';
+  if (bufferedPending) return policy === 'bufferAll' && !bufferFull ? 'buffer' : 'skip';
   const unfinished = previous === 'waiting' || previous === 'delayed' || previous === 'active';
   if (!unfinished) return 'enqueue';
-  return policy === 'bufferOne' ? 'buffer' : 'skip';
+  switch (policy) {
+    case 'skip':
+      return 'skip';
+    case 'cancelOther':
+      return 'cancel';
+    case 'terminateOther':
+      return 'terminate';
+    default:
+      return 'buffer';
+  }
 }
 
 /** The ticks in `(from, to]` as one span; undefined when there are none, so a span is never inverted or empty. */

@@ -15,6 +15,8 @@ export const JOB_DEFAULTS = {
   /** A handler past its deadline has this long to honour its signal; Kubernetes' default grace is 30 s. */
   timeoutGraceMs: 10_000,
   overlap: 'allow' as OverlapPolicy,
+  /** bufferAll's bound: enough to ride out a few slow runs, few enough that a stuck job does not pile up a backlog. */
+  bufferMax: 10,
   /**
    * A leader outage of up to 5 minutes (a failover, a rolling deploy) still runs the newest missed
    * tick; anything older is reported as missed rather than run long after its time.
@@ -25,6 +27,8 @@ export const JOB_DEFAULTS = {
 
 const MIN_EVERY_MS = 1_000;
 const MAX_CATCHUP = 1_000;
+/** bufferAll's bound at most: each buffered tick is held by the lane and re-read at every takeover. */
+const MAX_BUFFER = 1_000;
 const MAX_PRIORITY = 2_097_152;
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
@@ -42,7 +46,8 @@ const EXPECTED: Record<string, string> = {
   removeOnComplete: 'true, false, a number of jobs to keep, or { age: seconds, count }',
   removeOnFail: 'true, false, a number of jobs to keep, or { age: seconds, count }',
   priority: `an integer from 0 (none) through 1 (highest) to ${MAX_PRIORITY} (lowest)`,
-  overlap: '"allow", "skip" or "bufferOne"',
+  overlap: '"allow", "skip", "bufferOne", "bufferAll", "cancelOther" or "terminateOther"',
+  bufferMax: `an integer from 1 to ${MAX_BUFFER}: the ticks that may wait behind an unfinished run, e.g. 10`,
   catchup: 'an object { window, mode, max }',
   'catchup.mode': '"latest", "all" or "none"',
   'catchup.max': `an integer from 1 to ${MAX_CATCHUP}`,
@@ -165,7 +170,8 @@ const definitionSchema = z.strictObject({
   removeOnComplete: retentionField.optional(),
   removeOnFail: retentionField.optional(),
   priority: z.int().min(0).max(MAX_PRIORITY).optional(),
-  overlap: z.enum(['allow', 'skip', 'bufferOne']).optional(),
+  overlap: z.enum(['allow', 'skip', 'bufferOne', 'bufferAll', 'cancelOther', 'terminateOther']).optional(),
+  bufferMax: z.int().min(1).max(MAX_BUFFER).optional(),
   catchup: z
     .strictObject({
       window: durationField(0).optional(),
@@ -255,7 +261,7 @@ function definitionWarnings(job: ScheduledJob, now: number): string[] {
 }
 
 /** Fields that shape a definition's own ticks, meaningless on a job type (no schedule, no every). */
-const TICK_ONLY_FIELDS = ['timezone', 'overlap', 'catchup', 'jitter', 'startAt', 'endAt', 'paused'] as const;
+const TICK_ONLY_FIELDS = ['timezone', 'overlap', 'bufferMax', 'catchup', 'jitter', 'startAt', 'endAt', 'paused'] as const;
 
 /** Rules that involve several fields, checked on the raw input so that they are reported alongside field errors. */
 function crossFieldProblems(raw: unknown): string[] {
@@ -275,6 +281,9 @@ function crossFieldProblems(raw: unknown): string[] {
         );
       }
     }
+  }
+  if (has('bufferMax') && raw.overlap !== 'bufferAll') {
+    problems.push(`${label('bufferMax', raw.bufferMax)}: only applies to overlap "bufferAll"; set overlap: "bufferAll" or remove bufferMax`);
   }
   if (has('every') && has('timezone')) {
     problems.push(
@@ -297,6 +306,13 @@ function crossFieldProblems(raw: unknown): string[] {
 const DEFAULT_CATCHUP: ScheduledJob['catchup'] = Object.freeze({ ...JOB_DEFAULTS.catchup });
 const NO_JOB_OPTIONS: ScheduledJob['jobOptions'] = Object.freeze({});
 const JOB_TYPE_TRIGGER: Trigger = Object.freeze({ kind: 'none' });
+
+/** How many ticks may wait behind an unfinished run (see ScheduledJob.bufferMax). */
+function bufferMaxOf(parsed: ParsedDefinition): number {
+  if (parsed.overlap === 'bufferAll') return parsed.bufferMax ?? JOB_DEFAULTS.bufferMax;
+  // cancelOther holds the new tick until the run it cancelled has stopped.
+  return parsed.overlap === 'bufferOne' || parsed.overlap === 'cancelOther' ? 1 : 0;
+}
 
 function normalize(parsed: ParsedDefinition, file: string): ScheduledJob {
   const trigger: Trigger =
@@ -324,6 +340,7 @@ function normalize(parsed: ParsedDefinition, file: string): ScheduledJob {
     lateAfterMs: parsed.lateAfter,
     jobOptions,
     overlap: parsed.overlap ?? JOB_DEFAULTS.overlap,
+    bufferMax: bufferMaxOf(parsed),
     catchup:
       parsed.catchup === undefined
         ? DEFAULT_CATCHUP

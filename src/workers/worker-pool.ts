@@ -6,7 +6,9 @@ import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
 import { DurabilityError } from '../redis/durability.js';
 import type { TickJobData } from '../ledger/job-data.js';
 import type { FinishToRecord, RecordedFinish, RunRecords, StartKind } from './run-records.js';
-import { runWithDeadline } from './run-deadline.js';
+import { RunCancelledError, RunTerminatedError, runWithDeadline, type RunStopError } from './run-deadline.js';
+import type { RunStops } from './run-stops.js';
+import type { RunStopRequest } from '../ledger/run-stops.js';
 import { inSpan, SpanKind, traceOf } from '../util/traces.js';
 
 /**
@@ -123,6 +125,9 @@ export class WorkerPool {
   private pausing: { drained: boolean } | undefined;
   /** Each worker's pending or finished `Worker.pause()`, which resolves once its active runs are done; cleared by `resume()`. */
   private readonly pauses = new Map<Worker, Promise<void>>();
+  /** Aborted once the pool has closed: it no longer listens for stop requests. */
+  private readonly stopsHeard = new AbortController();
+  private listeningForStops = false;
 
   constructor(
     private readonly options: {
@@ -145,6 +150,11 @@ export class WorkerPool {
       mayStartStaged?: (job: string, run: TickJobData) => Promise<boolean>;
       /** Where the runs of jobs with `pauseOnFailure` count their failures in a row (the tick ledger). */
       failedRuns?: FailedRunCounter;
+      /**
+       * The stops leaders ask of runs when a newer tick comes due (overlap `cancelOther`, `terminateOther`),
+       * on whichever instance the run is: heard from the pool's first `update()` until it has closed.
+       */
+      runStops?: RunStops;
     },
   ) {}
 
@@ -154,6 +164,7 @@ export class WorkerPool {
    */
   update(jobs: ReadonlyMap<string, ScheduledJob>): void {
     if (this.closing) return;
+    this.listenForStops();
     this.jobs = jobs;
     const bound = this.options.tuning?.concurrency ?? DEFAULT_WORKER_TUNING.concurrency;
     const concurrencyByQueue = new Map<string, number>();
@@ -251,7 +262,51 @@ export class WorkerPool {
     await Promise.all(workers.map((w) => w.close(true)));
     // Only now, so that a handler that honours its signal cannot fail the run before the worker stops writing.
     for (const run of this.runs.values()) run.abort.abort(new Error(`shutdown: runs not finished within ${timeoutMs} ms are abandoned`));
+    this.stopsHeard.abort();
     this.closed = true;
+  }
+
+  /** Hears the stop requests (once, before the first worker starts) until the pool has closed. */
+  private listenForStops(): void {
+    if (this.listeningForStops) return;
+    this.listeningForStops = true;
+    this.options.runStops?.listen(this.stopsHeard.signal, {
+      request: (request) => this.stopRun(request),
+      // A request published while the feed was down is not delivered again: the active runs look it up.
+      resubscribed: () => void this.lookUpStops(),
+    });
+  }
+
+  /**
+   * Stops run `request.jobId` if it is active here: its signal aborts with the stop's error, and the run
+   * fails with it once its handler stops (cancel; at the latest when its `timeoutGrace` ends) or at once
+   * (terminate). Through the pool's own controller, not BullMQ's `Worker.cancelJob`: that takes a string
+   * reason, which would reach the handler but could not decide the run's end (see runWithDeadline).
+   */
+  private stopRun(request: RunStopRequest): void {
+    for (const run of this.runs.values()) {
+      if (run.id !== request.jobId || run.abort.signal.aborted) continue;
+      this.options.logger.info({ job: run.name, jobId: run.id, how: request.how, byTick: new Date(request.byTick) }, 'stopping a run: a newer tick of its job came due');
+      run.abort.abort(stopError(request));
+    }
+  }
+
+  /** Looks up the stop requests of the runs active here (after the feed reconnected). */
+  private async lookUpStops(): Promise<void> {
+    for (const run of [...this.runs.values()]) {
+      const request = await this.stopAsked(run.id, run.name);
+      if (request) this.stopRun(request);
+    }
+  }
+
+  /** The stop asked of run `jobId`; undefined when none was, or it cannot be read now (the feed still delivers one). */
+  private async stopAsked(jobId: string, name: string): Promise<RunStopRequest | undefined> {
+    try {
+      return await this.options.runStops?.requested(jobId);
+    } catch (error) {
+      this.options.logger.warn({ job: name, jobId, err: error }, 'could not read whether a run was asked to stop; a published request still stops it');
+      return undefined;
+    }
   }
 
   /** Pauses every worker (once per pause) and resolves when none has an active run. */
@@ -392,6 +447,9 @@ export class WorkerPool {
         }
       };
       try {
+        // Stopped by a newer tick before it started (it waited while that tick came due): it never starts.
+        const asked = await this.stopAsked(job.id ?? '', job.name);
+        if (asked) throw stopError(asked);
         const deadline = { runId: job.id ?? '', timeoutMs: definition.timeoutMs, graceMs: definition.timeoutGraceMs, abort, log: this.options.logger };
         // The run continues the trace of its enqueue (its data carries it), in this process or another.
         const attributes = () => ({ 'leasebeat.job': job.name, 'leasebeat.run_id': job.id ?? '', 'leasebeat.attempt': job.attemptsMade + 1, 'messaging.system': 'bullmq', 'messaging.destination.name': queue });
@@ -407,7 +465,8 @@ export class WorkerPool {
         const final = !moved && isFinal(job, failure);
         await this.recordFinish(job, token, moved ? { outcome: 'moved', final: false, value: failure.message } : { outcome: 'failed', final, value: failure.message });
         if (!moved) ended(final ? 'failed' : 'retried');
-        if (final) await this.countOutcome(definition, job, failure);
+        // A run a newer tick stopped did not fail by itself: it neither counts towards pauseOnFailure nor clears the count.
+        if (final && !stoppedByTick(failure)) await this.countOutcome(definition, job, failure);
         throw error;
       }
       await this.recordFinish(job, token, { outcome: 'completed', final: false, value });
@@ -550,6 +609,15 @@ export class WorkerPool {
     }
     this.options.metrics?.finishUnrecorded(metricName(job));
   }
+}
+
+/** The error a run stopped by a newer tick fails with. */
+function stopError(request: RunStopRequest): RunStopError {
+  return request.how === 'cancel' ? new RunCancelledError(request.jobId, request.byTick) : new RunTerminatedError(request.jobId, request.byTick);
+}
+
+function stoppedByTick(error: Error): boolean {
+  return error instanceof RunCancelledError || error instanceof RunTerminatedError;
 }
 
 /** Whether BullMQ will not retry after this failure (no attempt left, or unrecoverable): as `Job.shouldRetryJob` decides. */

@@ -106,13 +106,13 @@ describe('a Redis the URL cannot use is named, with the fix, before anything sta
     // "+@all -@dangerous" takes INFO too, which leasebeat's scripts and BullMQ call (and ioredis' ready check,
     // whose warning would be a second line).
     await refused(await user('noinfo', '+@all', '-@dangerous', '~*', '&*'), /LEASEBEAT_REDIS_URL: .*the user "noinfo" may not use INFO .*ACL SETUSER noinfo \+info\b/);
-    // Its own keys only, and no channel (Redis 7's default for a new user): BullMQ's keys and the Redis lock's channel are missing.
+    // Its own keys only, and no channel (Redis 7's default for a new user): BullMQ's keys, the Redis lock's channel and the run stop requests' are missing.
     const partial = await user('partial', '+@all', '-@dangerous', '+info', '~leasebeat:*');
     const start = await runCli(['start'], { env: env(partial), timeoutMs: 60_000 });
     assert.equal(start.code, 2, start.stderr);
     assert.match(
       oneLine(start),
-      /LEASEBEAT_REDIS_URL: .*the user "partial" may not use the keys bull:\* \(BullMQ's queues\), the channel leasebeat:\{leasebeat\}:lease:changes \(the Redis lock's change feed\): grant them \(ACL SETUSER partial ~bull:\* &leasebeat:\{leasebeat\}:lease:changes\)/,
+      /LEASEBEAT_REDIS_URL: .*the user "partial" may not use the keys bull:\* \(BullMQ's queues\), the channel leasebeat:\{leasebeat\}:lease:changes \(the Redis lock's change feed\), the channel leasebeat:\{leasebeat\}:run-stops \(stop requests of runs \(overlap cancelOther, terminateOther\)\): grant them \(ACL SETUSER partial ~bull:\* &leasebeat:\{leasebeat\}:lease:changes &leasebeat:\{leasebeat\}:run-stops\)/,
     );
     const scripts = await user('noscripts', '+@all', '-@scripting', '+info', '~*', '&*');
     const status = await runCli(['status'], { env: env(scripts), timeoutMs: 60_000 });

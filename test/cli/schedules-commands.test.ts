@@ -201,6 +201,20 @@ describe('leasebeat schedules, on a real Redis with one running instance', () =>
     assert.deepEqual(ids, []);
   });
 
+  it('--overlap bufferAll with --buffer-max stores the bound; a bound out of range or an unknown policy is refused with one line', async () => {
+    const ok = await cli('upsert', 'buffers', '--job', 'work', '--every', '1h', '--overlap', 'bufferAll', '--buffer-max', '4');
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.deepEqual((await stored('buffers'))?.spec, { job: 'work', every: '1h', overlap: 'bufferAll', bufferMax: 4 });
+    const [zero, policy] = await Promise.all([
+      cli('upsert', 'bad-bound', '--job', 'work', '--every', '1h', '--overlap', 'bufferAll', '--buffer-max', '0'),
+      cli('upsert', 'bad-policy', '--job', 'work', '--every', '1h', '--overlap', 'bufferEvery'),
+    ]);
+    for (const result of [zero, policy]) assert.equal(result.code, 2, result.stderr);
+    assert.deepEqual(problems(zero), ['schedule "bad-bound": bufferMax 0: must be an integer from 1 to 1000: the ticks that may wait behind an unfinished run, e.g. 10']);
+    assert.deepEqual(problems(policy), ['schedule "bad-policy": overlap "bufferEvery": must be "allow", "skip", "bufferOne", "bufferAll", "cancelOther" or "terminateOther"']);
+    assert.equal(await stored('bad-bound'), undefined);
+  });
+
   it('a bad --data is refused before anything connects', async () => {
     const result = await runCli(['schedules', 'upsert', 'x', '--job', 'work', '--every', '1h', '--data', 'nope'], {
       env: { ...env, LEASEBEAT_REDIS_URL: 'redis://127.0.0.1:1', LEASEBEAT_COMMAND_TIMEOUT: '1s' },

@@ -3,6 +3,7 @@ import { beforeEach, describe, it } from 'node:test';
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { useRedis } from '../support/redis-server.js';
+import { until } from '../support/until.js';
 
 describe('TickLedger: fence and tick claims on a real Redis', () => {
   const redis = useRedis({ flush: true });
@@ -19,6 +20,26 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     const k = ledger.keys;
     for (const key of [k.fence, k.retiredGenerations, k.paused, k.ledger('j'), k.ledgerIndex('j'), k.pending('j'), k.skips('j'), k.jobState('j')]) {
       assert.ok(key.startsWith('test:{c1}:'), key);
+    }
+  });
+
+  it('a stop request of a run is kept and published under the fence; a stale term writes and publishes nothing', async () => {
+    await ledger.raiseFence(termA4, 'a', 1);
+    const subscriber = redis.server.client();
+    const heard: string[] = [];
+    subscriber.on('message', (_channel: string, message: string) => heard.push(message));
+    await subscriber.subscribe(ledger.keys.runStops);
+    try {
+      assert.equal(await ledger.requestRunStop(termA, { jobId: 'j@1000', how: 'cancel', byTick: 2000 }), false, 'fenced');
+      assert.equal(await redis.client.exists(ledger.keys.runStop('j@1000')), 0);
+      assert.equal(await ledger.requestRunStop(termA4, { jobId: 'j@1000', how: 'terminate', byTick: 2000 }), true);
+      const request = JSON.stringify({ jobId: 'j@1000', how: 'terminate', byTick: 2000 });
+      assert.equal(await redis.client.get(ledger.keys.runStop('j@1000')), request);
+      assert.ok((await redis.client.pttl(ledger.keys.runStop('j@1000'))) > 0, 'kept for a while, not for ever');
+      await until('the request to be published', () => heard.length > 0, 5_000);
+      assert.deepEqual(heard, [request], 'only the request of the current term');
+    } finally {
+      subscriber.disconnect();
     }
   });
 

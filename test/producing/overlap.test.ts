@@ -80,7 +80,45 @@ describe('Overlap policies with real workers: runs never overlap and start in ti
     connection.disconnect();
   });
 
-  for (const policy of ['bufferOne', 'skip'] as const) {
+  it('bufferAll: up to bufferMax ticks wait behind a run, the rest are skipped, and a new term runs the waiting ones one by one in tick order', { timeout: 40_000 }, async () => {
+    const job = scheduledJob({ name: 'slow', every: '1s', overlap: 'bufferAll', bufferMax: 3, handler: () => undefined });
+    const jobs = new Map([[job.name, job]]);
+    const producer = (): Producer => new Producer({ redis: redis.client, ledger: base.ledger, queues: base.queues, jobs: () => jobs, stillLeading: () => true, logger });
+    const statesOf = async (): Promise<Array<[number, string]>> => {
+      const ticks = (await redis.client.zrange(base.ledger.keys.ledgerIndex(job.name), 0, -1)).map(Number);
+      return Promise.all(ticks.map(async (tick) => [tick, (await base.ledger.tickState(job.name, tick)) ?? ''] as [number, string]));
+    };
+    const first = new AbortController();
+    const run1 = producer().run(term(1), first.signal);
+    // No worker yet: the first run stays waiting, three ticks are buffered behind it, the next is skipped.
+    await until('a tick skipped past the bound', async () => (await statesOf()).some(([, state]) => state === 'skipped|overlap'), 15_000);
+    first.abort();
+    await run1;
+    const states = await statesOf();
+    assert.match(states[0]![1], /^enqueued\|/);
+    assert.deepEqual(states.slice(1, 4).map(([, state]) => state.split('|')[0]), ['buffered', 'buffered', 'buffered']);
+    for (const [, state] of states.slice(4)) assert.equal(state, 'skipped|overlap');
+    const buffered = states.slice(1, 4).map(([tick]) => tick);
+
+    const second = new AbortController();
+    const run2 = producer().run(term(2), second.signal);
+    await until('the second term to tick', async () => ((await base.ledger.jobState(job.name)).lastScheduledTick ?? 0) > states.at(-1)![0] + 1000, 10_000);
+    for (const tick of buffered) assert.match((await base.ledger.tickState(job.name, tick)) ?? '', /^buffered\|/, 'still buffered behind a waiting run');
+    const recorder = new RunRecorder();
+    const connection = redis.server.client();
+    const worker = new Worker('leasebeat', recorder.processor('worker', 300), { connection });
+    await until('every buffered tick to have run', () => buffered.every((tick) => recorder.runs.some((run) => run.tick === tick && run.end !== undefined)), 20_000);
+    second.abort();
+    await run2;
+    await worker.close();
+    connection.disconnect();
+    const ran = recorder.runs.map((run) => run.tick);
+    assert.deepEqual(ran.slice(0, 4), [states[0]![0], ...buffered], 'the waiting run, then the buffered ticks in tick order');
+    assert.deepEqual(ran, [...new Set(ran)].sort((a, b) => a - b), 'none ran twice, all in tick order');
+    assert.deepEqual(recorder.overlaps(), [], 'no two runs at once');
+  });
+
+  for (const policy of ['bufferOne', 'bufferAll', 'skip'] as const) {
     for (const terms of [1, 2]) {
       it(`${policy}, ${terms} term${terms > 1 ? 's (the second raised while the first still produces)' : ''}`, { timeout: 40_000 }, async () => {
         const recorder = await produceWithWorkers(slowJob(policy), terms, 5_000 / terms + 500);
@@ -90,7 +128,7 @@ describe('Overlap policies with real workers: runs never overlap and start in ti
         assert.deepEqual(order, [...order].sort((a, b) => a - b), 'runs start in tick order');
         // A buffered tick runs once its predecessor finished, well after its own time; skip runs on time.
         const late = recorder.runs.filter((run) => run.start - run.tick >= 400);
-        if (policy === 'bufferOne') assert.ok(late.length >= 1, 'a buffered tick ran after its predecessor');
+        if (policy !== 'skip') assert.ok(late.length >= 1, 'a buffered tick ran after its predecessor');
         else assert.deepEqual(late, [], 'skip never delays a tick');
       });
     }

@@ -147,7 +147,7 @@ describe('checkScheduleSpec: bad input is one line naming the field and the fix'
     ]);
     assert.deepEqual(errorsOf('a', { job: 'send-report', every: '5m', timezon: 'UTC', queue: 'x' }), [
       'schedule "a": timezon: unknown field; did you mean "timezone"?',
-      'schedule "a": queue: unknown field; known fields are job, schedule, every, at, timezone, data, overlap, catchup, jitter, startAt, endAt, limit, paused, note',
+      'schedule "a": queue: unknown field; known fields are job, schedule, every, at, timezone, data, overlap, bufferMax, catchup, jitter, startAt, endAt, limit, paused, note',
     ]);
     assert.deepEqual(errorsOf('a', 'every 5m'), ['schedule "a": spec: must be an object like { "job": "send-report", "schedule": "0 9 * * *" }']);
   });

@@ -377,6 +377,24 @@ describe('decideOverlap', () => {
       assert.equal(decideOverlap('skip', state, true), 'skip', state);
     }
   });
+
+  it('bufferAll buffers every tick behind an unfinished run or a buffered tick, up to its bound, and skips the rest', () => {
+    for (const state of states) {
+      assert.equal(decideOverlap('bufferAll', state, false, false), unfinished.has(state) ? 'buffer' : 'enqueue', state);
+      // Behind a buffered tick even once the previous run finished: the buffered one runs first.
+      assert.equal(decideOverlap('bufferAll', state, true, false), 'buffer', state);
+      assert.equal(decideOverlap('bufferAll', state, true, true), 'skip', state);
+    }
+  });
+
+  it('cancelOther cancels an unfinished run and waits for it; terminateOther terminates it and enqueues; a tick buffered meanwhile skips the next', () => {
+    for (const state of states) {
+      assert.equal(decideOverlap('cancelOther', state, false), unfinished.has(state) ? 'cancel' : 'enqueue', state);
+      assert.equal(decideOverlap('terminateOther', state, false), unfinished.has(state) ? 'terminate' : 'enqueue', state);
+      // A tick waits for the cancelled run to stop: a newer one neither cancels it again nor overtakes it.
+      assert.equal(decideOverlap('cancelOther', state, true), 'skip', state);
+    }
+  });
 });
 
 describe('planLateStaged: runs an earlier term staged that no worker started, decided at a takeover', () => {

@@ -229,12 +229,30 @@ describe('validateJobDefinition: errors name the file, the field and the fix', (
         'jobs/x.ts: backoff {"type":"linear","delay":100}: must be milliseconds, or { type: "fixed" | "exponential", delay: milliseconds }',
         'jobs/x.ts: removeOnComplete {"age":-1}: must be true, false, a number of jobs to keep, or { age: seconds, count }',
         'jobs/x.ts: priority 3000000: must be an integer from 0 (none) through 1 (highest) to 2097152 (lowest)',
-        'jobs/x.ts: overlap "replace": must be "allow", "skip" or "bufferOne"',
+        'jobs/x.ts: overlap "replace": must be "allow", "skip", "bufferOne", "bufferAll", "cancelOther" or "terminateOther"',
         'jobs/x.ts: catchup.mode "lastest": must be "latest", "all" or "none"',
         'jobs/x.ts: catchup.max 0: must be an integer from 1 to 1000',
         'jobs/x.ts: paused "yes": must be true or false',
       ],
     );
+  });
+
+  it('bufferAll: bufferMax defaults to 10, is a whole number from 1 to 1000, and only goes with bufferAll', () => {
+    assert.equal(scheduledJob({ ...valid, overlap: 'bufferAll' }).bufferMax, 10);
+    assert.equal(scheduledJob({ ...valid, overlap: 'bufferAll', bufferMax: 3 }).bufferMax, 3);
+    assert.equal(scheduledJob({ ...valid, overlap: 'bufferOne' }).bufferMax, 1, 'bufferOne holds one tick');
+    assert.equal(scheduledJob(valid).bufferMax, 0);
+    assert.equal(scheduledJob({ ...valid, overlap: 'cancelOther' }).bufferMax, 1, 'cancelOther holds the new tick until the cancelled run stopped');
+    assert.equal(scheduledJob({ ...valid, overlap: 'terminateOther' }).bufferMax, 0);
+    assert.deepEqual(errorsOf({ ...valid, overlap: 'bufferAll', bufferMax: 0 }), [
+      'jobs/x.ts: bufferMax 0: must be an integer from 1 to 1000: the ticks that may wait behind an unfinished run, e.g. 10',
+    ]);
+    assert.deepEqual(errorsOf({ ...valid, overlap: 'bufferAll', bufferMax: 2.5 }), [
+      'jobs/x.ts: bufferMax 2.5: must be an integer from 1 to 1000: the ticks that may wait behind an unfinished run, e.g. 10',
+    ]);
+    assert.deepEqual(errorsOf({ ...valid, overlap: 'bufferOne', bufferMax: 3 }), [
+      'jobs/x.ts: bufferMax 3: only applies to overlap "bufferAll"; set overlap: "bufferAll" or remove bufferMax',
+    ]);
   });
 
   it('requires JSON data and names the problem, not a JSON rendering of the value', () => {

@@ -5,6 +5,7 @@ import { FlowProducer, Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { RunTimeoutError } from '../../src/workers/run-deadline.js';
+import { RunStopFeed } from '../../src/workers/run-stops.js';
 import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker-pool.js';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
@@ -158,6 +159,22 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       assert.equal(await ledger.isPaused('steady'), false);
       await runInTurn('plain', ['fail', 'fail', 'fail']);
       assert.equal(await ledger.isPaused('plain'), false);
+    });
+
+    it('a run stopped by a newer tick (cancelOther, terminateOther) before it started never starts, fails for good, and does not count', async () => {
+      await ledger.raiseFence({ generation: 'g', leaderTransitions: 1 }, 'leader', 1);
+      for (const how of ['cancel', 'terminate'] as const) assert.ok(await ledger.requestRunStop({ generation: 'g', leaderTransitions: 1 }, { jobId: `stopped@${how}`, how, byTick: 5_000 }));
+      let started = 0;
+      pool = testWorkerPool({ connection: redis.client, logger: silent, failedRuns: ledger, runStops: new RunStopFeed(redis.client, new KeySpace()) });
+      pool.update(new Map([['stopped', scheduledJob({ name: 'stopped', pauseOnFailure: 1, handler: () => void started++ })]]));
+      const cancelled = await queue.add('stopped', tickJobData(), { jobId: 'stopped@cancel', attempts: 3 });
+      await assert.rejects(cancelled.waitUntilFinished(events, 10_000), /^Error: run stopped@cancel was cancelled by tick 1970-01-01T00:00:05.000Z \(overlap cancelOther\)$/);
+      const terminated = await queue.add('stopped', tickJobData(), { jobId: 'stopped@terminate', attempts: 3 });
+      await assert.rejects(terminated.waitUntilFinished(events, 10_000), /run stopped@terminate was terminated by tick 1970-01-01T00:00:05.000Z/);
+      assert.equal(started, 0, 'neither handler ran');
+      assert.equal((await queue.getJob('stopped@cancel'))?.attemptsMade, 1, 'not retried');
+      assert.equal(await ledger.isPaused('stopped'), false, 'a stopped run is not a failure of the job');
+      assert.equal(await redis.client.hget(ledger.keys.failureStreaks, 'stopped'), null);
     });
 
     it('a run that BullMQ retries counts once, when it fails for good', async () => {
