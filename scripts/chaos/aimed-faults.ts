@@ -354,9 +354,14 @@ export async function killBullPrimaryAfterHandler(cluster: ChaosCluster, redis: 
     });
     const returnedAt = (await handshake.returned(notice)) ?? goAt;
     const heldMs = killedAt - hold.at;
+    // The instant aimed at is the finish's first write on the primary (the handler's return comes before it
+    // by however long the worker's connection was busy: a take's WAIT under the hold can queue ahead of it).
+    const aimedAt = finished
+      ? { event: `finish of ${notice.jobId} written on BullMQ's primary (its handler returned on ${notice.identity} ${finished.at - returnedAt} ms before)`, at: finished.at }
+      : { event: `handler of ${notice.jobId} returned on ${notice.identity}`, at: returnedAt };
     return {
       target: notice.identity, startedAt: hold.at, endedAt: Date.now(), promotedAt,
-      aim: { event: `handler of ${notice.jobId} returned on ${notice.identity}`, eventAt: returnedAt, killedAt, gapMs: killedAt - returnedAt, heldMs, port: target.primary.port, jobId: notice.jobId },
+      aim: { event: aimedAt.event, eventAt: aimedAt.at, killedAt, gapMs: killedAt - aimedAt.at, heldMs, port: target.primary.port, jobId: notice.jobId },
       detail: `${hold.describe()} on BullMQ's primary ${target.primary.port}; handler of ${notice.jobId} on ${notice.identity} returned; ` +
         (finished ? `its finish written there ${finished.at - returnedAt} ms later (${finished.args[0]} ${finished.args[1]}); ` : `no finish of it written within ${FINISH_WAIT_MS} ms; `) +
         `SIGKILL ${killedAt - returnedAt} ms after the return (held ${heldMs} ms); ${promoted.port} promoted after ${promotedAt - killedAt} ms: ${probed}; ${target.primary.port} restarted`,
