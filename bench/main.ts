@@ -23,6 +23,7 @@ import { measureDurability, type DurabilityResult } from './durability.js';
 import { measureInstanceCost, type InstanceCost } from './instance.js';
 import { measureRuntimeSchedules, type RuntimeSchedulesResult } from './runtime-schedules.js';
 import { measureMillionSchedules, MILLION, MILLION_WINDOW_S, millionScale, SETTLE_MS, type MillionSchedulesResult } from './million-schedules.js';
+import { BACKFILL_RATE, BACKFILL_TICKS, measureBackfill, type BackfillResult } from './backfill.js';
 
 const DOC = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
 const START = '<!-- bench:start -->';
@@ -71,9 +72,10 @@ interface Results {
   instance: InstanceCost;
   durability: DurabilityResult;
   schedules: RuntimeSchedulesResult;
+  backfill: BackfillResult;
 }
 type Section = keyof Results;
-const SECTIONS: Section[] = ['failover', 'candidates', 'precision', 'throughput', 'leader', 'coordination', 'instance', 'durability', 'schedules'];
+const SECTIONS: Section[] = ['failover', 'candidates', 'precision', 'throughput', 'leader', 'coordination', 'instance', 'durability', 'schedules', 'backfill'];
 
 interface Stored<T> {
   measuredAt: string;
@@ -157,6 +159,13 @@ async function measure<S extends Section>(section: S, redisUrl: () => Promise<{ 
       progress(`runtime schedules at a million: ${int(scale.schedules)} hourly schedules spread over the hour, a leader over them for ${scale.windowS} s`);
       const million = await measureMillionSchedules(redis, url, { ...scale, inFlight: MILLION_UPSERTS_IN_FLIGHT }, progress);
       return { ...result, million } as Results[S];
+    }
+    case 'backfill': {
+      progress(`backfill: ${int(BACKFILL_TICKS)} past ticks at ${int(BACKFILL_RATE)}/s beside live per-second jobs`);
+      const { redis, url } = await redisUrl();
+      const result = await measureBackfill(redis, url, progress);
+      progress(`  ${JSON.stringify(result)}`);
+      return result as Results[S];
     }
   }
   throw new Error(`unknown section ${String(section)}`);
@@ -401,6 +410,19 @@ function durabilityRows(d: DurabilityResult): string[] {
     });
 }
 
+/** Issue 22's row: a paced backfill ends on its rate's time, and the live ticks beside it stay on time. */
+function backfillRows(b: BackfillResult): string[] {
+  const boundMs = (b.ticks / b.rate) * 1000;
+  const within = Math.abs(b.elapsedMs - boundMs) <= 0.1 * boundMs;
+  const liveP99 = b.liveEnqueueLagMs?.p99 ?? Infinity;
+  return [
+    `| 9 | Backfill of ${int(b.ticks)} past ticks of a per-second job at \`--rate ${int(b.rate)}\` (\`admin.backfill\`, run by the leader's backfill desk) beside ${b.liveSchedules} live ` +
+      `per-second jobs: request → done; the live runs due meanwhile, available to workers − nominal tick (median / p99 / max) | ${(b.elapsedMs / 1000).toFixed(1)} s, ` +
+      `${int(b.enqueued)} enqueued (${b.state}); live ${show(b.liveEnqueueLagMs)}, ${int(b.liveDelivered)}/${int(b.liveExpected)} runs | its rate's time: ${(boundMs / 1000).toFixed(0)} s | ` +
+      `${(b.elapsedMs / boundMs).toFixed(2)}× | within 10 % of ${(boundMs / 1000).toFixed(0)} s; live p99 ≤ 100 ms | ${met(within && liveP99 <= 100 && b.state === 'done')} |`,
+  ];
+}
+
 function scheduleRows(r: RuntimeSchedulesResult): string[] {
   const { idle, loaded } = r;
   const perScheduleKiB = ((loaded.rssMiB - idle.rssMiB) * 1024) / loaded.schedules;
@@ -491,6 +513,7 @@ function render(): string {
     ...(sections.instance ? instanceRows(sections.instance.data) : missing('instance')),
     ...(sections.durability ? durabilityRows(sections.durability.data) : missing('durability')),
     ...(sections.schedules ? scheduleRows(sections.schedules.data) : missing('schedules')),
+    ...(sections.backfill ? backfillRows(sections.backfill.data) : missing('backfill')),
   ];
   const coordination = sections.coordination?.data;
   if (coordination) {

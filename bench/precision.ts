@@ -15,7 +15,7 @@ const PER_SECOND_WINDOW_MS = 5000;
 const MEASURED_BURSTS = 3;
 const WORKER_CONCURRENCY = 100;
 /** Event streams are kept whole for the measurement (BullMQ trims them to 10,000 entries by default). */
-const UNTRIMMED_EVENTS = 100_000_000;
+export const UNTRIMMED_EVENTS = 100_000_000;
 
 export interface PrecisionResult {
   /** `naive`: a setTimeout per schedule and `Queue.add` at the tick, in this process. */
@@ -166,7 +166,7 @@ const tickOf = (jobId: string): number => Number(jobId.slice(Math.max(jobId.last
  * Reads a queue's event stream: for every job of the measured ticks, the Redis time of its first
  * `waiting` event (available to workers) and of its first `active` event (taken by a worker).
  */
-async function readStream(
+export async function readStream(
   redis: Redis,
   queue: string,
   measured: (tick: number) => boolean,
