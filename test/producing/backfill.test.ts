@@ -219,6 +219,13 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     // Term 1 dies between a claim and its add: the claim is left pending, its run never added.
     const cursor = Number(await redis.client.hget(keys.backfill(requested.id), 'cursor'));
     const next = missing.find((tick) => tick > cursor)!;
+    // As term 1's own walk would: the ticks between the cursor and the next missing one are listed first
+    // (ran or skipped), so the claim takes the cursor no further than its own tick.
+    const between = ticks.filter((tick) => tick > cursor && tick < next);
+    if (between.length > 0) {
+      const listed = await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'list', ticks: between.map((tick) => ({ tick, jobId: tickJobId('sweep', tick) })), includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
+      assert.notEqual(listed.kind, 'fenced');
+    }
     const claimed = await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
     assert.equal(claimed.kind, 'claimed');
     assert.deepEqual(await ledger.backfillPendingTicks('sweep'), [next]);

@@ -9,6 +9,7 @@ import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
+import { definitionHash } from '../../src/scheduling/definition-hash.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
@@ -71,7 +72,7 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
     assert.deepEqual(outcome, { jobId, queue: 'manual-test', flow: false });
     const added = await queueJobs('manual-test');
     assert.deepEqual(added.map((job) => job.id), [jobId]);
-    assert.deepEqual(added[0]!.data, { tick: request.requestedAt, token: { generation: 'gen-1', leaderTransitions: 1 }, data: { to: 'ops' }, manual: true });
+    assert.deepEqual(added[0]!.data, { tick: request.requestedAt, token: { generation: 'gen-1', leaderTransitions: 1 }, data: { to: 'ops' }, manual: true, definition: definitionHash(jobs.get('report')!) });
     assert.equal(await redis.client.hget(keys.manual('report'), request.id), `enqueued|${jobId}`);
     assert.equal((await ledger.jobState('report')).lastJobId, undefined, 'a trigger does not become the previous run');
   });
