@@ -44,6 +44,18 @@ const AIM_GAP_MS = 100;
  * remove an entry once its fix lands.
  */
 export const KNOWN_FINDINGS: ReadonlyArray<{ finding: string; pattern: RegExp }> = [
+  {
+    // Sentinel seed 5 in the clean-clone CI run on f94acb6 (report redis-sentinel-seed5-2026-12-02T04-13-43):
+    // tenant-0's tick 04:14:04 (owed by every 1 s and by the edit to every 2 s acknowledged at 04:14:04.078)
+    // has no record, no job and no run. Its term took over at 04:14:03.8 on 16803, promoted 2.5 s before
+    // after a freeze of 16801; 16803 was SIGKILLed at 04:14:04.404 and the sentinels promoted 16802. The
+    // likely cause: a WAIT 1 acknowledged by 16801 (rejoined as a replica, not yet a candidate the sentinels
+    // knew) while 16802 lagged, so the promotion lost a confirmed write (durability.ts assumes the
+    // acknowledging replica is the one promoted). Not reproduced without faults yet; no file-job tick, and
+    // no tick with a job or a run, is covered by this pattern.
+    finding: "a runtime schedule's owed tick lost with every record of it when a Sentinel promotion passes over the replica that acknowledged it",
+    pattern: /^tenant-\d+ tick \S+: neither a job nor a recorded skip$/,
+  },
 ];
 
 /**
