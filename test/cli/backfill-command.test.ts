@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { KeySpace } from '../../src/redis/keys.js';
 import { runCli, oneLine } from '../support/cli.js';
-import { startRedis, type TestRedis } from '../support/redis-server.js';
+import { useRedis } from '../support/redis-server.js';
 import { leadInProcess } from '../support/trigger-leader.js';
 import { until } from '../support/until.js';
 
@@ -15,17 +15,12 @@ const goodJobs = new URL('../fixtures/jobs-good/', import.meta.url).pathname;
 const keys = new KeySpace();
 
 describe('leasebeat backfill', () => {
-  let server: TestRedis;
+  const fixture = useRedis();
   let redis: Redis;
   let env: Record<string, string>;
-  before(async () => {
-    server = await startRedis();
-    redis = server.client();
-    env = { LEASEBEAT_REDIS_URL: server.url, LEASEBEAT_JOBS_DIR: goodJobs };
-  });
-  after(async () => {
-    redis.disconnect();
-    await server.close();
+  before(() => {
+    redis = fixture.client;
+    env = { LEASEBEAT_REDIS_URL: fixture.server.url, LEASEBEAT_JOBS_DIR: goodJobs };
   });
 
   // heartbeat ticks every 30 s; the machine's clock is the test's "now".

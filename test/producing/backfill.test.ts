@@ -4,14 +4,13 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { pino } from 'pino';
 import { BackfillError, createAdmin, type Admin, type BackfillOptions, type BackfillProgress } from '../../src/index.js';
 import { KeySpace } from '../../src/redis/keys.js';
-import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger, type FencingToken } from '../../src/ledger/tick-ledger.js';
 import { tickJobId, type TickJobData } from '../../src/ledger/job-data.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
-import { term } from '../support/term.js';
+import { producerTerms } from '../support/term.js';
 import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
@@ -30,20 +29,8 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
   /** The range's 21 ticks (k = 0..20, a minute apart), and which of them the ledger has no run of. */
   let ticks: number[];
   let missing: number[];
-  const running: Array<{ stop: AbortController; run: Promise<void> }> = [];
 
-  const lead = (transitions: number): { stop: AbortController; run: Promise<void> } => {
-    const stop = new AbortController();
-    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
-    const entry = { stop, run: producer.run(term(transitions), stop.signal) };
-    running.push(entry);
-    return entry;
-  };
-  const stopAll = async (): Promise<void> => {
-    const stopping = running.splice(0);
-    for (const entry of stopping) entry.stop.abort();
-    await Promise.all(stopping.map((entry) => entry.run));
-  };
+  const { lead, stopAll } = producerTerms(() => ({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger }));
   /** The backfill runs in BullMQ, by tick. */
   const backfillRuns = async (): Promise<Array<Job<TickJobData>>> => {
     const queue = new Queue(QUEUE, { connection: redis.client });

@@ -5,14 +5,13 @@ import { pino } from 'pino';
 import { AdminError, createAdmin } from '../../src/index.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { manualJobId, submitTrigger, triggerOutcome, type TriggerOutcome } from '../../src/producing/manual-triggers.js';
-import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { definitionHash } from '../../src/scheduling/definition-hash.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
-import { term } from '../support/term.js';
+import { producerTerms } from '../support/term.js';
 import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
@@ -27,20 +26,8 @@ describe('manual triggers: taken by the leader under the fence, at most once', (
   let ledger: TickLedger;
   let queues: QueueSet;
   let jobs: Map<string, ScheduledJob>;
-  const running: Array<{ stop: AbortController; run: Promise<void> }> = [];
 
-  const lead = (transitions: number): { stop: AbortController; run: Promise<void> } => {
-    const stop = new AbortController();
-    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger });
-    const entry = { stop, run: producer.run(term(transitions), stop.signal) };
-    running.push(entry);
-    return entry;
-  };
-  const stopAll = async (): Promise<void> => {
-    const stopping = running.splice(0);
-    for (const entry of stopping) entry.stop.abort();
-    await Promise.all(stopping.map((entry) => entry.run));
-  };
+  const { lead, stopAll } = producerTerms(() => ({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger }));
   const outcomeOf = (id: string): Promise<TriggerOutcome> => until(`the outcome of ${id}`, () => triggerOutcome(redis.client, keys, id), 10_000);
   const queueJobs = async (name: string) => {
     const queue = new Queue(name, { connection: redis.client });
