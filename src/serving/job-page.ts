@@ -1,4 +1,4 @@
-import { escapeHtml, jsonForScript, PAGE_HELPERS, PAGE_STYLE } from './page-kit.js';
+import { escapeHtml, jsonForScript, PAGE_HELPERS, PAGE_STYLE, pageHead } from './page-kit.js';
 
 /**
  * The per-job page (`/jobs/<name>`): one job or runtime schedule as `leasebeat describe` shows it (its
@@ -10,14 +10,7 @@ import { escapeHtml, jsonForScript, PAGE_HELPERS, PAGE_STYLE } from './page-kit.
 export function renderJobPage(options: { name: string; nonce: string; boardPath: string; readOnly: boolean }): string {
   const name = escapeHtml(options.name);
   const nonce = escapeHtml(options.nonce);
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>leasebeat · ${name}</title>
-<style nonce="${nonce}">${PAGE_STYLE}${STYLE}</style>
-</head>
+  return `${pageHead(options.name, options.nonce, PAGE_STYLE + STYLE)}
 <body data-board="${escapeHtml(options.boardPath)}">
 <header><h1>leasebeat</h1><span>${name}</span>
 <nav><a href="/">Status</a><a href="${escapeHtml(options.boardPath)}">Bull Board</a><a id="json" href="/api/jobs/${escapeHtml(encodeURIComponent(options.name))}/describe">JSON</a></nav></header>

@@ -33,6 +33,18 @@ export function statusPagePolicy(nonce: string): string {
   ].join('; ');
 }
 
+/** A page's opening up to its body: `title` after "leasebeat · ", `style` under the page's CSP nonce (both escaped here). */
+export function pageHead(title: string, nonce: string, style: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>leasebeat · ${escapeHtml(title)}</title>
+<style nonce="${escapeHtml(nonce)}">${style}</style>
+</head>`;
+}
+
 /** The pages' style sheet (light and dark). */
 export const PAGE_STYLE = `
 :root { color-scheme: light dark; --fg: #1d2330; --muted: #667085; --bg: #f4f6f9; --card: #fff; --line: #e3e6eb;

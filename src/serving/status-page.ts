@@ -1,7 +1,7 @@
 import type { HistorySnapshot } from './history.js';
 import type { ReadinessCheck, StatusSnapshot } from './sources.js';
 import { SCHEDULES_SCRIPT, SCHEDULES_STYLE, schedulesMarkup } from './status-schedules.js';
-import { escapeHtml, jsonForScript, PAGE_HELPERS, PAGE_STYLE } from './page-kit.js';
+import { escapeHtml, jsonForScript, PAGE_HELPERS, PAGE_STYLE, pageHead } from './page-kit.js';
 
 const STYLE = `${PAGE_STYLE}
 ${SCHEDULES_STYLE}`;
@@ -348,14 +348,7 @@ export function renderStatusPage(options: {
   const { snapshot, nonce, boardPath } = options;
   const identity = escapeHtml(options.identity);
   const nonceAttr = escapeHtml(nonce);
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>leasebeat · ${identity}</title>
-<style nonce="${nonceAttr}">${STYLE}</style>
-</head>
+  return `${pageHead(options.identity, nonce, STYLE)}
 <body data-board="${escapeHtml(boardPath)}">
 <header><h1>leasebeat</h1><span>${identity}</span>
 <nav>${options.schedules ? '<a href="#schedules">Schedules</a>' : ''}<a href="${escapeHtml(boardPath)}">Bull Board</a><a href="/api/status">JSON</a><a href="/metrics">Metrics</a></nav></header>
