@@ -350,7 +350,7 @@ class LeasebeatScheduler implements Scheduler {
         // once it has applied its pause and catch-up rules to it.
         mayStartStaged: (job, run) => this.ledger.stagedRunMayStart(run.stagedBy ?? run.token, job, run.tick, run.dueAt!, settings.election.renewDeadlineMs),
         failedRuns: this.ledger,
-        runStops: new RunStopFeed(this.workerRedis, keys),
+        runStops: new RunStopFeed(this.workerRedis, keys, this.log),
         ...(settings.metrics.workers ? { metrics: settings.metrics.workers } : {}),
       });
     }

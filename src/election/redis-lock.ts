@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { ownConnection } from '../redis/stay-connected.js';
 import { raceAbort } from '../util/abort.js';
+import { silentLogger } from '../util/logger.js';
 import { LuaScript } from '../util/lua.js';
 import { defaultIdentity } from './identity.js';
 import { serializeRecord, type LeaderElectionRecord, type LockObservation, type LockVersion } from './record.js';
@@ -136,9 +138,9 @@ export class RedisLeaseLock implements ResourceLock {
    */
   watch(signal: AbortSignal, listener: LockFeedListener): void {
     if (signal.aborted) return;
-    const subscriber = this.redis.duplicate({ maxRetriesPerRequest: null, lazyConnect: true });
-    // Connection errors surface as `close` and a reconnect; the feed just reports itself down meanwhile.
-    subscriber.on('error', () => undefined);
+    // Connection errors surface as `close` and a reconnect; the feed just reports itself down meanwhile
+    // (to the elector, which says so: the revival itself is not logged again).
+    const subscriber = ownConnection(this.redis, { maxRetriesPerRequest: null }, () => signal.aborted, silentLogger);
     subscriber.on('close', () => listener.live(false));
     subscriber.on('message', (channel: string, message: string) => {
       if (channel !== this.channel) return;

@@ -1,5 +1,6 @@
+import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-import type { RedisClient } from './redis-topology.js';
+import { isCluster, type RedisClient } from './redis-topology.js';
 
 /** How long after an unexpected end a connection is opened again, doubling up to the maximum. */
 const REVIVE_MS = 250;
@@ -28,4 +29,21 @@ export function stayConnected(client: RedisClient, closing: () => boolean, logge
     }, delay).unref();
   };
   client.on('end', revive);
+}
+
+/**
+ * A long-lived connection of its own to the topology of `client` (a blocking read, a subscriber), with
+ * `overrides` for its node connections, kept connected by {@link stayConnected} until `closing()`.
+ * Every such connection needs the revival: one ended for good stops the feed it carries without a word
+ * (a leader that no longer hears schedule edits, a worker deaf to stop requests). Not connected yet: the
+ * first command connects it. A Cluster duplicates with its startup nodes (its first argument), not options.
+ */
+export function ownConnection(client: RedisClient, overrides: RedisOptions, closing: () => boolean, logger: Logger): RedisClient {
+  const own = isCluster(client)
+    ? client.duplicate([], { lazyConnect: true, redisOptions: { ...client.options.redisOptions, ...overrides } })
+    : client.duplicate({ ...overrides, lazyConnect: true });
+  // Errors reach the command that failed (or surface as a reconnect); unhandled, the event would be printed.
+  own.on('error', () => undefined);
+  stayConnected(own, closing, logger);
+  return own;
 }

@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { RedisClient } from '../redis/redis-topology.js';
+import { ownConnection } from '../redis/stay-connected.js';
 import type { ScheduleRecord, ScheduleStore } from './store.js';
 
 /** Hooks for the schedules' metrics. */
@@ -33,7 +35,7 @@ const MAX_RETRY_MS = 5_000;
  * failed) it says so (`resync`), and whoever follows it reads again what it relies on.
  */
 export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChange[]]; resync: [] }> {
-  private reader: Redis | undefined;
+  private reader: RedisClient | undefined;
   private stopped = false;
   private following: Promise<void> | undefined;
   private lastEntry = '0-0';
@@ -64,8 +66,7 @@ export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChang
   /** Starts following from the stream's newest entry. Resolves once positioned. */
   async start(): Promise<void> {
     await this.position();
-    this.reader = this.redis.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
-    this.reader.on('error', () => undefined);
+    this.reader = ownConnection(this.redis, { maxRetriesPerRequest: null, enableOfflineQueue: true }, () => this.stopped, this.log);
     this.following = this.follow();
   }
 

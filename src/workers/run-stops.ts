@@ -1,6 +1,8 @@
+import type { Logger } from 'pino';
 import { parseRunStop, type RunStopRequest } from '../ledger/run-stops.js';
 import type { KeySpace } from '../redis/keys.js';
-import { isCluster, type RedisClient } from '../redis/redis-topology.js';
+import type { RedisClient } from '../redis/redis-topology.js';
+import { ownConnection } from '../redis/stay-connected.js';
 
 /** What a worker pool needs to hear of the stops leaders ask of runs (overlap `cancelOther`, `terminateOther`). */
 export interface RunStops {
@@ -18,6 +20,7 @@ export class RunStopFeed implements RunStops {
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: KeySpace,
+    private readonly log: Logger,
   ) {}
 
   async requested(jobId: string): Promise<RunStopRequest | undefined> {
@@ -27,9 +30,8 @@ export class RunStopFeed implements RunStops {
   listen(signal: AbortSignal, listener: { request(request: RunStopRequest): void; resubscribed(): void }): void {
     if (signal.aborted) return;
     const channel = this.keys.runStops;
-    const subscriber = isCluster(this.redis) ? this.redis.duplicate([], { lazyConnect: true }) : this.redis.duplicate({ maxRetriesPerRequest: null, lazyConnect: true });
     // Connection errors surface as a reconnect; requests missed meanwhile are read again on `ready`.
-    subscriber.on('error', () => undefined);
+    const subscriber = ownConnection(this.redis, { maxRetriesPerRequest: null }, () => signal.aborted, this.log);
     subscriber.on('message', (from: string, message: string) => {
       const request = from === channel ? parseRunStop(message) : undefined;
       if (request) listener.request(request);

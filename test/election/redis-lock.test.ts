@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { LeaderElector } from '../../src/election/leader-elector.js';
 import type { LeaderElectionRecord, Term } from '../../src/election/record.js';
 import { RedisLeaseLock } from '../../src/election/redis-lock.js';
@@ -166,6 +166,26 @@ describe('RedisLeaseLock specifics', () => {
       assert.ok(afterLastRenewal >= timing.leaseDurationMs - 50, `b took over only ${afterLastRenewal} ms after a's last renewal`);
       assert.ok(afterLastRenewal < timing.leaseDurationMs + 150, `b took over ${afterLastRenewal} ms after a's last renewal`);
       await Promise.all([leader.stop(), follower.stop()]);
+    });
+
+    it('a subscriber ioredis ended for good is opened again, and the feed reports itself live', async () => {
+      // No retry strategy: on a lost connection ioredis ends the subscriber for good, as its Sentinel
+      // failover detector does when a promotion cuts a reconnect short (ioredis #1683).
+      const connection = new Redis({ host: '127.0.0.1', port: server.port, retryStrategy: () => null });
+      connection.on('error', () => undefined);
+      connections.push(connection);
+      const lock = new RedisLeaseLock({ connection, name: 'feed-ended', identity: 'a' });
+      const live: boolean[] = [];
+      const watching = new AbortController();
+      lock.watch(watching.signal, { live: (up) => live.push(up), change: () => undefined });
+      try {
+        await until('the feed live', () => live.at(-1) === true);
+        await redis.client('KILL', 'TYPE', 'pubsub');
+        await until('the feed down', () => live.includes(false));
+        await until('the feed live again', () => live.at(-1) === true);
+      } finally {
+        watching.abort();
+      }
     });
 
     it('a dropped subscriber (lost messages) resyncs; the takeover still happens exactly once', async () => {

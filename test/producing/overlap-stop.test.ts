@@ -55,7 +55,7 @@ describe('Overlap cancelOther / terminateOther: the previous run is stopped thro
   function instance(name: string, definition: (handler: JobHandler) => ScheduledJob, handler: (instance: string) => JobHandler, logger: Logger = silent): void {
     const connection = redis.server.client();
     connections.push(connection);
-    const pool = testWorkerPool({ connection, logger, identity: name, runStops: new RunStopFeed(connection, new KeySpace()) });
+    const pool = testWorkerPool({ connection, logger, identity: name, runStops: new RunStopFeed(connection, new KeySpace(), logger) });
     const job = definition(handler(name));
     pool.update(new Map([[job.name, job]]));
     pools.push(pool);

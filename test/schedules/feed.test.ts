@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
 import { ScheduleFeed, type ScheduleChange } from '../../src/schedules/feed.js';
 import { ScheduleStore } from '../../src/schedules/store.js';
 import { directWrites } from '../../src/redis/durability.js';
@@ -21,15 +22,17 @@ describe('ScheduleFeed on a real Redis', () => {
   });
   redis.beforeClose(() => feed?.stop());
 
-  async function follow(): Promise<void> {
+  async function follow(client: Redis = redis.client): Promise<void> {
     await feed?.stop();
     changes.length = 0;
     resyncs = 0;
-    feed = new ScheduleFeed(redis.client, store, silentLogger);
+    feed = new ScheduleFeed(client, store, silentLogger);
     feed.on('change', (batch) => changes.push(batch));
     feed.on('resync', () => resyncs++);
     await feed.start();
   }
+  const xreadClients = async (): Promise<string[]> =>
+    ((await redis.client.client('LIST')) as string).split('\n').filter((line) => line.includes('cmd=xread')).map((line) => /id=(\d+)/.exec(line)![1]!);
   const seen = (id: string): Array<number | undefined> => changes.flat().filter((change) => change.id === id).map((change) => change.record?.version);
 
   it('holds no schedules: it passes on every write and removal with the record read after it', async () => {
@@ -54,13 +57,33 @@ describe('ScheduleFeed on a real Redis', () => {
 
   it('after its connection is cut it reads on from the last entry it saw: a write made meanwhile is not missed', async () => {
     await follow();
-    const readers = async (): Promise<string[]> =>
-      (await redis.client.client('LIST') as string).split('\n').filter((line) => line.includes('cmd=xread')).map((line) => /id=(\d+)/.exec(line)![1]!);
-    const [reader] = await until('the blocked XREAD', async () => (await readers()).length > 0 && readers());
+    const [reader] = await until('the blocked XREAD', async () => (await xreadClients()).length > 0 && xreadClients());
     await redis.client.client('KILL', 'ID', reader!);
     // Written while the reader reconnects: the stream is read on from the entry it saw last.
     await store.upsert('while-down', spec('1h'), 't');
     await until('the write made while it was down', () => seen('while-down').includes(1));
+  });
+
+  it('a reader connection ioredis ended for good is opened again: the writes after it are passed on', async () => {
+    // No retry strategy: on a lost connection ioredis ends the client for good, as its Sentinel failover
+    // detector does when a promotion cuts a reconnect short (ioredis #1683). Seen in a Sentinel chaos run:
+    // the leader's feed answered "Connection is closed." from then on, and a removed schedule kept running.
+    const ending = new Redis({ host: '127.0.0.1', port: redis.server.port, retryStrategy: () => null });
+    ending.on('error', () => undefined);
+    try {
+      await follow(ending);
+      const [reader] = await until('the blocked XREAD', async () => (await xreadClients()).length > 0 && xreadClients());
+      await redis.client.client('KILL', 'ID', reader!);
+      // Its read failed: it may have missed writes, and says so once it follows the stream again.
+      await until('a resync', () => resyncs === 1);
+      await store.upsert('after-the-end', spec('1h'), 't');
+      await until('the write made after the reader ended', () => seen('after-the-end').includes(1));
+      await store.remove('after-the-end');
+      await until('its removal', () => seen('after-the-end').includes(undefined));
+    } finally {
+      await feed.stop();
+      ending.disconnect();
+    }
   });
 
   it('says it may have missed changes when the entries after the last one it read were trimmed away', async () => {

@@ -165,7 +165,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       await ledger.raiseFence({ generation: 'g', leaderTransitions: 1 }, 'leader', 1);
       for (const how of ['cancel', 'terminate'] as const) assert.ok(await ledger.requestRunStop({ generation: 'g', leaderTransitions: 1 }, { jobId: `stopped@${how}`, how, byTick: 5_000 }));
       let started = 0;
-      pool = testWorkerPool({ connection: redis.client, logger: silent, failedRuns: ledger, runStops: new RunStopFeed(redis.client, new KeySpace()) });
+      pool = testWorkerPool({ connection: redis.client, logger: silent, failedRuns: ledger, runStops: new RunStopFeed(redis.client, new KeySpace(), silent) });
       pool.update(new Map([['stopped', scheduledJob({ name: 'stopped', pauseOnFailure: 1, handler: () => void started++ })]]));
       const cancelled = await queue.add('stopped', tickJobData(), { jobId: 'stopped@cancel', attempts: 3 });
       await assert.rejects(cancelled.waitUntilFinished(events, 10_000), /^Error: run stopped@cancel was cancelled by tick 1970-01-01T00:00:05.000Z \(overlap cancelOther\)$/);
