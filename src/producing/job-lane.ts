@@ -3,7 +3,7 @@ import { tickJobId } from '../ledger/job-data.js';
 import { claimingTerm, takeBackInProgress } from '../ledger/records.js';
 import type { ClaimRequest, FencingToken, UnstageReason } from '../ledger/tick-ledger.js';
 import { BUFFERING_POLICIES, type ScheduledJob } from '../scheduling/define-job.js';
-import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, spansOfEnded, ticksOfReplaced, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
+import { decideOverlap, jitterMs, missedWindow, nextTick, planCatchup, planLateStaged, spansOfEnded, type CatchupPlan, type SkippedTicks } from '../scheduling/plan.js';
 import type { Alarm, Sleeper } from './due-timer.js';
 import { MIN_RETENTION_MS, retentionMs } from './fenced-enqueue.js';
 import { LaneCursor, type LaneMarks } from './lane-cursor.js';
@@ -72,8 +72,6 @@ export class JobLane implements Sleeper {
    * for the run of the tick before it (`bufferAll`; `bufferOne` holds at most one).
    */
   private buffered: number[] = [];
-  /** The definition the lane last stepped by: the one a redefinition replaced, until the lane steps again. */
-  private steppedBy: ScheduledJob | undefined;
   /** A claimed tick whose BullMQ add has not succeeded yet; it is finished before anything else. */
   private unadded: number | undefined;
   /**
@@ -269,9 +267,10 @@ export class JobLane implements Sleeper {
     // (recordOutrun), and walks the new one from the write on.
     if (this.ticks.rewindPending) {
       if (!(await this.recordOutrun(job))) return GO_ON;
-      this.ticks.rewind(this.term.now(), job.definedAt ?? -Infinity);
+      const now = this.term.now();
+      // Walked back past ticks already due (a version heard of late): they are caught up as a late lane's are.
+      if (this.ticks.rewind(now, job.definedAt ?? -Infinity) < this.ticks.recordedBy(now)) this.behind = true;
     }
-    this.steppedBy = job;
     const tick = nextTick(job, this.ticks.position);
     const dueAt = tick === undefined ? Infinity : tick + jitterMs(job, tick) - this.stagingLead(job);
     const untilDue = dueAt - this.term.now();
@@ -441,21 +440,19 @@ export class JobLane implements Sleeper {
   }
 
   /**
-   * A runtime schedule's lane running late when a new version was written: the ticks the version before
-   * owed up to the write, which it did not get to, are recorded as skipped `rescheduled` (the new version
-   * owes none before its write, see LaneCursor.rewind). True once done, or when none was owed; false when
-   * the term cannot write now.
+   * A runtime schedule redefined: the ticks the versions it replaced owed up to its write that no lane
+   * recorded are recorded skipped (`rescheduled`, `removed`; see recordReplaced), since the new version
+   * owes none before its write (see LaneCursor.rewind). Whether the lane ran late, or took the job over by
+   * the version before and heard of the write before its first step, the ledger's watermark tells what
+   * is recorded: not the lane's memory, nor a write whose reply a failing Redis lost. True once done;
+   * false when the term cannot write now.
    */
   private async recordOutrun(job: ScheduledJob): Promise<boolean> {
-    const before = this.steppedBy;
-    if (!this.behind || job.definedAt === undefined || !before || before === job) return true;
-    // From the ledger's watermark, not the lane's: a write whose reply a failing Redis lost may have
-    // recorded a tick the lane does not know of.
+    if (job.definedAt === undefined) return true;
     const { lastScheduledTick } = await this.term.ledger.jobState(job.name);
     this.term.reached();
-    const after = Math.max(this.ticks.position, this.ticks.watermark ?? -Infinity, lastScheduledTick ?? -Infinity);
-    const owed = ticksOfReplaced(before, after, job.definedAt, 'rescheduled');
-    return !owed || (await this.recordSkips(job, owed));
+    // No tick recorded yet: the walk started where the takeover put it, every tick before owed to no one.
+    return this.recordReplaced(job, lastScheduledTick ?? this.ticks.position);
   }
 
   /**

@@ -118,20 +118,23 @@ export class LaneCursor {
   }
 
   /**
-   * Walks back if the job was redefined since the last rewind, and on to `floor` (when the new definition
-   * was written: its ticks before then were owed by no definition) if that is later; returns the (possibly
-   * new) position.
+   * Walks back if the job was redefined since the last rewind: to the newest tick recorded by `now`, or,
+   * for a schedule's new version, to `floor` (when it was written: it owes its ticks after then, and
+   * only those); returns the (possibly new) position.
    */
   rewind(now: number, floor = -Infinity): number {
     if (!this.rewindDue) return this.cursor;
-    // Staging moved the cursor up to a horizon past now. A new schedule may have ticks between the
-    // newest tick recorded by now and there: walk them again. Those recorded already (a staged run
-    // the edit kept) are answered `settled` by the ledger, which accepts a new tick below the
-    // watermark (it refuses only holes).
     this.rewindDue = false;
-    // Past the floor, even forward: a lane not running late has recorded every tick of the old definition
-    // up to now, and the new one owes nothing before it was written.
-    this.cursor = Math.max(Math.min(this.cursor, this.recordedBy(now)), floor);
+    // A schedule's version: from its write, forward or back. Forward: it owes nothing before it (what the
+    // version before owed up to then, the lane records first, see JobLane.recordOutrun). Back: the lane
+    // heard of the write only after it had recorded ticks past it by the version before (a slow feed, a
+    // takeover by the version before); the new version's ticks since its write are owed all the same.
+    // Those recorded already are answered `settled` by the ledger, which accepts a tick below the
+    // watermark (it refuses only holes).
+    if (floor > -Infinity) this.cursor = floor;
+    // A file job: staging moved the cursor up to a horizon past now, and the new definition may have
+    // ticks between the newest tick recorded by now and there: walk them again.
+    else this.cursor = Math.min(this.cursor, this.recordedBy(now));
     return this.cursor;
   }
 

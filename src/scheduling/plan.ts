@@ -340,7 +340,7 @@ export function planLateStaged(
  * The ticks `replaced` (a version an edit replaced, or a removal removed) owed in `(after, upTo]`, as one
  * skipped span: no leader recorded them while it stood, and it stands no more.
  */
-export function ticksOfReplaced(replaced: ScheduledJob, after: number, upTo: number, reason: 'rescheduled' | 'removed'): SkippedTicks | undefined {
+function ticksOfReplaced(replaced: ScheduledJob, after: number, upTo: number, reason: 'rescheduled' | 'removed'): SkippedTicks | undefined {
   return skipped(seriesOf(replaced), Math.floor(after), Math.floor(upTo), reason);
 }
 

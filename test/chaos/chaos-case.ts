@@ -38,28 +38,6 @@ const AIMED_LEAD = [...AIMED_KILLS];
 const AIM_GAP_MS = 100;
 
 /**
- * What the chaos audit found that src has not fixed yet (issue 21's runs of the runtime schedules): listed
- * in a case's diagnostics, not failed on. Any other violation fails the case, and `npm run chaos` reports
- * these too. Those reproduced without faults have a test in chaos-findings.test.ts (`todo` until fixed);
- * remove an entry once its fix lands.
- */
-export const KNOWN_FINDINGS: ReadonlyArray<{ finding: string; pattern: RegExp }> = [
-  {
-    // Seen twice, cause not established. (1) Sentinel seed 5, CI on f94acb6: tenant-0's tick 04:14:04 (owed by
-    // every 1 s and by the edit to every 2 s acknowledged at 04:14:04.078) has no record, no job, no run; its
-    // term took over at 04:14:03.8 on 16803 (promoted 2.5 s before, after a freeze of 16801), which was
-    // SIGKILLed at 04:14:04.404, 16802 promoted. (2) Cluster seed 1 (aimed), CI on c80bfa6: tenant-3 (every
-    // 1 s, data edits only) has 04:43:32 and 04:43:34 enqueued and nothing of 04:43:33, a hole the claim
-    // order should forbid, around a leader kill (04:43:30.8) and a kill of the ledger's primary (04:43:35.4,
-    // 10206 promoted 2.2 s later), with a data edit acknowledged at 04:43:33.137. Suspects: a re-claim after a
-    // failover lost claims ({ added: true } in confirmAdded), and a WAIT answered by a replica the promotion
-    // passed over. The pattern covers only a runtime schedule's tick with neither a record, a job nor a run.
-    finding: "a runtime schedule's owed tick lost with every record of it around a failover of the ledger's primary",
-    pattern: /^tenant-\d+ tick \S+: neither a job nor a recorded skip$/,
-  },
-];
-
-/**
  * The chaos runs, one file each (test/chaos/chaos-*.test.ts) so that they run beside the rest of the
  * suite. `draws`: how many faults beyond the lead must fit (a topology's faults take longer: fewer fit).
  */
@@ -81,15 +59,8 @@ export function chaosTest({ lock, redis, seed: defaultSeed, faultsMs, lead, draw
     t.diagnostic(`faults: ${JSON.stringify(report.faultCounts)}; ${report.terms.length} terms over ${report.processes} processes`);
     t.diagnostic(`failover (fault → first enqueue of a newer term) min/median/p99/max: ${formatSpread(report.failover.all)}`);
     t.diagnostic(`ticks: ${JSON.stringify(report.ticks)}; runs per job ${JSON.stringify(report.runsPerJob)}`);
-    // Every broken invariant at once, not only the first; the known findings aside (all of them listed).
-    const known = (v: string): boolean => KNOWN_FINDINGS.some(({ pattern }) => pattern.test(v));
-    for (const { finding, pattern } of KNOWN_FINDINGS) {
-      const seen = report.invariants.flatMap((i) => i.violations.filter((v) => pattern.test(v)));
-      if (seen.length > 0) t.diagnostic(`known finding (issue 21, not fixed yet): ${finding}: ${seen.length}× e.g. ${seen[0]}`);
-    }
-    const broken = report.invariants
-      .filter((i) => !i.ok && (i.violationCount > i.violations.length || i.violations.some((v) => !known(v))))
-      .map((i) => `${i.name}: ${i.violationCount} violation(s): ${i.violations.join(' | ')}`);
+    // Every broken invariant at once, not only the first.
+    const broken = report.invariants.filter((i) => !i.ok).map((i) => `${i.name}: ${i.violationCount} violation(s): ${i.violations.join(' | ')}`);
     assert.deepEqual(broken, [], `report: ${outDir}/report.md`);
     for (const invariant of report.invariants) assert.ok(invariant.checked > 0, `${invariant.name}: checked nothing`);
     // The lead, and more drawn from the bag.

@@ -192,6 +192,18 @@ describe('LaneCursor: a redefinition rewinds', () => {
     assert.equal(level.rewind(T0 + 30 * S, T0 + 20 * S), T0 + 20 * S);
   });
 
+  it("a schedule's version heard of after ticks past its write were recorded: the rewind walks back to the write", () => {
+    const every15s = scheduledJob({ every: '15s' });
+    // The version before (every minute) recorded T0 + 1 m at T0 + 1 m; the new one, every 15 s, was
+    // written at T0 + 40 s and heard of at T0 + 70 s (a feed down, or a takeover by the version before).
+    const cursor = takenOver(T0);
+    cursor.recorded(T0 + M, T0 + M);
+    cursor.redefined();
+    assert.equal(cursor.rewind(T0 + 70 * S, T0 + 40 * S), T0 + 40 * S);
+    // T0 + 45 s is owed by the new version, though past; T0 + 1 m is walked again (answered `settled`).
+    assert.deepEqual(walk(every15s, cursor, T0 + 75 * S, T0 + 70 * S), [T0 + 45 * S, T0 + M, T0 + 75 * S]);
+  });
+
   it('with nothing ahead of now, a rewind changes nothing', () => {
     const cursor = takenOver(T0);
     cursor.recorded(T0 + M, T0 + M);
