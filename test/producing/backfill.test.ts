@@ -213,8 +213,8 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
       const listed = await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'list', ticks: between.map((tick) => ({ tick, jobId: tickJobId('sweep', tick) })), includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
       assert.notEqual(listed.kind, 'fenced');
     }
-    const claimed = await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
-    assert.equal(claimed.kind, 'claimed');
+    const claimed = await ledger.claimBackfill(term1Token, { job: 'sweep', backfill: requested.id, ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
+    assert.deepEqual(claimed.kind === 'claims' && claimed.ticks, ['claimed']);
     assert.deepEqual(await ledger.backfillPendingTicks('sweep'), [next]);
     lead(2);
     const progress = await ended(requested.id);
@@ -281,7 +281,8 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     await stopAll();
     const cursor = Number(await redis.client.hget(keys.backfill(requested.id), 'cursor'));
     const next = missing.find((tick) => tick > cursor)!;
-    assert.equal((await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] })).kind, 'claimed');
+    const claimed = await ledger.claimBackfill(term1Token, { job: 'sweep', backfill: requested.id, ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
+    assert.deepEqual(claimed.kind === 'claims' && claimed.ticks, ['claimed']);
     const [seconds] = await redis.client.time();
     await ledger.prune('sweep', Number(seconds) * 1000);
     assert.equal(await ledger.tickState('sweep', next), `claimed|gen-1|1|${tickJobId('sweep', next)}`);
