@@ -489,6 +489,6 @@ const BATCHES_PER_SECOND = 20;
  * confirm in flight keeps up with the rate, few enough that each is over in a few ms and the batches
  * come spread over the second (the pacer spaces them by their size), not in one burst.
  */
-export function batchSize(rate: number): number {
+function batchSize(rate: number): number {
   return Math.min(MAX_CLAIM_BATCH, Math.max(1, Math.floor(rate / BATCHES_PER_SECOND)));
 }
