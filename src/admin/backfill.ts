@@ -12,8 +12,8 @@ export { BACKFILL_OVERLAPS, type BackfillOverlap, type BackfillProgress, type Ba
 /** Runs added per second when the caller does not say: a year of a per-minute job then takes about 15 hours. */
 export const DEFAULT_BACKFILL_RATE = 10;
 /**
- * The highest rate accepted. The leader's desk adds one run at a time (about 360/s on loopback Redis,
- * docs/benchmarks.md), so a rate above that is reached only once it batches its claims.
+ * The highest rate accepted: with overlap `allow` the leader's desk claims, adds and confirms up to 500
+ * runs a batch, 20 batches a second (see batchSize in producing/backfills.ts).
  */
 export const MAX_BACKFILL_RATE = 10_000;
 /** A range of more ticks than this is refused unless the caller confirms it (`yes`). */

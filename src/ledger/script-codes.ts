@@ -55,4 +55,4 @@ export const StopCode = { Fenced: -1, Requested: 1 } as const;
 /** pulse.lua. */
 export const PulseCode = { Fenced: -1, Stamped: 1 } as const;
 /** stepBackfill.lua. */
-export const BackfillCode = { Fenced: -1, PendingLeft: -2, NoSuchBackfill: -3, Ended: -4, Decided: 0, Claimed: 1, Reclaimed: 2, Skipped: 3, Paused: 5 } as const;
+export const BackfillCode = { Fenced: -1, PendingLeft: -2, NoSuchBackfill: -3, Ended: -4, Decided: 0, Claimed: 1, Skipped: 3, Paused: 5, Claims: 6 } as const;

@@ -85,8 +85,8 @@ export type TriggerClaimOutcome =
 export interface BackfillStep {
   job: string;
   backfill: string;
-  mode: 'list' | 'claim' | 'skip' | 'finish';
-  /** In order; `claim` and `skip` take one. */
+  mode: 'list' | 'skip' | 'finish';
+  /** In order; `skip` takes one. */
   ticks: Array<{ tick: number; jobId: string }>;
   includeSkipped: boolean;
   /** Ticks later than the older of the job's watermark and `now`, less this, are left to the live lane (its staging reach). */
@@ -103,16 +103,31 @@ export interface BackfillStep {
 export type BackfillStepOutcome =
   /** `list`: the ticks before `tick` are decided; `tick` needs a run. */
   | { kind: 'needs-run'; cursor: number; tick: number }
-  /** Claimed: add its run, then confirm (`retry`: a backfill's claim an earlier term left pending). */
-  | { kind: 'claimed'; cursor: number; retry: boolean }
   /** `skip`: recorded skipped for overlap. */
   | { kind: 'skipped'; cursor: number }
   /** Decided without a run, counted as `fate` (`list`: every tick given; `finish`: ended). */
   | { kind: 'decided'; cursor: number; fate: string }
-  /** The job is paused at run time: nothing decided; try again later. */
+  /** `skip`: the job is paused at run time: nothing decided; try again later. */
   | { kind: 'paused' }
   /** `finish`: a backfill claim is still pending. */
   | { kind: 'pending-left' }
+  /** The backfill has ended (`state`: done, failed) or does not exist (`missing`). */
+  | { kind: 'ended'; state: string }
+  | { kind: 'fenced' };
+
+/** The claim of ticks of a backfill ({@link TickLedger.claimBackfill}): a step without its mode. */
+export type BackfillClaim = Omit<BackfillStep, 'mode' | 'failure'>;
+
+/** What claiming ticks of a backfill answered. */
+export type BackfillClaimOutcome =
+  /**
+   * One outcome per tick given, in order: `claimed` (add its run, then confirm), `reclaimed` (a backfill's
+   * claim an earlier term left pending, now this term's: add it again, then confirm), `paused` (the job is
+   * paused at run time: nothing decided for it nor for the ticks after it), or the fate it was decided as,
+   * needing no run (`ran`, `skipped`, `pruned`, `later`; `run` when the cursor was past it). `cursor`: the
+   * backfill's, after them.
+   */
+  | { kind: 'claims'; cursor: number; ticks: string[] }
   /** The backfill has ended (`state`: done, failed) or does not exist (`missing`). */
   | { kind: 'ended'; state: string }
   | { kind: 'fenced' };
@@ -352,12 +367,17 @@ export class TickLedger {
    * moves to `enqueued`. `not-claimed` for a tick with no claim any more (a failover lost it after the add):
    * the caller claims it again (same job id, so its add is a no-op) before confirming.
    */
-  async confirmTicks(token: FencingToken, confirmations: TickConfirmation[], now: number): Promise<ConfirmOutcome[]> {
+  confirmTicks(token: FencingToken, confirmations: TickConfirmation[], now: number): Promise<ConfirmOutcome[]> {
+    return this.confirmClaims(token, confirmations, (job) => this.keys.pending(job), now);
+  }
+
+  /** confirmTicks.lua for claims made in the pending set `pendingOf(job)` (the live lane's, or a backfill's). */
+  private async confirmClaims(token: FencingToken, confirmations: TickConfirmation[], pendingOf: (job: string) => string, now: number): Promise<ConfirmOutcome[]> {
     if (confirmations.length === 0) return [];
     const k = this.keys;
     const reply = await this.writes.script<number[]>(
       confirmTicksScript,
-      [k.fence, k.retiredGenerations, ...confirmations.flatMap(({ job }) => [k.ledger(job), k.pending(job), k.jobState(job)])],
+      [k.fence, k.retiredGenerations, ...confirmations.flatMap(({ job }) => [k.ledger(job), pendingOf(job), k.jobState(job)])],
       [token.generation, token.leaderTransitions, now, ...confirmations.flatMap(({ tick, jobId }) => [tick, jobId])],
       (codes) => (codes.some((code) => code === ConfirmCode.Enqueued || code === ConfirmCode.AlreadyEnqueued) ? `enqueued records of ${describeTicks(confirmations)}` : undefined),
     );
@@ -551,31 +571,12 @@ export class TickLedger {
 
   /**
    * One step of backfill `step.backfill` of `step.job` under the fence (see stepBackfill.lua): `list`
-   * decides the ticks given that need no run and stops at the first that does; `claim` claims one tick to
-   * add it (or takes over a backfill's claim an earlier term left pending); `skip` records one as skipped
-   * for overlap; `finish` ends the backfill (`failure`: why it failed, '' when done). `others`: the job's
-   * other backfills, whose decided spans mark ticks whose records may since be pruned.
+   * decides the ticks given that need no run and stops at the first that does; `skip` records one as
+   * skipped for overlap; `finish` ends the backfill (`failure`: why it failed, '' when done). `others`: the
+   * job's other backfills, whose decided spans mark ticks whose records may since be pruned.
    */
   async stepBackfill(token: FencingToken, step: BackfillStep): Promise<BackfillStepOutcome> {
-    const k = this.keys;
-    const reply = await this.writes.script<[number, string?, string?]>(
-      stepBackfillScript,
-      [k.fence, k.retiredGenerations, k.ledger(step.job), k.ledgerIndex(step.job), k.skips(step.job), k.jobState(step.job), k.backfillPending(step.job), k.backfill(step.backfill), k.backfillQueue, k.paused, ...step.others.map((id) => k.backfill(id))],
-      [
-        token.generation,
-        token.leaderTransitions,
-        step.mode,
-        step.includeSkipped ? '1' : '0',
-        step.reachMs,
-        step.now,
-        step.job,
-        step.failure ?? '',
-        ...step.ticks.flatMap(({ tick, jobId }) => [tick, jobId]),
-      ],
-      // Only a step that decided nothing (fenced, refused, paused) need not outlive a failover.
-      ([code]) => (code === BackfillCode.Fenced || code === BackfillCode.NoSuchBackfill || code === BackfillCode.Ended || code === BackfillCode.PendingLeft || code === BackfillCode.Paused ? undefined : `backfill ${step.backfill} of ${step.job}`),
-    );
-    const [code, cursor, detail] = reply;
+    const [code, cursor, detail] = await this.backfillScript<[number, string?, string?]>(token, step);
     switch (scriptCode('stepBackfill', BackfillCode, code)) {
       case BackfillCode.Fenced:
         return { kind: 'fenced' };
@@ -588,23 +589,69 @@ export class TickLedger {
       case BackfillCode.Paused:
         return { kind: 'paused' };
       case BackfillCode.Claimed:
-        return step.mode === 'list' ? { kind: 'needs-run', cursor: Number(cursor), tick: Number(detail) } : { kind: 'claimed', cursor: Number(cursor), retry: false };
-      case BackfillCode.Reclaimed:
-        return { kind: 'claimed', cursor: Number(cursor), retry: true };
+        return { kind: 'needs-run', cursor: Number(cursor), tick: Number(detail) };
       case BackfillCode.Skipped:
         return { kind: 'skipped', cursor: Number(cursor) };
       case BackfillCode.Decided:
         return { kind: 'decided', cursor: Number(cursor), fate: detail ?? '' };
+      case BackfillCode.Claims:
+        throw new ScriptProtocolError('stepBackfill', code);
     }
   }
 
-  /** Records that the runs of a backfill's claimed ticks are in BullMQ (as {@link confirmTicks} does for live claims). */
-  async confirmBackfill(token: FencingToken, job: string, tick: number, jobId: string, now: number): Promise<ConfirmOutcome> {
+  /**
+   * Claims ticks of backfill `claim.backfill` of `claim.job` under the fence, in one script (see
+   * stepBackfill.lua): each tick given, in order, is claimed to add its run, or takes over the backfill's
+   * claim of it an earlier term left pending, or is decided as a fate that needs no run. Keep batches
+   * bounded (a few hundred): the script holds Redis meanwhile.
+   */
+  async claimBackfill(token: FencingToken, claim: BackfillClaim): Promise<BackfillClaimOutcome> {
+    const [code, cursor, ...ticks] = await this.backfillScript<[number, string?, ...string[]]>(token, { ...claim, mode: 'claim' });
+    switch (scriptCode('stepBackfill', BackfillCode, code)) {
+      case BackfillCode.Fenced:
+        return { kind: 'fenced' };
+      case BackfillCode.NoSuchBackfill:
+        return { kind: 'ended', state: 'missing' };
+      case BackfillCode.Ended:
+        return { kind: 'ended', state: cursor ?? '' };
+      case BackfillCode.Claims:
+        return { kind: 'claims', cursor: Number(cursor), ticks };
+      default:
+        throw new ScriptProtocolError('stepBackfill', code);
+    }
+  }
+
+  /** stepBackfill.lua for `step`, made durable unless it decided nothing. */
+  private backfillScript<T extends [number, ...unknown[]]>(token: FencingToken, step: BackfillStep | (BackfillClaim & { mode: 'claim' })): Promise<T> {
     const k = this.keys;
-    const [code] = await this.writes.script<number[]>(confirmTicksScript, [k.fence, k.retiredGenerations, k.ledger(job), k.backfillPending(job), k.jobState(job)], [token.generation, token.leaderTransitions, now, tick, jobId], (codes) =>
-      codes[0] === ConfirmCode.Enqueued || codes[0] === ConfirmCode.AlreadyEnqueued ? `enqueued record of backfilled ${job}@${tick}` : undefined,
+    return this.writes.script<T>(
+      stepBackfillScript,
+      [k.fence, k.retiredGenerations, k.ledger(step.job), k.ledgerIndex(step.job), k.skips(step.job), k.jobState(step.job), k.backfillPending(step.job), k.backfill(step.backfill), k.backfillQueue, k.paused, ...step.others.map((id) => k.backfill(id))],
+      [
+        token.generation,
+        token.leaderTransitions,
+        step.mode,
+        step.includeSkipped ? '1' : '0',
+        step.reachMs,
+        step.now,
+        step.job,
+        'failure' in step ? (step.failure ?? '') : '',
+        ...step.ticks.flatMap(({ tick, jobId }) => [tick, jobId]),
+      ],
+      // Only a step that decided nothing (fenced, refused, paused) need not outlive a failover.
+      ([code, , ...outcomes]) =>
+        code === BackfillCode.Fenced || code === BackfillCode.NoSuchBackfill || code === BackfillCode.Ended || code === BackfillCode.PendingLeft || code === BackfillCode.Paused || (code === BackfillCode.Claims && outcomes.every((outcome) => outcome === 'paused'))
+          ? undefined
+          : `backfill ${step.backfill} of ${step.job}`,
     );
-    return confirmOutcome(scriptCode('confirmTicks', ConfirmCode, code));
+  }
+
+  /**
+   * Records that the runs of a backfill's claimed ticks are in BullMQ, in one script (as {@link confirmTicks}
+   * does for live claims): one outcome per tick, in order; all `fenced` when the fence is past `token`.
+   */
+  confirmBackfill(token: FencingToken, job: string, ticks: Array<{ tick: number; jobId: string }>, now: number): Promise<ConfirmOutcome[]> {
+    return this.confirmClaims(token, ticks.map(({ tick, jobId }) => ({ job, tick, jobId })), (name) => this.keys.backfillPending(name), now);
   }
 
   /** Ticks a backfill claimed and did not confirm as added, oldest first: the next leader's backfill finishes them. */

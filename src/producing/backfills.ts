@@ -4,9 +4,10 @@ import type { WritePath } from '../redis/durability.js';
 import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import type { QueueSet } from '../redis/queue-set.js';
 import { tickJobId } from '../ledger/job-data.js';
-import type { BackfillStep, BackfillStepOutcome } from '../ledger/tick-ledger.js';
+import type { BackfillClaim, BackfillClaimOutcome, BackfillStep, BackfillStepOutcome } from '../ledger/tick-ledger.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import { nextTicks, withTicksBeforeCreation } from '../scheduling/plan.js';
+import { MAX_BATCH } from '../util/coalescer.js';
 import { Pacer } from '../util/pacer.js';
 import type { DeskTerm } from './manual-triggers.js';
 
@@ -277,6 +278,8 @@ export class BackfillDesk {
 /** One backfill being run by this term. */
 class BackfillRun {
   private readonly pacer: Pacer;
+  /** How many ticks one claim of overlap `allow` takes (see {@link batchSize}). */
+  private readonly batch: number;
   private cursor: number;
   private lastRunId: string | undefined;
 
@@ -289,16 +292,16 @@ class BackfillRun {
   ) {
     this.cursor = stored.cursor;
     this.lastRunId = stored.lastRunId;
+    this.batch = batchSize(stored.rate);
     this.pacer = new Pacer(stored.rate, () => term.clock.monotonic(), (ms) => term.timer.nap(ms).done);
   }
 
-  private step(mode: BackfillStep['mode'], ticks: number[], failure?: string): Promise<BackfillStepOutcome> {
+  private claims(ticks: number[]): BackfillClaim {
     // The run's id is the tick's own: were a live claim of the tick ever made too, BullMQ would add it once.
     const { stored, job } = this;
-    return this.term.ledger.stepBackfill(this.term.token, {
+    return {
       job: stored.job,
       backfill: stored.id,
-      mode,
       ticks: ticks.map((tick) => ({ tick, jobId: tickJobId(stored.job, tick) })),
       includeSkipped: stored.includeSkipped,
       // The live lane's takeover reads the records within its staging reach of the watermark as its own
@@ -306,12 +309,15 @@ class BackfillRun {
       reachMs: this.term.stageAheadMs + (job?.maxJitterMs ?? 0),
       now: this.term.now(),
       others: this.others,
-      ...(failure === undefined ? {} : { failure }),
-    });
+    };
+  }
+
+  private step(mode: BackfillStep['mode'], ticks: number[], failure?: string): Promise<BackfillStepOutcome> {
+    return this.term.ledger.stepBackfill(this.term.token, { ...this.claims(ticks), mode, ...(failure === undefined ? {} : { failure }) });
   }
 
   /** False when the term is over; true once the outcome let the run go on. */
-  private going(outcome: BackfillStepOutcome): boolean {
+  private going(outcome: BackfillStepOutcome | BackfillClaimOutcome): boolean {
     this.term.reached();
     if (outcome.kind === 'fenced') this.term.fenced();
     return outcome.kind !== 'fenced' && !this.term.signal.aborted;
@@ -327,18 +333,17 @@ class BackfillRun {
   }
 
   /**
-   * Finishes the claims a backfill left pending in an earlier term (or earlier in this one): re-claimed for
-   * this term and added with the same job id, so that an add that did land adds nothing. Kept apart from the
-   * live pending set, the live takeover never mistakes them for late staged ticks.
+   * Finishes the claims a backfill left pending in an earlier term (or earlier in this one; a batch leaves
+   * many): re-claimed for this term and added with the same job ids, so that an add that did land adds
+   * nothing. Kept apart from the live pending set, the live takeover never mistakes them for late staged ticks.
    */
   async finishPending(): Promise<boolean> {
-    for (const tick of await this.term.ledger.backfillPendingTicks(this.stored.job)) {
+    const pending = await this.term.ledger.backfillPendingTicks(this.stored.job);
+    for (let i = 0; i < pending.length; i += MAX_CLAIM_BATCH) {
+      const ticks = pending.slice(i, i + MAX_CLAIM_BATCH);
       if (!(await this.term.waitLeading())) return false;
-      const outcome = await this.step('claim', [tick]);
-      if (!this.going(outcome)) return false;
-      if (outcome.kind !== 'claimed') continue;
-      this.term.log.info({ backfill: this.stored.id, tick: new Date(tick) }, 'finishing a backfill claim of an earlier term');
-      if (!(await this.addAndConfirm(tick))) return false;
+      this.term.log.info({ backfill: this.stored.id, claims: ticks.length, from: new Date(ticks[0]!) }, 'finishing backfill claims of an earlier term');
+      if (!(await this.claimAndAdd(ticks))) return false;
     }
     return true;
   }
@@ -359,21 +364,40 @@ class BackfillRun {
       }
       if (listed.kind !== 'needs-run') throw new Error(`backfill listing answered ${listed.kind}`);
       this.cursor = listed.cursor;
-      if (!(await this.runTick(listed.tick))) return false;
+      if (!(await (this.stored.overlap === 'allow' ? this.runBatch(listed.tick) : this.runTick(listed.tick)))) return false;
     }
   }
 
-  /** Runs (or skips, for overlap) one tick that needs a run, at the backfill's pace. */
+  /**
+   * Overlap `allow`: claims a batch of ticks from `first` (which needs a run) in one script, adds the
+   * claimed ones in one bulk add, confirms them in one script, at the backfill's pace: the batch takes
+   * a slot of the pacer per tick, so batches come spread over time (about {@link BATCHES_PER_SECOND} a
+   * second) and the live lanes' calls go between them. The walk goes on from the cursor it left.
+   */
+  private async runBatch(first: number): Promise<boolean> {
+    const job = this.job!;
+    if (job.paused) return this.pausedNap();
+    const ticks = nextTicks(job, first - 1, this.batch).filter((tick) => tick <= this.stored.to);
+    await this.pacer.next(ticks.length);
+    if (!(await this.term.waitLeading())) return false;
+    const claimed = await this.claimAndAdd(ticks);
+    if (!claimed) return false;
+    if (claimed.kind !== 'claims') return true;
+    // The ticks that needed no run cost no pace, as those the listing decided.
+    this.pacer.giveBack(claimed.ticks.filter((outcome) => !ADDED.has(outcome)).length);
+    return claimed.ticks.includes('paused') ? this.pausedNap() : true;
+  }
+
+  /** Runs (or skips, for overlap) one tick that needs a run, at the backfill's pace (overlap skip, bufferAll). */
   private async runTick(tick: number): Promise<boolean> {
     const job = this.job!;
     for (;;) {
       // A pause (the definition's here; one at run time in the script) holds the backfill, as the live ticks are held.
       if (job.paused) {
-        await this.term.timer.nap(PAUSED_RECHECK_MS).done;
-        if (this.term.signal.aborted) return false;
+        if (!(await this.pausedNap())) return false;
         continue;
       }
-      if (this.stored.overlap !== 'allow' && (await this.previousUnfinished())) {
+      if (await this.previousUnfinished()) {
         if (this.stored.overlap === 'skip') return this.skipForOverlap(tick);
         await this.term.timer.nap(RECHECK_MS).done;
         if (this.term.signal.aborted) return false;
@@ -381,20 +405,23 @@ class BackfillRun {
       }
       await this.pacer.next();
       if (!(await this.term.waitLeading())) return false;
-      const claimed = await this.step('claim', [tick]);
-      if (!this.going(claimed)) return false;
-      if (claimed.kind === 'paused') {
-        await this.term.timer.nap(PAUSED_RECHECK_MS).done;
+      const claimed = await this.claimAndAdd([tick]);
+      if (!claimed) return false;
+      if (claimed.kind !== 'claims') return true;
+      const [outcome] = claimed.ticks;
+      if (outcome === 'paused') {
+        if (!(await this.pausedNap())) return false;
         continue;
       }
-      if (claimed.kind === 'claimed') {
-        this.cursor = claimed.cursor;
-        this.lastRunId = tickJobId(this.stored.job, tick);
-        return this.addAndConfirm(tick);
-      }
-      if ('cursor' in claimed) this.cursor = claimed.cursor;
+      if (ADDED.has(outcome!)) this.lastRunId = tickJobId(this.stored.job, tick);
       return true;
     }
+  }
+
+  /** Waits while the job is paused; false when the term ended meanwhile. */
+  private async pausedNap(): Promise<boolean> {
+    await this.term.timer.nap(PAUSED_RECHECK_MS).done;
+    return !this.term.signal.aborted;
   }
 
   /** Records the tick skipped (`overlap`): the backfill's previous run is unfinished. */
@@ -411,29 +438,57 @@ class BackfillRun {
     return UNFINISHED.has(await this.queues.get(this.job!.queue).getJobState(this.lastRunId));
   }
 
-  /** Adds a claimed tick's run (marked as the backfill's) and confirms it. False when the term is over first. */
-  private async addAndConfirm(tick: number): Promise<boolean> {
+  /**
+   * Claims `ticks` (in order, one script), adds the runs of those claimed (marked as the backfill's) in one
+   * bulk add, and confirms them in one script. Answers the claim's outcome; undefined when the term is
+   * over first. A failed add throws: its claims stay pending, and the retry (or the next term) finishes them.
+   */
+  private async claimAndAdd(ticks: number[]): Promise<BackfillClaimOutcome | undefined> {
     const job = this.job!;
-    const jobId = tickJobId(job.name, tick);
+    let first: BackfillClaimOutcome | undefined;
     for (;;) {
-      // The add is unfenced: it waits out a self-fence pause (the claim stands) and is left to the next
+      const claimed = await this.term.ledger.claimBackfill(this.term.token, this.claims(ticks));
+      if (!this.going(claimed)) return undefined;
+      first ??= claimed;
+      if (claimed.kind !== 'claims') return first;
+      this.cursor = claimed.cursor;
+      const runs = ticks.filter((_, i) => ADDED.has(claimed.ticks[i]!)).map((tick) => ({ tick, jobId: tickJobId(job.name, tick) }));
+      if (runs.length === 0) return first;
+      // The add is unfenced: it waits out a self-fence pause (the claims stand) and is left to the next
       // term's backfill, pending, when the term ends. No lag metric: a backfill run is late by design.
       for (;;) {
-        if (!(await this.term.waitLeading())) return false;
-        if (await this.term.enqueue.add(job, tick, jobId, { backfill: this.stored.id })) break;
+        if (!(await this.term.waitLeading())) return undefined;
+        if (await this.term.enqueue.addBatch(job, runs, { backfill: this.stored.id })) break;
       }
-      const confirmed = await this.term.ledger.confirmBackfill(this.term.token, job.name, tick, jobId, this.term.now());
+      const confirmed = await this.term.ledger.confirmBackfill(this.term.token, job.name, runs, this.term.now());
       this.term.reached();
-      if (confirmed === 'fenced') {
+      if (confirmed.includes('fenced')) {
         this.term.fenced();
-        return false;
+        return undefined;
       }
-      if (confirmed !== 'not-claimed') return true;
-      // A failover lost the claim after the add: claim it again (its add is then a no-op), then confirm.
-      this.term.log.warn({ backfill: this.stored.id, tick: new Date(tick) }, 'the claim of a backfilled tick was lost in a failover after its run was added; claiming it again');
-      const again = await this.step('claim', [tick]);
-      if (!this.going(again)) return false;
-      if (again.kind !== 'claimed') return true;
+      const lost = runs.filter((_, i) => confirmed[i] === 'not-claimed');
+      if (lost.length === 0) return first;
+      // A failover lost claims after their adds, and with them the rest of their script (the cursor, the
+      // fates): the same ticks are claimed again, in order (the adds are then no-ops; a tick decided since
+      // is left as it is), then confirmed.
+      this.term.log.warn({ backfill: this.stored.id, claims: lost.length, from: new Date(lost[0]!.tick) }, 'backfill claims were lost in a failover after their runs were added; claiming them again');
     }
   }
+}
+
+/** The outcomes of a claim whose run is to be added (see {@link BackfillClaimOutcome}). */
+const ADDED = new Set(['claimed', 'reclaimed']);
+
+/** The most ticks one claim takes (one script, one bulk add, one confirm): a few ms of Redis each. */
+const MAX_CLAIM_BATCH = MAX_BATCH;
+/** Overlap `allow` claims about a twentieth of a second's rate at a time. */
+const BATCHES_PER_SECOND = 20;
+
+/**
+ * How many ticks a claim of overlap `allow` takes at `rate` a second: enough that one claim, add and
+ * confirm in flight keeps up with the rate, few enough that each is over in a few ms and the batches
+ * come spread over the second (the pacer spaces them by their size), not in one burst.
+ */
+function batchSize(rate: number): number {
+  return Math.min(MAX_CLAIM_BATCH, Math.max(1, Math.floor(rate / BATCHES_PER_SECOND)));
 }

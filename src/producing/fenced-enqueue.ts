@@ -9,6 +9,15 @@ import type { QueueSet } from '../redis/queue-set.js';
 import { UNCONFIRMED_WRITES, type WritePath } from '../redis/durability.js';
 import type { ClaimOutcome, ClaimRequest, ConfirmOutcome, FencingToken, TickClaim, TickConfirmation, TickLedger } from '../ledger/tick-ledger.js';
 
+/** How a claimed tick's run is added ({@link FencedEnqueue.add}). */
+export interface AddOptions {
+  manual?: boolean;
+  dueAt?: number;
+  stagedBy?: FencingToken;
+  /** The id of the backfill that claimed it. */
+  backfill?: string;
+}
+
 /** How long ledger entries and BullMQ deduplication keys outlive a tick, at the least. */
 export const MIN_RETENTION_MS = 3_600_000;
 
@@ -48,18 +57,22 @@ export class FencedEnqueue {
   private readonly confirms: Coalescer<TickConfirmation, ConfirmOutcome>;
 
   constructor(private readonly options: FencedEnqueueOptions) {
-    const { ledger, queues, token, leading, now } = options;
-    const writes = options.writes ?? UNCONFIRMED_WRITES;
+    const { ledger, token, leading, now } = options;
     this.claims = new Coalescer(async (claims) => (leading() ? ledger.claimTicks(token, claims) : claims.map(() => undefined)));
-    this.adds = new Coalescer(async (runs: Run[]): Promise<Array<boolean | Error>> => {
-      if (!leading()) return runs.map(() => false);
-      // The runs of one batch share BullMQ's prefix, and so its slot: one confirmation covers them all.
-      const added = await writes.write(queues.get(runs[0]!.job.queue).keys.id!, () => addRuns(queues, runs), (errors) =>
-        errors.some((error) => error === undefined) ? `BullMQ adds of ${runs.length === 1 ? runs[0]!.opts.jobId : `${runs.length} runs`}` : undefined,
-      );
-      return added.map((error) => error ?? true);
-    });
+    this.adds = new Coalescer((runs) => this.send(runs));
     this.confirms = new Coalescer((confirmations) => ledger.confirmTicks(token, confirmations, now()));
+  }
+
+  /** Adds runs in one go, made durable: per run, added, not sent (not leading), or the error of its add. */
+  private async send(runs: Run[]): Promise<Array<boolean | Error>> {
+    const { queues, leading } = this.options;
+    if (!leading()) return runs.map(() => false);
+    const writes = this.options.writes ?? UNCONFIRMED_WRITES;
+    // The runs of one batch share BullMQ's prefix, and so its slot: one confirmation covers them all.
+    const added = await writes.write(queues.get(runs[0]!.job.queue).keys.id!, () => addRuns(queues, runs), (errors) =>
+      errors.some((error) => error === undefined) ? `BullMQ adds of ${runs.length === 1 ? runs[0]!.opts.jobId : `${runs.length} runs`}` : undefined,
+    );
+    return added.map((error) => error ?? true);
   }
 
   get token(): FencingToken {
@@ -87,12 +100,40 @@ export class FencedEnqueue {
    * ahead is added as a delayed job that BullMQ makes available at `dueAt` (staged). False when the
    * self-fence said this instance no longer leads right before the add was sent: nothing was added.
    */
-  async add(
-    job: ScheduledJob,
-    tick: number,
-    jobId: string,
-    { manual = false, dueAt = 0, stagedBy, backfill }: { manual?: boolean; dueAt?: number; stagedBy?: FencingToken; backfill?: string } = {},
-  ): Promise<boolean> {
+  async add(job: ScheduledJob, tick: number, jobId: string, options: AddOptions = {}): Promise<boolean> {
+    const run = this.run(job, tick, jobId, options);
+    return inSpan('leasebeat.enqueue', () => ({ 'leasebeat.job': job.name, 'leasebeat.run_id': jobId, 'messaging.system': 'bullmq', 'messaging.destination.name': job.queue }), async () => {
+      // The run continues this trace wherever it runs.
+      const carrier = currentTrace();
+      if (carrier) run.data.trace = carrier;
+      const added = await this.adds.call(run);
+      if (added instanceof Error) throw added;
+      return added;
+    }, { kind: SpanKind.PRODUCER });
+  }
+
+  /**
+   * Adds the runs of claimed ticks of one job as {@link add} does, in one `addBulk` of their own (a
+   * backfill's batch): not joined with the lanes' adds of the turn, so a live tick's add never waits
+   * behind a few hundred backfill runs. Made durable as theirs are. Throws the error of the first run
+   * that failed (the others may be in BullMQ: a repeated add of them adds nothing). False when the
+   * self-fence said this instance no longer leads right before the adds were sent: nothing was added.
+   */
+  async addBatch(job: ScheduledJob, ticks: Array<{ tick: number; jobId: string }>, options: AddOptions = {}): Promise<boolean> {
+    if (ticks.length === 0) return true;
+    const runs = ticks.map(({ tick, jobId }) => this.run(job, tick, jobId, options));
+    return inSpan('leasebeat.enqueue', () => ({ 'leasebeat.job': job.name, 'leasebeat.runs': runs.length, 'messaging.system': 'bullmq', 'messaging.destination.name': job.queue }), async () => {
+      const carrier = currentTrace();
+      if (carrier) for (const run of runs) run.data.trace = carrier;
+      const added = await this.send(runs);
+      const failed = added.find((result) => result instanceof Error);
+      if (failed) throw failed;
+      return added.every((result) => result === true);
+    }, { kind: SpanKind.PRODUCER });
+  }
+
+  /** The run of a claimed tick, as BullMQ is to hold it (see {@link add}). */
+  private run(job: ScheduledJob, tick: number, jobId: string, { manual = false, dueAt = 0, stagedBy, backfill }: AddOptions): Run {
     const data: TickJobData = { tick, token: this.options.token, data: job.data, manual, definition: definitionHash(job) };
     if (backfill !== undefined) data.backfill = backfill;
     // A runtime schedule's run names its job type, so that a worker that has not yet heard of the
@@ -109,14 +150,7 @@ export class FencedEnqueue {
     }
     // Another term's staged run, due or not: held by workers like one (see TickRunData.stagedBy).
     if (stagedBy) Object.assign(data, { dueAt, stagedBy });
-    return inSpan('leasebeat.enqueue', () => ({ 'leasebeat.job': job.name, 'leasebeat.run_id': jobId, 'messaging.system': 'bullmq', 'messaging.destination.name': job.queue }), async () => {
-      // The run continues this trace wherever it runs.
-      const carrier = currentTrace();
-      if (carrier) data.trace = carrier;
-      const added = await this.adds.call({ job, data, opts });
-      if (added instanceof Error) throw added;
-      return added;
-    }, { kind: SpanKind.PRODUCER });
+    return { job, data, opts };
   }
 
   /** Records that the claimed tick's run is in BullMQ; see {@link TickLedger.confirmTicks} for the outcomes. */

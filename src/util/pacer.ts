@@ -16,11 +16,19 @@ export class Pacer {
     this.spacingMs = 1000 / perSecond;
   }
 
-  /** Resolves when the next slot starts. */
-  async next(): Promise<void> {
+  /**
+   * Resolves when the next slot starts, taking `count` slots from it: the slot after them starts
+   * `count / perSecond` s later, so that a batch of that many spreads the rate over time as single slots do.
+   */
+  async next(count = 1): Promise<void> {
     const now = this.monotonic();
     const at = Math.max(this.nextAt ?? now, now);
-    this.nextAt = at + this.spacingMs;
+    this.nextAt = at + count * this.spacingMs;
     if (at > now) await this.wait(at - now);
+  }
+
+  /** Hands back `count` slots taken and not used (ticks of a batch that needed no run): the next slot comes sooner. */
+  giveBack(count: number): void {
+    if (this.nextAt !== undefined) this.nextAt -= count * this.spacingMs;
   }
 }

@@ -10,7 +10,7 @@ import { tickJobId, type TickJobData } from '../../src/ledger/job-data.js';
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
-import { producerTerms } from '../support/term.js';
+import { producerTerms, type RunningTerm } from '../support/term.js';
 import { until } from '../support/until.js';
 
 const logger = pino({ level: 'silent' });
@@ -213,8 +213,8 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
       const listed = await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'list', ticks: between.map((tick) => ({ tick, jobId: tickJobId('sweep', tick) })), includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
       assert.notEqual(listed.kind, 'fenced');
     }
-    const claimed = await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
-    assert.equal(claimed.kind, 'claimed');
+    const claimed = await ledger.claimBackfill(term1Token, { job: 'sweep', backfill: requested.id, ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
+    assert.deepEqual(claimed.kind === 'claims' && claimed.ticks, ['claimed']);
     assert.deepEqual(await ledger.backfillPendingTicks('sweep'), [next]);
     lead(2);
     const progress = await ended(requested.id);
@@ -227,6 +227,56 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     assert.equal(await ledger.tickState('sweep', next), `enqueued|${tickJobId('sweep', next)}`);
     assert.deepEqual(runs.find((run) => run.data.tick === next)!.data.token, { generation: 'gen-1', leaderTransitions: 2 });
     assert.deepEqual(await ledger.backfillPendingTicks('sweep'), []);
+  });
+
+  /**
+   * Overlap allow at 1,000/s claims 50 ticks a script: the whole range is one batch. One run of it cannot
+   * be added (its deduplication key is of the wrong type: BullMQ's add script fails on it, the others of the
+   * bulk add land), so the batch is claimed, part added, never confirmed. `handOver` ends term 1 and
+   * brings in the next term; then the fault is cleared.
+   */
+  const batchWithFailedAdd = async (handOver: (term1: RunningTerm) => Promise<void>): Promise<void> => {
+    const term1 = await leadAndTakeOver(1);
+    const faulty = missing[5]!;
+    const faultKey = `bull:${QUEUE}:de:${tickJobId('sweep', faulty)}`;
+    await redis.client.hset(faultKey, 'fault', '1');
+    const requested = await admin.backfill('sweep', { from: ticks[0]!, to: ticks[20]!, rate: 1_000, by: 'tester' });
+    // One claim script decided the range: every tick, and every missing one claimed, none confirmed.
+    const claimed = await until('the batch to be claimed', async () => {
+      const progress = (await admin.backfills('sweep'))[0]!;
+      return progress.enqueued === missing.length && (await ledger.backfillPendingTicks('sweep')).length === missing.length ? progress : undefined;
+    });
+    assert.deepEqual({ done: claimed.done, enqueued: claimed.enqueued, listed: claimed.listed }, { done: 21, enqueued: missing.length, listed: { ran: 3, skipped: 4, pruned: 0, later: 0, overlapSkipped: 0 } });
+    assert.deepEqual((await backfillRuns()).map((run) => run.data.tick), missing.filter((tick) => tick !== faulty), 'the bulk add failed part way: all but one run landed');
+    await handOver(term1);
+    await redis.client.del(faultKey);
+    const progress = await ended(requested.id);
+    assert.equal(progress.state, 'done', progress.error);
+    assert.deepEqual({ done: progress.done, enqueued: progress.enqueued, listed: progress.listed }, { done: 21, enqueued: missing.length, listed: { ran: 3, skipped: 4, pruned: 0, later: 0, overlapSkipped: 0 } }, 'nothing counted twice');
+    const runs = await backfillRuns();
+    assert.deepEqual(runs.map((run) => run.data.tick), missing, 'each missing tick once, none else');
+    for (const run of runs) {
+      assert.equal(await ledger.tickState('sweep', run.data.tick), `enqueued|${run.id}`);
+      // The runs that landed kept term 1's add; the one that failed was added by term 2.
+      assert.equal(run.data.token.leaderTransitions, run.data.tick === faulty ? 2 : 1);
+    }
+    assert.deepEqual(await ledger.backfillPendingTicks('sweep'), []);
+  };
+
+  it('overlap allow: a batch whose bulk add fails part way is left pending; after a leader change the next term finishes each claim once, counters exact', async () => {
+    await batchWithFailedAdd(async () => {
+      await stopAll();
+      lead(2);
+    });
+  });
+
+  it('overlap allow: the term that claimed a batch is fenced before its adds are all in; the next term finishes each claim once, counters exact', async () => {
+    await batchWithFailedAdd(async (term1) => {
+      // Term 1 goes on (it does not know it lost): its next step, the retry of the batch, meets the fence and ends it.
+      lead(2);
+      await term1.run;
+      assert.ok(Number((await ledger.fence()).fenced) >= 1, 'term 1 met the fence');
+    });
   });
 
   it('refuses a range the ledger may have pruned, and a job no leader has scheduled: a BackfillError naming the option, nothing stored', async () => {
@@ -281,7 +331,8 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     await stopAll();
     const cursor = Number(await redis.client.hget(keys.backfill(requested.id), 'cursor'));
     const next = missing.find((tick) => tick > cursor)!;
-    assert.equal((await ledger.stepBackfill(term1Token, { job: 'sweep', backfill: requested.id, mode: 'claim', ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] })).kind, 'claimed');
+    const claimed = await ledger.claimBackfill(term1Token, { job: 'sweep', backfill: requested.id, ticks: [{ tick: next, jobId: tickJobId('sweep', next) }], includeSkipped: false, reachMs: 0, now: Date.now(), others: [] });
+    assert.deepEqual(claimed.kind === 'claims' && claimed.ticks, ['claimed']);
     const [seconds] = await redis.client.time();
     await ledger.prune('sweep', Number(seconds) * 1000);
     assert.equal(await ledger.tickState('sweep', next), `claimed|gen-1|1|${tickJobId('sweep', next)}`);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { createAdmin, type BackfillProgress } from '../../src/index.js';
 import { FAST_ELECTION, explainFailure, killAll, startInstance, type Instance } from '../support/instance.js';
 import { useRedis } from '../support/redis-server.js';
@@ -9,14 +9,21 @@ const JOBS = new URL('../fixtures/jobs-backfill/', import.meta.url).pathname;
 const JOB = 'every-second';
 const LEASE_KEY = 'leasebeat:{leasebeat}:lease';
 const TICKS = 300;
-const RATE = 30;
+/** One tick a claim (30/s), and batches of 10 (200/s: overlap allow claims rate/20 a script), pending at the kill. */
+const RATES = [30, 200];
 
 describe('backfill across a SIGKILL of the leader: two real `leasebeat start` processes on one Redis', () => {
   const redis = useRedis();
   const instances: Instance[] = [];
   redis.beforeClose(() => killAll(instances));
+  // Each rate on an empty Redis, with instances of its own: the last one's survivor is gone before the flush.
+  beforeEach(async () => {
+    killAll(instances);
+    await Promise.all(instances.splice(0).map((instance) => instance.exited()));
+    await redis.client.flushall();
+  });
 
-  it('the next leader resumes where the killed one stood: every tick of the range runs once, none is lost', { timeout: 120_000 }, async () => {
+  for (const rate of RATES) it(`at ${rate}/s, the next leader resumes where the killed one stood: every tick of the range runs once, none is lost`, { timeout: 120_000 }, async () => {
     const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: JOBS, LEASEBEAT_SHUTDOWN_TIMEOUT: '5s', ...FAST_ELECTION };
     for (const id of ['a', 'b']) instances.push(startInstance(`bf-${id}`, env));
     const state = `leasebeat:{leasebeat}:job:${JOB}`;
@@ -27,7 +34,7 @@ describe('backfill across a SIGKILL of the leader: two real `leasebeat start` pr
     const from = to - (TICKS - 1) * 1000;
     const admin = createAdmin({ connection: redis.server.url, jobsDir: JOBS });
     try {
-      const { id } = await admin.backfill(JOB, { from, to, rate: RATE, by: 'tester' });
+      const { id } = await admin.backfill(JOB, { from, to, rate, by: 'tester' });
       const progress = async (): Promise<BackfillProgress> => (await admin.backfills(JOB)).find((b) => b.id === id)!;
       // A third of the way, the leader dies mid-backfill: its cursor and its pending claim are all that is left.
       await explainFailure(until('a third of the backfill', async () => (await progress()).done >= TICKS / 3, 60_000, 20), instances);

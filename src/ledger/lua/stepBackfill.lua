@@ -11,8 +11,9 @@
   KEYS[6] job state  KEYS[7] backfill pending  KEYS[8] the backfill  KEYS[9] backfill queue
   KEYS[10] paused jobs  KEYS[11..] the job's other backfills (their decided spans)
   ARGV[1] generation  ARGV[2] transitions  ARGV[3] mode: 'list' (decide the ticks given that need no
-          run, stop at the first that does), 'claim' (claim the one tick given to add it), 'skip' (record
-          the one tick given as skipped: overlap), 'finish' (end the backfill)
+          run, stop at the first that does), 'claim' (claim each tick given, in order, to add it; a batch
+          of the backfill, or the claims an earlier term left pending), 'skip' (record the one tick given
+          as skipped: overlap), 'finish' (end the backfill)
   ARGV[4] '1' to run ticks recorded skipped  ARGV[5] reach (ms): ticks later than the older of the
           watermark and now, less this, are the live lane's (its staging horizon and jitter: its takeover
           reads the records there as its staged runs; see takeOver.lua)  ARGV[6] now (ms)
@@ -27,12 +28,15 @@
     { -3 }               no such backfill
     { -4, state }        the backfill has ended (done or failed): nothing to do
     { -2 }               finish refused: a claim of a backfill is still pending
-    { 1, cursor, tick }  list: `tick` needs a run (ticks before it were decided); claim: claimed
-    { 2, cursor }        claim: a backfill's claim of an earlier term, rewritten for this one: add it again
+    { 1, cursor, tick }  list: `tick` needs a run (ticks before it were decided)
+    { 6, cursor, outcome per tick given, in order }  claim: `claimed` (add it), `reclaimed` (a backfill's
+                         claim of an earlier term, rewritten for this one: add it again), `paused` (the
+                         job is paused at run time: nothing written for it nor for any tick after it,
+                         wait), or the fate it needed no run as (counted; `run` when the cursor was past it)
     { 3, cursor }        skip: recorded skipped
-    { 5 }                claim or skip: the job is paused at run time: nothing written, wait
-    { 0, cursor, fate }  list: every tick given decided; claim or skip: the tick needed no run after all
-                         (its fate is counted); finish: ended
+    { 5 }                skip: the job is paused at run time: nothing written, wait
+    { 0, cursor, fate }  list: every tick given decided; skip: the tick needed no run after all (its fate
+                         is counted); finish: ended
 ]]
 --- @include "includes/fence"
 if fenced(KEYS[1], KEYS[2], ARGV[1], ARGV[2], 1) then
@@ -122,29 +126,56 @@ if mode == 'list' then
   return { 0, string.format('%d', cursor), '' }
 end
 
-local tickText, jobId = ARGV[9], ARGV[10]
+local paused = redis.call('HEXISTS', KEYS[10], ARGV[7]) == 1
+local function claimRecord(jobId)
+  return 'claimed|' .. ARGV[1] .. '|' .. ARGV[2] .. '|' .. jobId
+end
+
+-- The claim of one tick: see the outcomes of 'claim' above.
+local function claim(tickText, jobId)
+  local tick = tonumber(tickText)
+  local f = fate(tick)
+  if f == 'ours' then
+    redis.call('HSET', ledger, tickText, claimRecord(jobId))
+    return 'reclaimed'
+  end
+  if f ~= 'run' or tick <= cursor then
+    decided(tick, f)
+    return f
+  end
+  -- A pause at run time holds the backfill as it holds the live ticks; nothing is decided meanwhile.
+  if paused then return 'paused' end
+  -- Indexed like every record, so retention prunes it; pruneLedger.lua leaves it while it is pending.
+  redis.call('ZADD', index, tickText, tickText)
+  redis.call('HSET', ledger, tickText, claimRecord(jobId))
+  redis.call('ZADD', pending, tickText, tickText)
+  redis.call('HSET', backfill, 'lastRunId', jobId)
+  decided(tick, 'enqueued')
+  return 'claimed'
+end
+
+if mode == 'claim' then
+  local reply = { 6, '' }
+  for i = 9, #ARGV, 2 do
+    -- In order, and none past a paused one: the cursor must not pass a tick left undecided.
+    local outcome = reply[#reply] == 'paused' and 'paused' or claim(ARGV[i], ARGV[i + 1])
+    reply[#reply + 1] = outcome
+  end
+  reply[2] = string.format('%d', cursor)
+  return reply
+end
+
+-- 'skip': the one tick given.
+local tickText = ARGV[9]
 local tick = tonumber(tickText)
 local f = fate(tick)
-if f == 'ours' and mode == 'claim' then
-  redis.call('HSET', ledger, tickText, 'claimed|' .. ARGV[1] .. '|' .. ARGV[2] .. '|' .. jobId)
-  return { 2, string.format('%d', cursor) }
-end
 if f ~= 'run' or tick <= cursor then
   if f ~= 'ours' then decided(tick, f) end
   return { 0, string.format('%d', cursor), f }
 end
--- A pause at run time holds the backfill as it holds the live ticks; nothing is decided meanwhile.
-if redis.call('HEXISTS', KEYS[10], ARGV[7]) == 1 then return { 5 } end
--- Indexed like every record, so retention prunes it; pruneLedger.lua leaves it while it is pending.
+if paused then return { 5 } end
 redis.call('ZADD', index, tickText, tickText)
-if mode == 'skip' then
-  redis.call('HSET', ledger, tickText, 'skipped|overlap')
-  redis.call('HINCRBY', jobState, 'skipped:overlap', 1)
-  decided(tick, 'overlapSkipped')
-  return { 3, string.format('%d', cursor) }
-end
-redis.call('HSET', ledger, tickText, 'claimed|' .. ARGV[1] .. '|' .. ARGV[2] .. '|' .. jobId)
-redis.call('ZADD', pending, tickText, tickText)
-redis.call('HSET', backfill, 'lastRunId', jobId)
-decided(tick, 'enqueued')
-return { 1, string.format('%d', cursor), tickText }
+redis.call('HSET', ledger, tickText, 'skipped|overlap')
+redis.call('HINCRBY', jobState, 'skipped:overlap', 1)
+decided(tick, 'overlapSkipped')
+return { 3, string.format('%d', cursor) }
