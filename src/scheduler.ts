@@ -30,7 +30,7 @@ import { bullPrefixFor, DEFAULT_KEY_PREFIX, RedisConnections } from './redis/red
 import { TickLedger } from './ledger/tick-ledger.js';
 import { DEFAULT_STAGE_AHEAD_MS } from './producing/staging.js';
 import { RunRecords } from './workers/run-records.js';
-import { stayConnected } from './redis/stay-connected.js';
+import { stayConnected } from './util/stay-connected.js';
 import { RunStopFeed } from './workers/run-stops.js';
 import { DEFAULT_WORKER_TUNING, WorkerPool, type WorkerMetrics, type WorkerTuning } from './workers/worker-pool.js';
 import { describeTrigger } from './scheduling/define-job.js';

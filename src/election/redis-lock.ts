@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { ownConnection } from '../redis/stay-connected.js';
+import { ownConnection } from '../util/stay-connected.js';
 import { raceAbort } from '../util/abort.js';
 import { silentLogger } from '../util/logger.js';
 import { LuaScript } from '../util/lua.js';

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisClient } from '../redis/redis-topology.js';
-import { ownConnection } from '../redis/stay-connected.js';
+import { ownConnection } from '../util/stay-connected.js';
 import type { ScheduleRecord, ScheduleStore } from './store.js';
 
 /** Hooks for the schedules' metrics. */

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { parseRunStop, type RunStopRequest } from '../ledger/run-stops.js';
 import type { KeySpace } from '../redis/keys.js';
 import type { RedisClient } from '../redis/redis-topology.js';
-import { ownConnection } from '../redis/stay-connected.js';
+import { ownConnection } from '../util/stay-connected.js';
 
 /** What a worker pool needs to hear of the stops leaders ask of runs (overlap `cancelOther`, `terminateOther`). */
 export interface RunStops {

@@ -1,6 +1,13 @@
-import type { RedisOptions } from 'ioredis';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-import { isCluster, type RedisClient } from './redis-topology.js';
+
+/** A standalone, Sentinel or Cluster client (as redis/redis-topology.ts names it). */
+type RedisClient = Redis | Cluster;
+
+/** Told apart by ioredis' own flag, as redis-topology's `isCluster` does (this layer sits below it). */
+function isClusterClient(client: RedisClient): client is Cluster {
+  return (client as Cluster).isCluster === true;
+}
 
 /** How long after an unexpected end a connection is opened again, doubling up to the maximum. */
 const REVIVE_MS = 250;
@@ -39,7 +46,7 @@ export function stayConnected(client: RedisClient, closing: () => boolean, logge
  * first command connects it. A Cluster duplicates with its startup nodes (its first argument), not options.
  */
 export function ownConnection(client: RedisClient, overrides: RedisOptions, closing: () => boolean, logger: Logger): RedisClient {
-  const own = isCluster(client)
+  const own = isClusterClient(client)
     ? client.duplicate([], { lazyConnect: true, redisOptions: { ...client.options.redisOptions, ...overrides } })
     : client.duplicate({ ...overrides, lazyConnect: true });
   // Errors reach the command that failed (or surface as a reconnect); unhandled, the event would be printed.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { stayConnected } from '../../src/redis/stay-connected.js';
+import { stayConnected } from '../../src/util/stay-connected.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { RedisProcess } from '../support/redis-process.js';
 import { until } from '../support/until.js';
