@@ -100,7 +100,7 @@ const tokenKey = (token: { generation: string; leaderTransitions: number } | und
 
 
 /** Reads every job of the queues once, with its state and the time Redis wrote it. */
-async function readJobs(queues: Map<string, Queue>, writes: ReadonlyMap<string, JobWrites>): Promise<{ jobs: Map<string, SeenJob>; withoutEvent: Set<string> }> {
+async function readJobs(queues: Map<string, Queue>, writes: ReadonlyMap<string, JobWrites>, ground: { redis: Redis; ledger: TickLedger }): Promise<{ jobs: Map<string, SeenJob>; withoutEvent: Set<string> }> {
   const jobs = new Map<string, SeenJob>();
   const withoutEvent = new Set<string>();
   for (const queue of queues.values()) {
@@ -117,11 +117,34 @@ async function readJobs(queues: Map<string, Queue>, writes: ReadonlyMap<string, 
           state,
           failedReason: job.failedReason ?? '',
           writtenAt: write?.addedAt ?? job.timestamp,
+          ...(state === 'completed' || state === 'failed' ? {} : { pending: await whyPending(job, ground) }),
         });
       }
     }
   }
   return { jobs, withoutEvent };
+}
+
+/**
+ * What a job not finished yet shows of why: BullMQ's counts and times, its starts as leasebeat recorded
+ * them, its staging term and due time, the job's review mark and the fence (a staged run waits for both).
+ */
+async function whyPending(job: Job<TickJobData>, { redis, ledger }: { redis: Redis; ledger: TickLedger }): Promise<string> {
+  const [starts, runner] = await redis.hmget(`${job.queueQualifiedName}:${job.id}`, 'leasebeatStarts', 'leasebeatRunner');
+  const reviewedBy = await redis.hget(ledger.keys.jobState(job.name), 'reviewedBy');
+  const fence = await redis.hmget(ledger.keys.fence, 'generation', 'transitions', 'aliveAt');
+  return JSON.stringify({
+    attemptsMade: job.attemptsMade,
+    stalled: job.stalledCounter,
+    processedOn: job.processedOn,
+    delayUntil: job.delay ? job.timestamp + job.delay : undefined,
+    dueAt: job.data.dueAt,
+    stagedBy: job.data.token,
+    starts,
+    runner,
+    reviewedBy,
+    fence,
+  });
 }
 
 /**
@@ -143,7 +166,7 @@ function fenceHistory(logs: AuditInput['logs']): Raise[] {
 
 /** Checks the four invariants (and that the fence only moves forward) and gathers the run's statistics. */
 export async function audit(input: AuditInput): Promise<Audit> {
-  const { jobs: seen, withoutEvent } = await readJobs(input.queues, input.writes);
+  const { jobs: seen, withoutEvent } = await readJobs(input.queues, input.writes, input);
   const raises = fenceHistory(input.logs);
   const rank = new Map(raises.map((raise, index) => [raise.token, index]));
   const runsByJob = new Map<string, RunRecord[]>();
@@ -216,7 +239,7 @@ export async function audit(input: AuditInput): Promise<Audit> {
     } else if (job.state === 'failed') {
       if (!job.failedReason.startsWith(DELIBERATE_FAILURE)) finished.add(`job ${job.id} failed, but not by its handler: ${job.failedReason}`);
     } else {
-      finished.add(`job ${job.id} is still ${job.state} after the drain`);
+      finished.add(`job ${job.id} is still ${job.state} after the drain: ${job.pending ?? ''}`);
     }
   }
 

@@ -51,6 +51,8 @@ export interface ChaosReport {
   /** Every second handler run of one job id: explained by a death of the previous runner, or a duplicate. */
   secondRuns: Audit['secondRuns'];
   repeatedAdds: number;
+  /** Run records the records client wrote twice (see RunRecord.runId), each counted once. */
+  resentRunRecords: number;
   writesWithoutEvent: number;
   terms: Audit['terms'];
   lease: Audit['lease'];
@@ -156,7 +158,8 @@ export function toMarkdown(report: ChaosReport): string {
     lines.push(`| ${job} | ${stats.ticks} | ${stats.enqueued} | ${skipped} |`);
   }
   lines.push('', `Handler runs per enqueued job: ${Object.entries(report.runsPerJob).map(([runs, n]) => `${runs} run(s): ${n}`).join(', ')} ` +
-    '(a second run is allowed only when the process of the first one died: at-least-once processing).');
+    '(a second run is allowed only when the process of the first one died: at-least-once processing). ' +
+    `${report.resentRunRecords} run record(s) written twice by the records client's resend after a reconnect, each counted once.`);
   lines.push(...secondRunLines(report));
   lines.push(...scheduleLines(report));
   const aimed = report.faults.filter((f) => f.aim);

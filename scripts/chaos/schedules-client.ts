@@ -143,8 +143,9 @@ export class SchedulesClient {
         this.writes.push({ ...base, answeredAt: Date.now(), outcome: 'ok', removed });
       }
     } catch (error) {
-      // A refusal is the client's bug, not a fault's: the run must not go on as if it were unknown.
-      if (error instanceof ScheduleError && error.code !== 'version-conflict') throw error;
+      // A refusal is the client's bug, not a fault's: the run must not go on as if it were unknown. A write
+      // the replicas did not acknowledge is the fault's: it may or may not stand.
+      if (error instanceof ScheduleError && error.code !== 'version-conflict' && error.code !== 'unconfirmed') throw error;
       this.writes.push({ ...base, answeredAt: Date.now(), outcome: 'unknown', error: error instanceof Error ? error.message : String(error) });
       // As a client that lost an answer would, it looks at the schedule (the write stays unknown: a late
       // one may still land).

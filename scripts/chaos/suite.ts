@@ -11,7 +11,7 @@ import { audit, type Audit, type InvariantResult } from './audit.js';
 import { ChaosCluster } from './cluster.js';
 import { EventTail } from './events.js';
 import { inject, type ExecutedFault } from './faults.js';
-import { RUN_ENDS_KEY, RUNS_KEY, type RunEndRecord, type RunRecord } from './jobs/_record.js';
+import { distinctRuns, RUN_ENDS_KEY, RUNS_KEY, type RunEndRecord, type RunRecord } from './jobs/_record.js';
 import { describeFault, estimatedMs, planFaults, type ElectionTimings, type LockKind } from './plan.js';
 import { spread, toMarkdown, type ChaosReport, type Spread } from './report.js';
 import type { LeaseRecordWrite } from './lease-history.js';
@@ -138,7 +138,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     };
     log('chaos: faults over; draining');
     for (;;) {
-      const draft = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: await readRuns(cluster) });
+      const draft = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs: (await readRuns(cluster)).runs });
       if (draft.invariants.every((i) => !i.settles || i.ok) || Date.now() - drainStart > (options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS)) break;
       await sleep(2000);
     }
@@ -147,14 +147,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await tail.stop();
     await cluster.history.stop();
     if (cluster.replicated && 'dropLostWrites' in cluster.history) await cluster.history.dropLostWrites();
-    const runs = await readRuns(cluster);
+    const { runs, resent: resentRunRecords } = await readRuns(cluster);
     const result = await audit({ ...input, ...(await observed(cluster)), logs: cluster.logs(), writes: tail.writes, runs });
     const fence = await ledger.fence();
     // The schedules' ground truth as the audit judged it, for reading a violation: the client's writes, each
     // schedule's ledger (hash, skipped ranges, job state) and its runs.
     const schedulesEvidence = client ? await scheduleEvidence(cluster.client, ledger, client, runs) : undefined;
     result.invariants.push(processesBehaved(cluster));
-    const report = buildReport({ options, redis: redisKind, redisFailovers: redisFailovers(faults, tail.writes), leaseWrites: cluster.history.snapshot().writes, timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence });
+    const report = buildReport({ options, redis: redisKind, redisFailovers: redisFailovers(faults, tail.writes), leaseWrites: cluster.history.snapshot().writes, timings, startedAt, command, plan, faults, result, window: input.window, drainMs, processes: cluster.incarnations.length, fence, resentRunRecords });
     await writeResults(outDir, report, cluster);
     if (schedulesEvidence) await writeFile(join(outDir, 'schedules.json'), JSON.stringify(schedulesEvidence, null, 2));
     return { report, outDir };
@@ -218,8 +218,8 @@ async function scheduleEvidence(redis: ChaosCluster['client'], ledger: TickLedge
   return evidence;
 }
 
-async function readRuns(cluster: ChaosCluster): Promise<RunRecord[]> {
-  return (await cluster.recordsClient.lrange(RUNS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunRecord);
+async function readRuns(cluster: ChaosCluster): Promise<{ runs: RunRecord[]; resent: number }> {
+  return distinctRuns((await cluster.recordsClient.lrange(RUNS_KEY, 0, -1)).map((text) => JSON.parse(text) as RunRecord));
 }
 
 async function waitFor<T>(what: string, timeoutMs: number, probe: () => T | undefined): Promise<T> {
@@ -257,6 +257,7 @@ function buildReport(parts: {
   drainMs: number;
   processes: number;
   fence: { leaderTransitions: number; fenced: number; rejectedRaises: number };
+  resentRunRecords: number;
 }): ChaosReport {
   const { options, result, faults } = parts;
   const faultCounts: Record<string, number> = {};
@@ -295,6 +296,7 @@ function buildReport(parts: {
     runsPerJob: result.runsPerJob,
     secondRuns: result.secondRuns,
     repeatedAdds: result.repeatedAdds,
+    resentRunRecords: parts.resentRunRecords,
     writesWithoutEvent: result.writesWithoutEvent,
     terms: result.terms,
     lease: result.lease,

@@ -51,6 +51,8 @@ export interface SeenJob {
   failedReason: string;
   /** Redis time of the write (its `added` event), else the job timestamp. */
   writtenAt: number;
+  /** For a job not finished: what it shows of why (see whyPending in audit.ts). */
+  pending?: string;
 }
 
 /** What the audit reads once and judges every tick against: BullMQ's jobs, the runs' records, the event streams. */

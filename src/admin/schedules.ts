@@ -4,6 +4,7 @@ import type { RecentRun, TriggerResult } from './run-views.js';
 import { compileRecord, compileSpec, type ScheduleProblem } from '../schedules/catalog.js';
 import { checkScheduleSpec, firstReviewAt, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
 import { ScheduleVersionConflict, type ScheduleRecord, type ScheduleStore } from '../schedules/store.js';
+import { DurabilityError } from '../redis/durability.js';
 
 /**
  * Why a schedules call was refused, so callers can branch without parsing messages:
@@ -12,8 +13,11 @@ import { ScheduleVersionConflict, type ScheduleRecord, type ScheduleStore } from
  * - `name-taken`: a `jobs/` definition has that name (a name is a file job or a schedule, never both).
  * - `version-conflict`: `expectedVersion` was given and another write came first; read it again and retry.
  * - `no-definitions`: the job types cannot be checked (no jobs folder is configured or loaded).
+ * - `unconfirmed`: on Sentinel or Cluster, too few replicas acknowledged the write in time. It may stand on
+ *   the primary or be lost in a failover, so it counts as not written; repeat the same call (an upsert of
+ *   the spec already stored is a no-op, acknowledged like any write).
  */
-export type ScheduleErrorCode = 'invalid' | 'not-found' | 'name-taken' | 'version-conflict' | 'no-definitions';
+export type ScheduleErrorCode = 'invalid' | 'not-found' | 'name-taken' | 'version-conflict' | 'no-definitions' | 'unconfirmed';
 
 export class ScheduleError extends Error {
   override readonly name = 'ScheduleError';
@@ -132,6 +136,12 @@ export function createSchedules(desk: ScheduleDesk): Schedules {
   return new ScheduleApi(desk);
 }
 
+/** A write the replicas did not acknowledge, as the schedules API's typed refusal; any other error as it is. */
+function unconfirmedOr(id: string, error: unknown): unknown {
+  if (!(error instanceof DurabilityError)) return error;
+  return new ScheduleError('unconfirmed', `schedule "${id}": the write was not acknowledged by the replicas (${error.why}); it may or may not stand: repeat the same call once they answer`);
+}
+
 class ScheduleApi implements Schedules {
   constructor(private readonly desk: ScheduleDesk) {}
 
@@ -148,7 +158,7 @@ class ScheduleApi implements Schedules {
       return { id, ...outcome };
     } catch (error) {
       if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
-      throw error;
+      throw unconfirmedOr(id, error);
     }
   }
 
@@ -179,7 +189,7 @@ class ScheduleApi implements Schedules {
       return removed !== undefined;
     } catch (error) {
       if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
-      throw error;
+      throw unconfirmedOr(id, error);
     }
   }
 
@@ -235,12 +245,20 @@ class ScheduleApi implements Schedules {
 
   async pause(id: string, note = '', options: { by?: string } = {}): Promise<void> {
     await this.requireSchedule(id);
-    await this.desk.pause(id, note, options.by);
+    try {
+      await this.desk.pause(id, note, options.by);
+    } catch (error) {
+      throw unconfirmedOr(id, error);
+    }
   }
 
   async resume(id: string, options: { by?: string } = {}): Promise<boolean> {
     await this.requireSchedule(id);
-    return this.desk.resume(id, options.by);
+    try {
+      return await this.desk.resume(id, options.by);
+    } catch (error) {
+      throw unconfirmedOr(id, error);
+    }
   }
 
   async trigger(id: string, options: { by?: string } = {}): Promise<TriggerResult> {

@@ -49,7 +49,9 @@ async function importBullmq(flags: ImportFlags, command: Command, hooks: ImportC
     const connection = RedisConnections.fromUrl(config.redisUrl).open('control', { commandTimeout: config.commandTimeoutMs });
     // A lost connection fails the command that needed it; the event itself would only print a warning.
     connection.on('error', () => undefined);
-    const queue = new Queue(flags.queue, { connection, prefix: flags.bullmqPrefix });
+    // Read only: BullMQ would otherwise write the queue's meta on open (a stray queue under a mistyped name
+    // or prefix, and the real queue's event-stream bound reset to its default).
+    const queue = new Queue(flags.queue, { connection, prefix: flags.bullmqPrefix, skipMetasUpdate: true });
     queue.on('error', () => undefined);
     let report: BullmqImportReport;
     try {

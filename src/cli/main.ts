@@ -651,8 +651,9 @@ function exitCodeOf(error: unknown): number | undefined {
   // a configuration to fix, as a bad setting is.
   if (error instanceof ConfigError || error instanceof RedisTopologyError || error instanceof DeploymentConflictError) return 2;
   if (error instanceof AdminError) return error.code === 'timeout' ? 3 : 2;
-  // A refused schedule (a bad spec, an unknown id, a version conflict) is a refusal, as an unknown job is.
-  if (error instanceof ScheduleError) return 2;
+  // A refused schedule (a bad spec, an unknown id, a version conflict) is a refusal, as an unknown job is;
+  // a write the replicas did not acknowledge in time hit a time bound, and may be repeated as it is.
+  if (error instanceof ScheduleError) return error.code === 'unconfirmed' ? 3 : 2;
   return undefined;
 }
 

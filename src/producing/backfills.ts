@@ -10,6 +10,7 @@ import { nextTicks, withTicksBeforeCreation } from '../scheduling/plan.js';
 import { MAX_BATCH } from '../util/coalescer.js';
 import { Pacer } from '../util/pacer.js';
 import type { DeskTerm } from './manual-triggers.js';
+import { backoffMs } from '../util/backoff.js';
 
 /**
  * How backfill runs may overlap one another (the live ticks' overlap policy is the job's own): `allow`
@@ -220,7 +221,7 @@ export class BackfillDesk {
         return await work();
       } catch (error) {
         if (this.term.signal.aborted) return undefined;
-        const retryInMs = Math.min(RETRY_MS * 2 ** attempt, MAX_RETRY_MS);
+        const retryInMs = backoffMs(attempt, RETRY_MS, MAX_RETRY_MS);
         this.term.log.warn({ err: error, retryInMs }, `${what} failed; retrying`);
         await this.term.timer.nap(retryInMs).done;
       }

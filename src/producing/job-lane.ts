@@ -12,6 +12,7 @@ import { recordRemovedSpan, SpanOverlapsRecord } from './removed-span.js';
 import { inSpan } from '../util/traces.js';
 import { StagedRuns, stagedBefore, unstageReason } from './staged-runs.js';
 import type { StagedRun } from './staging.js';
+import { backoffMs } from '../util/backoff.js';
 
 /**
  * What a step asks for: to go on at once, to sleep (`wakeable`: a redefinition or a notice may cut it
@@ -132,12 +133,14 @@ export class JobLane implements Sleeper {
     this.redefined = true;
     this.recheckStaged = true;
     this.ticks.redefined();
+    void this.markTakeBacks(false);
     this.interrupt();
   }
 
   /** The job was paused at run time: take back its staged runs now. */
   paused(): void {
     this.recheckStaged = true;
+    void this.markTakeBacks(true);
     this.interrupt();
   }
 
@@ -146,7 +149,30 @@ export class JobLane implements Sleeper {
     this.stopped = true;
     // A takeover that waits for this lane need not: its job is gone.
     if (this.needsPlan) this.tookOver();
+    void this.markTakeBacks(false);
     this.interrupt();
+  }
+
+  /**
+   * Marks the take-back of each staged run the job as now defined (paused, removed) no longer wants, at once,
+   * beside whatever step is in flight: that step (an add stalled while BullMQ's primary fails over, a retry's
+   * backoff) may outlast the runs' due time, and workers hold a marked run from the moment of the mark. The
+   * lane pulls the runs on its next turn (reviewStaged), as it would have without the mark. Best effort:
+   * a mark that fails is made again there.
+   */
+  private async markTakeBacks(paused: boolean): Promise<void> {
+    if (!this.term.leading()) return;
+    const job = this.stopped ? undefined : this.term.job(this.name);
+    for (const run of this.staged.list()) {
+      const reason = unstageReason(run, job, paused);
+      if (!reason || run.takingBack || run.dueAt <= this.term.now()) continue;
+      // Carried to its end from now on, even if the mark's reply is lost: a mark may have landed, and workers
+      // hold a marked run until its take-back settles (a take-back keeps its reason).
+      this.staged.takingBack(run, reason);
+      const marked = await this.term.ledger.markUnstaging(this.term.token, this.name, run.tick, run.jobId, reason, run.queue).catch(() => undefined);
+      if (marked === 'fenced') return this.term.fenced();
+      if (marked !== undefined) this.term.reached();
+    }
   }
 
   /** Starts the lane: it takes its job over at once, then wakes up on the term's timer until the term ends. */
@@ -191,10 +217,12 @@ export class JobLane implements Sleeper {
       let next: Next;
       try {
         if (!job) {
-          // Removed: its staged runs must not run either, the take-backs marked in its ledger are carried to
-          // their end, and the ticks it owed before the removal that this lane (running late) did not record
-          // are recorded. The lane ends once all are done (or the term ends).
-          if ((await this.reviewStaged(undefined)) && (await this.finishMarkedTakeBacks()) && (!this.parking || (await recordRemovedSpan(this.term, this.name, Math.max(this.ticks.watermark ?? -Infinity, this.ticks.recordedBy(this.term.now())))))) break;
+          // Removed: its staged runs must not run either, nor may what its ledger says it left in BullMQ that
+          // this lane did not stage (a claim whose confirm it was retrying, runs of earlier terms it had not
+          // taken over yet); the take-backs marked in its ledger are carried to their end; and the ticks it
+          // owed before the removal that this lane (running late) did not record are recorded. The lane ends
+          // once all are done (or the term ends).
+          if ((await this.reviewStaged(undefined)) && (await this.term.takeBackRemoved(this.name)) && (!this.parking || (await recordRemovedSpan(this.term, this.name, Math.max(this.ticks.watermark ?? -Infinity, this.ticks.recordedBy(this.term.now())))))) break;
           continue;
         }
         if (this.needsPlan) {
@@ -205,7 +233,7 @@ export class JobLane implements Sleeper {
       } catch (error) {
         if (this.term.signal.aborted) break;
         this.behind = true;
-        const retryInMs = Math.min(RETRY_MS * 2 ** this.failures++, MAX_RETRY_MS);
+        const retryInMs = backoffMs(this.failures++, RETRY_MS, MAX_RETRY_MS);
         this.log.warn({ err: error, retryInMs }, this.stopped ? 'could not take back the staged runs of a removed job; retrying' : 'could not record a tick; retrying it before any later tick of this job');
         // A stopped lane still sleeps between retries of its last duty (taking back its staged runs).
         next = { sleepMs: retryInMs, wakeable: false };
@@ -351,8 +379,8 @@ export class JobLane implements Sleeper {
     for (const { tick, state } of taken.pending) {
       const takingBack = takeBackInProgress(state);
       if (takingBack) {
-        this.log.info({ tick: new Date(tick), reason: takingBack.reason }, 'finishing the take-back of a staged run started by an earlier term');
-        await this.term.takeBack.finish(job.name, tick, takingBack, retentionMs(job));
+        const outcome = await this.term.takeBack.finish(job.name, tick, takingBack, retentionMs(job));
+        this.log.info({ tick: new Date(tick), reason: takingBack.reason, outcome }, 'finished the take-back of a staged run started by an earlier term');
         continue;
       }
       // Buffered behind an unfinished run, or behind a tick still buffered itself: it keeps waiting, in tick order.
@@ -361,14 +389,19 @@ export class JobLane implements Sleeper {
         continue;
       }
       if (state.kind !== 'claimed' && state.kind !== 'buffered') continue;
-      this.log.info({ tick: new Date(tick) }, 'finishing a tick claimed by an earlier term');
       const dueAt = tick + jitterMs(job, tick);
+      const run: StagedRun = { tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt };
       // A claim of a tick the job no longer has (a schedule removed and created again since, or edited
       // off that tick) is owed by no version that stands: its earlier term may have added it, so it is
       // taken back, like a staged run, rather than run.
       const owed = nextTick(job, tick - 1) === tick;
-      if (!owed) {
-        if (!(await this.takeBackClaim(job, tick, dueAt))) return false;
+      // Nor is one whose run the earlier term added before this life of the schedule was created: the run
+      // carries the removed life's data, and BullMQ keeps the first add of a job id, so finishing the claim
+      // would confirm that run as this life's. It goes back as `removed`, as a staged run of that life does.
+      const ofEarlierLife = owed && (await this.stagedInEarlierLife(job, [run])).length > 0;
+      this.log.info({ tick: new Date(tick), owed, ...(ofEarlierLife ? { ofEarlierLife } : {}) }, 'finishing a tick claimed by an earlier term');
+      if (!owed || ofEarlierLife) {
+        if (!(await this.takeBackClaim(job, tick, dueAt, job, ofEarlierLife ? 'removed' : undefined))) return false;
         continue;
       }
       // A job that may be staged is claimed a staging lead before its tick: a claim of it whose due time
@@ -378,7 +411,7 @@ export class JobLane implements Sleeper {
       if (!(await this.claimAndAdd(job, tick, {}, stagedBy))) return false;
       if (stagedBy === undefined) continue;
       if (this.unadded === tick) return false;
-      late.push({ tick, jobId: tickJobId(job.name, tick), queue: job.queue, dueAt });
+      late.push(run);
     }
     // Late staged runs of ticks the job no longer has (edited while no leader ran) go back.
     const offSchedule = late.filter((run) => nextTick(job, run.tick - 1) !== run.tick);
@@ -461,11 +494,12 @@ export class JobLane implements Sleeper {
    * earlier add may never have landed: the pull must find it), then pulled, and recorded skipped:
    * `removed` when it is from the schedule's life before a removal, `rescheduled` otherwise. `claimedBy`,
    * when the lane knows it, is the definition the claim was made by: its queue is where the earlier add
-   * would have landed. False when the term cannot write now.
+   * would have landed; `why`, when the lane knows the claim is of that earlier life though its tick is
+   * after the creation (see takeOver). False when the term cannot write now.
    */
-  private async takeBackClaim(job: ScheduledJob, tick: number, dueAt: number, claimedBy = job): Promise<boolean> {
+  private async takeBackClaim(job: ScheduledJob, tick: number, dueAt: number, claimedBy = job, why?: 'removed'): Promise<boolean> {
     if (!(await this.writable())) return false;
-    const reason = job.owedAfter !== undefined && tick <= job.owedAfter ? 'removed' : 'rescheduled';
+    const reason = why ?? (job.owedAfter !== undefined && tick <= job.owedAfter ? 'removed' : 'rescheduled');
     const jobId = tickJobId(job.name, tick);
     const marked = await this.term.ledger.markUnstaging(this.term.token, job.name, tick, jobId, reason, claimedBy.queue, true);
     this.term.reached();
@@ -704,22 +738,6 @@ export class JobLane implements Sleeper {
         this.log.info({ tick: new Date(run.tick), reason, outcome }, 'a staged run could not be taken back: BullMQ had promoted it');
       }
     }
-    return true;
-  }
-
-  /**
-   * A removed job's take-backs that are marked in the ledger but not settled (an earlier term's, or this
-   * lane's takeover's, whose run a worker held): carried to their end before the lane ends. The term's
-   * sweep of removed jobs ran at its start, and no later takeover of the job may come. Throws
-   * RunHeldError while a worker still holds a run, to be retried.
-   */
-  private async finishMarkedTakeBacks(): Promise<boolean> {
-    for (const tick of await this.term.ledger.pendingTicks(this.name)) {
-      const record = await this.term.ledger.tickRecord(this.name, tick);
-      const progress = record && takeBackInProgress(record);
-      if (progress) await this.term.takeBack.finish(this.name, tick, progress, MIN_RETENTION_MS);
-    }
-    this.term.reached();
     return true;
   }
 

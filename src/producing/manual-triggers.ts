@@ -4,6 +4,7 @@ import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import type { ScheduledJob } from '../scheduling/define-job.js';
 import type { LaneTerm } from './lane-term.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
+import { raceAbort } from '../util/abort.js';
 
 
 /**
@@ -109,13 +110,15 @@ export class TriggerDesk {
    */
   async run(): Promise<void> {
     let reader = this.reader();
+    // A reader waiting to reconnect when it is disconnected never settles the read it holds for resending
+    // (ioredis drops the reconnect): the read is raced with the term's end, so the desk ends either way.
     const close = (): void => reader.disconnect();
     this.term.signal.addEventListener('abort', close, { once: true });
     let cursor = '0-0';
     try {
       while (!this.term.signal.aborted) {
         try {
-          const reply = await reader.xread('COUNT', 100, 'BLOCK', TRIGGER_BLOCK_MS, 'STREAMS', this.keys.triggers, cursor);
+          const reply = await raceAbort(reader.xread('COUNT', 100, 'BLOCK', TRIGGER_BLOCK_MS, 'STREAMS', this.keys.triggers, cursor), this.term.signal);
           this.term.reached();
           for (const entry of parseEntries(reply?.[0]?.[1] ?? [])) {
             if ('pausedJob' in entry) this.onPaused(entry.pausedJob);

@@ -17,9 +17,10 @@ import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
 import { BackfillDesk } from './backfills.js';
 import type { QueueSet } from '../redis/queue-set.js';
 import { RedisReachability } from '../redis/redis-reachability.js';
-import { takeBackRemovedJobs } from './removed-jobs.js';
+import { takeBackRemovedJob, takeBackRemovedJobs } from './removed-jobs.js';
 import { RunTakeBack } from './staging.js';
 import type { FencingToken, TickLedger } from '../ledger/tick-ledger.js';
+import { backoffMs } from '../util/backoff.js';
 
 /** Hooks for the producer's Prometheus metrics. */
 export type CannotProduceReason = 'fence-refused' | 'redis-unreachable';
@@ -225,7 +226,7 @@ export class Producer {
         return false;
       } catch (error) {
         if (context.signal.aborted) return false;
-        const retryInMs = Math.min(RESTART_BACKOFF_MS * 2 ** attempt, MAX_RESTART_BACKOFF_MS);
+        const retryInMs = backoffMs(attempt, RESTART_BACKOFF_MS, MAX_RESTART_BACKOFF_MS);
         context.log.error({ err: error, retryInMs }, 'could not start producing; retrying');
         await this.clock.sleep(retryInMs, context.signal).catch(() => undefined);
       }
@@ -400,12 +401,12 @@ export class Producer {
   private async sweepRemovedJobs(context: ProducerTerm): Promise<void> {
     for (let attempt = 0; !context.signal.aborted; attempt++) {
       try {
-        const takenBack = await takeBackRemovedJobs(context, this.options.queues, this.options.jobs(), this.options.schedules);
+        const takenBack = await takeBackRemovedJobs(context, this.options.jobs(), this.options.schedules);
         if (takenBack > 0) context.log.info({ takenBack }, 'took back the staged runs of jobs no longer loaded');
         return;
       } catch (error) {
         if (context.signal.aborted) return;
-        const retryInMs = Math.min(RESTART_BACKOFF_MS * 2 ** attempt, MAX_RESTART_BACKOFF_MS);
+        const retryInMs = backoffMs(attempt, RESTART_BACKOFF_MS, MAX_RESTART_BACKOFF_MS);
         context.log.warn({ err: error, retryInMs }, 'could not take back the staged runs of jobs no longer loaded; retrying');
         await context.timer.nap(retryInMs).done;
       }
@@ -492,6 +493,7 @@ export class Producer {
       },
       takeOverState: (job) => takeOvers.call(job),
       markReviewed: (job) => reviews.call(job),
+      takeBackRemoved: (job) => takeBackRemovedJob(context, job, this.options.jobs()),
       previousRun: (job) => this.previousRun(job),
       stopPreviousRun: async (job, how, byTick) => {
         const { lastJobId } = await ledger.jobState(job.name);

@@ -2,10 +2,11 @@ import type { ScheduledJob } from '../scheduling/define-job.js';
 import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { MIN_RETENTION_MS } from './fenced-enqueue.js';
 import type { LaneTerm } from './lane-term.js';
-import type { QueueSet } from '../redis/queue-set.js';
 import { takeBackInProgress } from '../ledger/records.js';
+import type { TakeOverState } from '../ledger/tick-ledger.js';
 import type { RuntimeScheduleSource } from './runtime-schedules.js';
 import { recordRemovedSpan } from './removed-span.js';
+import type { StagedRun } from './staging.js';
 
 /** Jobs read per takeover script. */
 const BATCH = 500;
@@ -19,19 +20,15 @@ const STAGED_LOOKBACK_MS = 60_000;
  * At the start of a term, takes back the staged runs of jobs the ledger knows that are neither loaded
  * from the job files nor stored as runtime schedules: a job removed by a deploy (the old leader staged
  * its next runs, the new one never saw it), a schedule removed while no leader ran, or one whose
- * take-back an earlier term left unfinished. Their lanes would have done it had they existed. A removed
- * job's runs are looked for in the queues of the loaded jobs and the default queue (its own queue is not
- * known any more). The ledger's names are read a page at a time. Returns how many runs it took back;
- * throws to be retried.
+ * take-back an earlier term left unfinished. Their lanes would have done it had they existed. The
+ * ledger's names are read a page at a time. Returns how many runs it took back; throws to be retried.
  */
 export async function takeBackRemovedJobs(
   term: LaneTerm,
-  queueSet: QueueSet,
   files: ReadonlyMap<string, ScheduledJob>,
   schedules: RuntimeScheduleSource | undefined,
 ): Promise<number> {
-  // The queue a definition uses when it names none first, then those of the loaded jobs.
-  const queues = [...new Set([JOB_DEFAULTS.queue, ...[...files.values()].map((job) => job.queue)])];
+  const queues = queuesOf(files);
   const gone = async (names: string[]): Promise<string[]> => {
     const candidates = names.filter((name) => !files.has(name));
     const stored = schedules ? await schedules.stored(candidates) : candidates.map(() => false);
@@ -43,30 +40,14 @@ export async function takeBackRemovedJobs(
     const removed = await gone(page);
     for (let i = 0; i < removed.length; i += BATCH) {
       const batch = removed.slice(i, i + BATCH);
-      const now = term.now();
-      const states = await term.ledger.takeOverStates(batch.map((job) => ({ job, stagedWithinMs: STAGED_LOOKBACK_MS })), now);
-      for (const [index, state] of states.entries()) {
+      const states = await term.ledger.takeOverStates(batch.map((job) => ({ job, stagedWithinMs: STAGED_LOOKBACK_MS })), term.now());
+      for (const [index, { state, pending, recent }] of states.entries()) {
         const job = batch[index]!;
         // Removed while no leader ran (or none kept up): the ticks it owed up to the removal are recorded.
-        if (schedules && !(await recordRemovedSpan(term, job, state.state.lastScheduledTick))) return takenBack;
-        for (const { tick, state: recorded } of state.pending) {
-          const progress = takeBackInProgress(recorded);
-          if (progress && (await term.takeBack.finish(job, tick, progress, MIN_RETENTION_MS)) === 'taken-back') takenBack++;
-        }
-        for (const { tick, state: recorded } of state.recent) {
-          if (recorded.kind !== 'enqueued') continue;
-          const { jobId } = recorded;
-          const queue = await delayedIn(queueSet, queues, jobId);
-          // Loaded or written again meanwhile: its own lane decides.
-          if (!queue || term.job(job) || (await gone([job])).length === 0) continue;
-          if (!(await term.waitLeading())) return takenBack;
-          const outcome = await term.takeBack.takeBack(term.token, job, { tick, jobId, queue, dueAt: tick }, 'removed', MIN_RETENTION_MS);
-          if (outcome === 'fenced') {
-            term.fenced();
-            return takenBack;
-          }
-          if (outcome === 'taken-back') takenBack++;
-        }
+        if (schedules && !(await recordRemovedSpan(term, job, state.lastScheduledTick))) return takenBack;
+        const left = await takeBackLeftRuns(term, job, { pending, recent }, queues, async () => !term.job(job) && (await gone([job])).length > 0);
+        if (left === undefined) return takenBack;
+        takenBack += left;
       }
       term.reached();
     }
@@ -74,8 +55,75 @@ export async function takeBackRemovedJobs(
   return takenBack;
 }
 
-/** The queue (of `queues`) in whose delayed set the run waits, if any. */
-async function delayedIn(set: QueueSet, queues: string[], jobId: string): Promise<string | undefined> {
-  for (const queue of queues) if ((await set.get(queue).getJobState(jobId)) === 'delayed') return queue;
+/**
+ * Takes back what job `job`, removed during this term, may have left in BullMQ that its lane did not
+ * know of: the term's sweep of removed jobs ran while it still stood, and its lane took back only the
+ * runs it had staged or found at its takeover (none, if it ended before one). A claim whose confirm the
+ * lane was retrying, or a run an earlier term staged, would otherwise stay in BullMQ, where workers hold
+ * it for ever (no leader reviews a removed job). True once done; false when the term cannot write (its
+ * end, or the fence); throws to be retried.
+ */
+export async function takeBackRemovedJob(term: LaneTerm, job: string, files: ReadonlyMap<string, ScheduledJob>): Promise<boolean> {
+  const [left] = await term.ledger.takeOverStates([{ job, stagedWithinMs: STAGED_LOOKBACK_MS }], term.now());
+  term.reached();
+  const takenBack = await takeBackLeftRuns(term, job, left!, queuesOf(files), () => Promise.resolve(!term.job(job)));
+  if (takenBack) term.log.info({ job, takenBack }, 'took back the runs a removed job left that its lane had not staged');
+  return takenBack !== undefined;
+}
+
+/**
+ * The queues a removed job's runs are looked for in: its own is not known any more, so the queue a
+ * definition uses when it names none first, then those of the loaded jobs (a schedule's job type is one).
+ */
+function queuesOf(files: ReadonlyMap<string, ScheduledJob>): string[] {
+  return [...new Set([JOB_DEFAULTS.queue, ...[...files.values()].map((job) => job.queue)])];
+}
+
+/**
+ * Takes back the runs a removed job may have left in BullMQ as staged, by its ledger: those recorded
+ * enqueued, and those of claims their term left unconfirmed (the add may have landed); take-backs marked
+ * and not settled are finished. `stillGone` is asked before each: a job loaded or written again
+ * meanwhile is its own lane's to decide. Returns how many runs it took back, or undefined when the term
+ * cannot write (its end, or the fence).
+ */
+async function takeBackLeftRuns(
+  term: LaneTerm,
+  job: string,
+  left: Pick<TakeOverState, 'pending' | 'recent'>,
+  queues: string[],
+  stillGone: () => Promise<boolean>,
+): Promise<number | undefined> {
+  let takenBack = 0;
+  const runs: Array<{ tick: number; jobId: string; claimOnly: boolean }> = [];
+  for (const { tick, state: recorded } of left.pending) {
+    const progress = takeBackInProgress(recorded);
+    if (progress) {
+      if ((await term.takeBack.finish(job, tick, progress, MIN_RETENTION_MS)) === 'taken-back') takenBack++;
+    } else if (recorded.kind === 'claimed' || recorded.kind === 'buffered') {
+      runs.push({ tick, jobId: recorded.jobId, claimOnly: true });
+    }
+  }
+  for (const { tick, state: recorded } of left.recent) if (recorded.kind === 'enqueued') runs.push({ tick, jobId: recorded.jobId, claimOnly: false });
+  for (const { tick, jobId, claimOnly } of runs) {
+    const queue = await stagedIn(term, queues, { tick, jobId, dueAt: tick });
+    if (!queue || !(await stillGone())) continue;
+    if (!(await term.waitLeading())) return undefined;
+    const outcome = await term.takeBack.takeBack(term.token, job, { tick, jobId, queue, dueAt: tick }, 'removed', MIN_RETENTION_MS, claimOnly);
+    if (outcome === 'fenced') {
+      term.fenced();
+      return undefined;
+    }
+    if (outcome === 'taken-back') takenBack++;
+  }
+  return takenBack;
+}
+
+/**
+ * The queue (of `queues`) where the run waits as staged, never started, if any: in the delayed set before
+ * its due time, or, once due, in the wait list, or held by a worker (which hands a staged run of a job no
+ * leader has reviewed back each second: a removed job's is never reviewed, so only its take-back ends it).
+ */
+async function stagedIn(term: LaneTerm, queues: string[], run: Omit<StagedRun, 'queue'>): Promise<string | undefined> {
+  for (const queue of queues) if (await term.takeBack.waitingStaged({ ...run, queue })) return queue;
   return undefined;
 }

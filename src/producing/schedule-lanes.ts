@@ -4,6 +4,7 @@ import type { LaneMarks } from './lane-cursor.js';
 import type { LaneTerm } from './lane-term.js';
 import { retentionMs } from './fenced-enqueue.js';
 import type { IdleSchedule, LoadedSchedule, RuntimeScheduleSource } from './runtime-schedules.js';
+import { backoffMs } from '../util/backoff.js';
 
 /** A schedule as read: runnable, stored but idle, or not stored. */
 type Stored = LoadedSchedule | IdleSchedule | undefined;
@@ -135,7 +136,7 @@ export class ScheduleLanes {
         await this.sleep(sleepMs);
       } catch (error) {
         if (this.term.signal.aborted) return;
-        const retryInMs = Math.min(RETRY_MS * 2 ** failures++, MAX_RETRY_MS);
+        const retryInMs = backoffMs(failures++, RETRY_MS, MAX_RETRY_MS);
         this.term.log.warn({ err: error, retryInMs }, 'could not read the due runtime schedules; retrying');
         await this.sleep(retryInMs);
       }
@@ -182,7 +183,8 @@ export class ScheduleLanes {
         break;
       }
       // A page may end inside a group due at one instant (10,000 schedules firing together): read that
-      // group whole, then go on past it.
+      // group whole (the source reads it in bounded batches, by member: none skipped or read twice, see
+      // ScheduleStore.dueExactly), then go on past it: the cursor passes an instant only once all of it is read.
       const last = page.at(-1)!.at;
       await this.look(page.filter((entry) => entry.at < last).map((entry) => entry.id));
       await this.look(await this.source.dueExactly(last));
@@ -194,10 +196,14 @@ export class ScheduleLanes {
   /** Makes lanes for the due schedules `ids` that have none. */
   private async look(ids: string[]): Promise<void> {
     const waiting = ids.filter((id) => !this.lanes.has(id));
-    if (waiting.length === 0) return;
-    const loaded = await this.source.load(waiting);
-    this.term.reached();
-    for (const [i, id] of waiting.entries()) await this.apply(id, loaded[i], { refresh: false, found: true });
+    // A group due at one instant may be any size (a million hourly schedules at hh:00): its specs are read
+    // and compiled a page at a time, so no one read of Redis, nor its reply, grows with the group.
+    for (let i = 0; i < waiting.length; i += PAGE) {
+      const slice = waiting.slice(i, i + PAGE);
+      const loaded = await this.source.load(slice);
+      this.term.reached();
+      for (const [j, id] of slice.entries()) await this.apply(id, loaded[j], { refresh: false, found: true });
+    }
   }
 
   /**

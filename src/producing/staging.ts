@@ -77,9 +77,10 @@ export class RunTakeBack {
    * `reason`), `runs` (promoted or started first), `settled` (its record is not this run's `enqueued`
    * any more) or `fenced` (a newer term exists; nothing was done). Safe to call again after a failure.
    * A pulled run's job hash is kept `keepMs` (the job's deduplication window; see pullStagedRun.lua).
+   * `claimOnly`: the tick may be still only claimed by the run's job id (its add landed, its confirm did not).
    */
-  async takeBack(token: FencingToken, job: string, run: StagedRun, reason: UnstageReason, keepMs: number): Promise<'taken-back' | 'runs' | 'settled' | 'fenced'> {
-    const marked = await this.options.ledger.markUnstaging(token, job, run.tick, run.jobId, reason, run.queue);
+  async takeBack(token: FencingToken, job: string, run: StagedRun, reason: UnstageReason, keepMs: number, claimOnly = false): Promise<'taken-back' | 'runs' | 'settled' | 'fenced'> {
+    const marked = await this.options.ledger.markUnstaging(token, job, run.tick, run.jobId, reason, run.queue, claimOnly);
     if (marked !== 'marked') return marked;
     return this.finish(job, run.tick, { reason, jobId: run.jobId, queue: run.queue }, keepMs);
   }

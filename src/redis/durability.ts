@@ -50,6 +50,8 @@ import { hashTag, isCluster, keySlot, type RedisClient, type RedisConnections } 
 /** A write that too few replicas acknowledged in time, or whose WAIT asked another server: to be treated as failed. */
 export class DurabilityError extends Error {
   override readonly name = 'DurabilityError';
+  /** Why the write does not count: `reason`, or the replicas' count. */
+  readonly why: string;
   constructor(
     readonly what: string,
     readonly acknowledged: number,
@@ -57,7 +59,9 @@ export class DurabilityError extends Error {
     /** Why it does not count, when the replicas' count is not the reason. */
     readonly reason?: string,
   ) {
-    super(`${what}: ${reason ?? `acknowledged by ${acknowledged} of ${required} required replicas in time`}; treated as not written`);
+    const why = reason ?? `acknowledged by ${acknowledged} of ${required} required replicas in time`;
+    super(`${what}: ${why}; treated as not written`);
+    this.why = why;
   }
 }
 

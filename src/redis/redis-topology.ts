@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { formatDuration } from '../scheduling/duration.js';
+import { isCluster, type RedisClient } from '../util/redis-client.js';
 
 /**
  * Where leasebeat's Redis is and how to reach it, from one URL. The schemes are those ioredis/BullMQ users
@@ -21,8 +22,8 @@ export type RedisTopology = { minReplicas?: number; waitTimeoutMs?: number } & (
   | { kind: 'cluster'; nodes: Array<{ host: string; port: number }>; options: ClusterOptions & { redisOptions: RedisOptions } }
 );
 
-/** A client of either kind; leasebeat's modules type it as ioredis `Redis`, whose commands Cluster shares. */
-export type RedisClient = Redis | Cluster;
+// A client of either kind, and how to tell a Cluster: defined below every layer that holds one.
+export { isCluster, type RedisClient };
 
 /**
  * What stands between a URL and a usable server: `config`, something to fix in the URL or on the server
@@ -224,14 +225,19 @@ export class RedisConnections {
     const left = (): number => Math.max(1, Math.ceil(deadline - performance.now()));
     const late = (): RedisTopologyError => this.unanswered(timeoutMs);
     // Each step's own timeouts end its commands (and so close its connection); the race is the bound.
-    const problems = await Promise.all(this.seeds().map((seed) => withinDeadline(this.probeSeed(seed, timeoutMs, left()), left(), late)));
-    // One usable seed is enough (a sentinel or a seed node may be down); otherwise the most telling problem.
-    if (problems.some((problem) => problem === undefined)) {
+    // A probe past the bound is that seed's problem (unanswered), weighed with the others'.
+    const probes = this.seeds().map((seed) => withinDeadline(this.probeSeed(seed, timeoutMs, left()), left(), late).catch((error: unknown) => error as RedisTopologyError));
+    // One usable seed is enough (a sentinel or a seed node may be down), and the first one found ends the
+    // wait: a seed that accepts connections and never answers (a frozen node) would hold it to the bound.
+    const usable = await Promise.any(probes.map((probe) => probe.then((problem) => (problem === undefined ? true : Promise.reject(problem))))).catch(() => false);
+    if (usable) {
       await withinDeadline(this.answersThrough(timeoutMs, left()), left(), late);
       return;
     }
+    // None usable: the most telling problem.
+    const problems = (await Promise.all(probes)).filter((p) => p !== undefined);
     const order: RedisProblem[] = ['config', 'unanswered', 'unreachable'];
-    throw problems.filter((p) => p !== undefined).sort((a, b) => order.indexOf(a.problem) - order.indexOf(b.problem))[0]!;
+    throw problems.sort((a, b) => order.indexOf(a.problem) - order.indexOf(b.problem))[0]!;
   }
 
   /** The addresses a client dials first, with the credentials and TLS it uses there. */
@@ -599,10 +605,6 @@ function clusterBullPrefix(requested: string | undefined, keyPrefix: string | un
   return requested;
 }
 
-/** Whether a client is an ioredis Cluster client. */
-export function isCluster(client: RedisClient): client is Cluster {
-  return (client as Cluster).isCluster === true;
-}
 
 /** The hash tag Redis Cluster hashes `key` by, or undefined when the whole key is hashed. */
 export function hashTag(key: string): string | undefined {

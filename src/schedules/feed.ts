@@ -1,9 +1,12 @@
 import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisClient } from '../redis/redis-topology.js';
 import { ownConnection } from '../util/stay-connected.js';
 import type { ScheduleRecord, ScheduleStore } from './store.js';
+import { backoffMs } from '../util/backoff.js';
+import { raceAbort } from '../util/abort.js';
 
 /** Hooks for the schedules' metrics. */
 export interface ScheduleMetrics {
@@ -36,7 +39,8 @@ const MAX_RETRY_MS = 5_000;
  */
 export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChange[]]; resync: [] }> {
   private reader: RedisClient | undefined;
-  private stopped = false;
+  /** Aborted by stop(): ends the blocked read whatever its connection does (see stop). */
+  private readonly stopping = new AbortController();
   private following: Promise<void> | undefined;
   private lastEntry = '0-0';
   /** Redis time (ms) up to which every write is applied: every entry before it was read and passed on. */
@@ -71,10 +75,16 @@ export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChang
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    // A blocked XREAD ends with its connection.
+    // A blocked XREAD ends with its connection, except when that connection is waiting to reconnect:
+    // ioredis then drops the reconnect and never settles the commands it holds for resending. The read
+    // is raced with this abort, so it ends either way.
+    this.stopping.abort(new Error('the schedule feed stopped'));
     this.reader?.disconnect();
     await this.following;
+  }
+
+  private get stopped(): boolean {
+    return this.stopping.signal.aborted;
   }
 
   private async follow(): Promise<void> {
@@ -87,7 +97,7 @@ export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChang
           this.emit('resync');
         }
         mustResync = false;
-        const reply = await this.reader!.xread('COUNT', BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', this.store.keys.scheduleChanges, this.lastEntry);
+        const reply = await raceAbort(this.reader!.xread('COUNT', BATCH, 'BLOCK', BLOCK_MS, 'STREAMS', this.store.keys.scheduleChanges, this.lastEntry), this.stopping.signal);
         failures = 0;
         const entries = reply?.[0]?.[1] ?? [];
         if (entries.length === 0) continue;
@@ -104,9 +114,9 @@ export class ScheduleFeed extends EventEmitter<{ change: [changes: ScheduleChang
         if (this.stopped) return;
         // The connection dropped or Redis failed over: entries may have been missed.
         mustResync = true;
-        const retryInMs = Math.min(RETRY_MS * 2 ** failures++, MAX_RETRY_MS);
+        const retryInMs = backoffMs(failures++, RETRY_MS, MAX_RETRY_MS);
         this.log.warn({ err: error, retryInMs }, 'the schedule feed was interrupted; following it again from its newest entry');
-        await new Promise((resolve) => setTimeout(resolve, retryInMs).unref());
+        await sleep(retryInMs, undefined, { signal: this.stopping.signal, ref: false }).catch(() => undefined);
       }
     }
   }

@@ -91,6 +91,17 @@ const NO_WORK = undefined;
  * to. Every problem is one line: `schedule "<id>": <field> <value>: <what is wrong and the fix>`.
  */
 export function checkScheduleSpec(id: string, input: unknown, types: JobTypes, now: number): SpecCheck {
+  const check = checkSpec(id, input, types, now);
+  // A field name or job type the client wrote is part of the line: a line break in it must not split it.
+  return check.ok ? check : { ok: false, errors: check.errors.map(oneLine) };
+}
+
+/** `text` with its line breaks escaped as JSON escapes them. */
+function oneLine(text: string): string {
+  return text.replace(/[\n\r\u2028\u2029]/g, (c) => ({ '\n': '\\n', '\r': '\\r' })[c] ?? `\\u${c.charCodeAt(0).toString(16)}`);
+}
+
+function checkSpec(id: string, input: unknown, types: JobTypes, now: number): SpecCheck {
   const shown = `schedule ${JSON.stringify(id)}`;
   const errors = [...idProblems(id), ...shapeProblems(input)].map((e) => `${shown}: ${e}`);
   if (errors.length > 0) return { ok: false, errors };
@@ -106,7 +117,7 @@ export function checkScheduleSpec(id: string, input: unknown, types: JobTypes, n
   }
   const compiled = compileSchedule(id, stored, type);
   if (!compiled.ok) return compiled;
-  if (JSON.stringify(stored).length > MAX_SPEC_BYTES) {
+  if (Buffer.byteLength(JSON.stringify(stored), 'utf8') > MAX_SPEC_BYTES) {
     return { ok: false, errors: [`${shown}: data: the spec is over ${MAX_SPEC_BYTES / 1024} KiB as JSON; keep large payloads elsewhere and pass a reference in data`] };
   }
   if (spec.limit !== undefined) {

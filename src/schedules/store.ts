@@ -10,6 +10,7 @@ const upsertSchedule = new LuaScript(new URL('./lua/upsertSchedule.lua', import.
 const removeSchedule = new LuaScript(new URL('./lua/removeSchedule.lua', import.meta.url));
 const parkSchedule = new LuaScript(new URL('./lua/parkSchedule.lua', import.meta.url));
 const forgetPrevious = new LuaScript(new URL('./lua/forgetPrevious.lua', import.meta.url));
+const dueGroup = new LuaScript(new URL('./lua/dueGroup.lua', import.meta.url));
 
 
 /** The change feed keeps about this many entries: a follower further behind than that loads everything again. */
@@ -187,9 +188,25 @@ export class ScheduleStore {
     return pairs(await this.redis.zrangebyscore(this.keys.scheduleDue, from, until, 'WITHSCORES', 'LIMIT', 0, limit));
   }
 
-  /** Every id of the due index due exactly at `at` (a page of {@link due} may end inside such a group). */
-  async dueExactly(at: number): Promise<string[]> {
-    return this.redis.zrangebyscore(this.keys.scheduleDue, at, at);
+  /**
+   * Every id of the due index due exactly at `at` (a page of {@link due} may end inside such a group),
+   * read `batch` at a time ({@link dueAt}): a group may be any size, and no one command reads it whole.
+   */
+  async dueExactly(at: number, batch = 1_000): Promise<string[]> {
+    const ids: string[] = [];
+    for (;;) {
+      const read = await this.dueAt(at, ids.at(-1), batch);
+      for (const id of read) ids.push(id);
+      if (read.length < batch) return ids;
+    }
+  }
+
+  /**
+   * Up to `limit` ids of the due index due exactly at `at` that sort after id `after` (undefined: from
+   * the first), in the index's order (see dueGroup.lua): one batch of a group due at one instant.
+   */
+  async dueAt(at: number, after: string | undefined, limit: number): Promise<string[]> {
+    return dueGroup.run<string[]>(this.redis, [this.keys.scheduleDue], [at, after ?? '', limit]);
   }
 
   /** The earliest instant in the due index after `after`, or undefined when none is. */

@@ -331,12 +331,6 @@ export function planLateStaged(
 }
 
 /**
- * The ticks after `after` that a leader still owes but that are already older than the catch-up window
- * at `now` (ticks it could not record in time, e.g. while Redis was unreachable): one `missed-window`
- * span, or undefined when the oldest owed tick is still inside the window. Uses the same window edge as
- * {@link planCatchup}.
- */
-/**
  * The ticks `replaced` (a version an edit replaced, or a removal removed) owed in `(after, upTo]`, as one
  * skipped span: no leader recorded them while it stood, and it stands no more.
  */
@@ -376,6 +370,12 @@ export function spansOfEnded(versions: readonly EndedVersion[], watermark: numbe
   return spans;
 }
 
+/**
+ * The ticks after `after` that a leader still owes but that are already older than the catch-up window
+ * at `now` (ticks it could not record in time, e.g. while Redis was unreachable): one `missed-window`
+ * span, or undefined when the oldest owed tick is still inside the window. Uses the same window edge as
+ * {@link planCatchup}.
+ */
 export function missedWindow(job: ScheduledJob, after: number, now: number): SkippedTicks | undefined {
   [after, now] = [Math.floor(after), Math.floor(now)];
   return skipped(seriesOf(job), after, now - job.catchup.windowMs - 1, 'missed-window');

@@ -26,6 +26,8 @@ const SCHEDULE_STATUS_OF: Record<ScheduleErrorCode, number> = {
   'version-conflict': 409,
   // The server has no job types to check a spec against: its configuration, and it may come back.
   'no-definitions': 503,
+  // Too few replicas acknowledged the write: the same request may succeed once they answer.
+  unconfirmed: 503,
 };
 
 /**

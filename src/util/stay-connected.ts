@@ -1,13 +1,7 @@
-import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-
-/** A standalone, Sentinel or Cluster client (as redis/redis-topology.ts names it). */
-type RedisClient = Redis | Cluster;
-
-/** Told apart by ioredis' own flag, as redis-topology's `isCluster` does (this layer sits below it). */
-function isClusterClient(client: RedisClient): client is Cluster {
-  return (client as Cluster).isCluster === true;
-}
+import { isCluster, type RedisClient } from './redis-client.js';
+import { backoffMs } from './backoff.js';
 
 /** How long after an unexpected end a connection is opened again, doubling up to the maximum. */
 const REVIVE_MS = 250;
@@ -25,7 +19,7 @@ export function stayConnected(client: RedisClient, closing: () => boolean, logge
   let attempt = 0;
   const revive = (): void => {
     if (closing() || client.status !== 'end') return;
-    const delay = Math.min(REVIVE_MS * 2 ** attempt++, MAX_REVIVE_MS);
+    const delay = backoffMs(attempt++, REVIVE_MS, MAX_REVIVE_MS);
     setTimeout(() => {
       if (closing() || client.status !== 'end') return;
       logger.warn({ attempt }, 'the Redis connection ended without being closed; connecting again');
@@ -46,7 +40,7 @@ export function stayConnected(client: RedisClient, closing: () => boolean, logge
  * first command connects it. A Cluster duplicates with its startup nodes (its first argument), not options.
  */
 export function ownConnection(client: RedisClient, overrides: RedisOptions, closing: () => boolean, logger: Logger): RedisClient {
-  const own = isClusterClient(client)
+  const own = isCluster(client)
     ? client.duplicate([], { lazyConnect: true, redisOptions: { ...client.options.redisOptions, ...overrides } })
     : client.duplicate({ ...overrides, lazyConnect: true });
   // Errors reach the command that failed (or surface as a reconnect); unhandled, the event would be printed.

@@ -1,5 +1,6 @@
 import { DelayedError, Job, MetricsTime, UnrecoverableError, Worker, type ConnectionOptions } from 'bullmq';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerState } from './worker-state.js';
 import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
@@ -10,6 +11,9 @@ import { RunCancelledError, RunTerminatedError, runWithDeadline, type RunStopErr
 import type { RunStops } from './run-stops.js';
 import type { RunStopRequest } from '../ledger/run-stops.js';
 import { inSpan, SpanKind, traceOf } from '../util/traces.js';
+import { backoffMs } from '../util/backoff.js';
+import { withTimeout } from '../util/abort.js';
+import { systemClock } from '../util/clock.js';
 
 /**
  * BullMQ's lock and stalled-job settings, which decide what happens to the jobs of an instance that dies.
@@ -63,11 +67,32 @@ interface ActiveRun {
 const CONCURRENCY_BACKOFF_MS = 250;
 /** How long a staged run no live leader stands behind yet waits before it is tried again. */
 const STAGED_HOLD_MS = 1_000;
+/**
+ * A staged run held this long past its due time says so, then once a minute (per instance): no leader has
+ * decided it for longer than any failover takes (a lease, then a takeover), so its tick is not running.
+ */
+const HELD_WARN_AFTER_MS = 30_000;
+const HELD_WARN_EVERY_MS = 60_000;
 /** How long a run whose take the replicas did not confirm waits before it is tried again. */
 const UNCONFIRMED_BACKOFF_MS = 500;
 /** A finish the replicas did not confirm is recorded again after this, doubling up to the maximum. */
 const FINISH_RETRY_MS = 250;
 const MAX_FINISH_RETRY_MS = 2_000;
+/** A worker whose connection failed as it opened is replaced after this, doubling up to the maximum (see open). */
+const REOPEN_RETRY_MS = 250;
+const MAX_REOPEN_RETRY_MS = 5_000;
+/**
+ * A worker that has not fetched a run for this long while runs of its queue were due and it had room for
+ * them counts as stuck (see checkLiveness); checked this often.
+ */
+const STUCK_AFTER_MS = 20_000;
+const LIVENESS_CHECK_MS = 5_000;
+/** A delayed job's score in BullMQ's delayed set: its due time in ms, times 0x1000 (getDelayedScore.lua). */
+const DELAYED_SCORE_PER_MS = 0x1000;
+/** How often a replaced worker is looked at until its runs are done. */
+const RETIRE_POLL_MS = 250;
+/** BullMQ's answers for a run that is no longer ours to move: gone, or its lock lost or another's. */
+const NOT_OURS = /^(Missing key for job|Missing lock for job|Lock mismatch for job)/;
 /** What a handler throws after moving its own job (to delayed, to wait for its children): not a failure. */
 const MOVED_ERRORS = new Set(['DelayedError', 'WaitingError', 'WaitingChildrenError', 'RateLimitError']);
 
@@ -113,9 +138,27 @@ export type RunOutcome = 'completed' | 'failed' | 'retried';
  */
 export class WorkerPool {
   private readonly workers = new Map<string, Worker>();
+  /** Replacements in a row of each queue's worker whose connection failed as it opened (see open). */
+  private readonly reopens = new Map<string, number>();
+  /** Workers whose connections are still opening: they run once open (see open). */
+  private readonly opening = new Set<Worker>();
+  /** When each worker last fetched a run (its processor was called), on the monotonic clock. */
+  private readonly fetchedAt = new Map<Worker, number>();
+  /** Since when each worker has had due runs it did not fetch (see checkLiveness). */
+  private readonly unfetchedSince = new Map<Worker, number>();
+  private livenessTimer: NodeJS.Timeout | undefined;
+  /** Set while a liveness check runs: its reads are bounded, but a slow one must not overlap the next. */
+  private checkingLiveness = false;
+  /** Runs each worker has in its processor now: a replaced worker is closed only once it has none. */
+  private readonly busy = new Map<Worker, number>();
+  /** Replaced workers whose runs are still going (see retire). */
+  private readonly retired = new Set<Worker>();
   private readonly runs = new Map<string, ActiveRun>();
   /** Active runs by job name, for the per-job limit. */
   private readonly runningByName = new Map<string, number>();
+  /** When each staged run held long past its due time last said so (see warnIfHeldLong). */
+  private readonly heldWarnedAt = new Map<string, number>();
+  private heldPrunedAt = 0;
   private jobs: ReadonlyMap<string, ScheduledJob> = new Map();
   private closing: Promise<void> | undefined;
   /** Set once a close ran out of time: the runs still active are abandoned, and nothing of theirs is recorded. */
@@ -135,6 +178,8 @@ export class WorkerPool {
       prefix?: string;
       logger: Logger;
       tuning?: WorkerTuning;
+      /** When a worker counts as stuck, and how often that is checked (tests shorten both). */
+      liveness?: { stuckAfterMs: number; checkEveryMs: number };
       /**
        * Each run's record of its starts and finish (run-records.ts), through which a run starts only once
        * its take is durable and is handed back to BullMQ only once its finish is: a failover can then
@@ -179,6 +224,12 @@ export class WorkerPool {
       if (existing) existing.concurrency = concurrency;
       else this.workers.set(queue, this.startWorker(queue, concurrency));
     }
+    this.livenessTimer ??= setInterval(() => void this.checkLiveness(), this.options.liveness?.checkEveryMs ?? LIVENESS_CHECK_MS).unref();
+  }
+
+  /** How long a worker's lock on a run lasts unrenewed (see WorkerTuning). */
+  private get lockDurationMs(): number {
+    return this.options.tuning?.lockDurationMs ?? DEFAULT_WORKER_TUNING.lockDurationMs;
   }
 
   /** Number of runs currently executing on this instance. */
@@ -201,7 +252,8 @@ export class WorkerPool {
     if (this.closed) return 'stopped';
     if (this.closing) return 'draining';
     if (this.pausing) return this.pausing.drained ? 'paused' : 'draining';
-    return [...this.workers.values()].every((w) => w.isRunning()) ? 'running' : 'stopped';
+    // A worker still opening its connections starts once they are open (or is replaced): it counts as running.
+    return [...this.workers.values()].every((w) => w.isRunning() || this.opening.has(w)) ? 'running' : 'stopped';
   }
 
   /**
@@ -225,7 +277,8 @@ export class WorkerPool {
     this.pausing = undefined;
     this.pauses.clear();
     // BullMQ's resume restarts a worker whose main loop ended, or wakes one still finishing its runs.
-    for (const worker of this.workers.values()) void worker.resume();
+    // A worker still opening starts once open (see open).
+    for (const worker of this.workers.values()) if (!this.opening.has(worker)) void worker.resume();
   }
 
   /**
@@ -241,11 +294,12 @@ export class WorkerPool {
   }
 
   private async closeWorkers(timeoutMs: number): Promise<void> {
+    clearInterval(this.livenessTimer);
     const workers = [...this.workers.values()];
     let timer: NodeJS.Timeout | undefined;
     // Drain with pause(), not close(): BullMQ hands every later close() the first one's promise, so a
     // close(true) after a graceful close() would still wait for the runs, however long they take.
-    const drained = this.whenPaused().then(() => true);
+    const drained = Promise.all([this.whenPaused(), this.retiredIdle()]).then(() => true);
     const expired = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
     const graceful = await Promise.race([drained, expired]);
     clearTimeout(timer);
@@ -259,7 +313,7 @@ export class WorkerPool {
     // Always forced: after a drain there is nothing left to wait for, and a forced close cannot hang on a
     // dead Redis (it disconnects instead of QUIT). Past the timeout, the worker neither waits for its runs
     // nor writes their outcome (it checks that its connection is closing).
-    await Promise.all(workers.map((w) => w.close(true)));
+    await Promise.all([...workers, ...this.retired].map((w) => w.close(true)));
     // Only now, so that a handler that honours its signal cannot fail the run before the worker stops writing.
     for (const run of this.runs.values()) run.abort.abort(new Error(`shutdown: runs not finished within ${timeoutMs} ms are abandoned`));
     this.stopsHeard.abort();
@@ -325,27 +379,152 @@ export class WorkerPool {
 
   private startWorker(queue: string, concurrency: number): Worker {
     const tuning = this.options.tuning ?? {};
-    const worker = new Worker(queue, (job: Job, token?: string, signal?: AbortSignal) => this.process(job, queue, token, signal), {
+    const worker: Worker = new Worker(queue, (job: Job, token?: string, signal?: AbortSignal) => {
+      this.fetchedAt.set(worker, performance.now());
+      this.busy.set(worker, (this.busy.get(worker) ?? 0) + 1);
+      return this.process(job, queue, token, signal).finally(() => this.busy.set(worker, this.busy.get(worker)! - 1));
+    }, {
       connection: this.options.connection,
       prefix: this.options.prefix,
       concurrency,
       // BullMQ counts finished jobs (bullmq_job_completed_total/failed_total) only in workers given this option.
       metrics: { maxDataPoints: MetricsTime.ONE_WEEK },
-      lockDuration: tuning.lockDurationMs ?? DEFAULT_WORKER_TUNING.lockDurationMs,
+      lockDuration: this.lockDurationMs,
       stalledInterval: tuning.stalledIntervalMs ?? DEFAULT_WORKER_TUNING.stalledIntervalMs,
       maxStalledCount: tuning.maxStalledCount ?? DEFAULT_WORKER_TUNING.maxStalledCount,
-      // A worker created while the pool is paused waits for `resume()`.
-      autorun: this.pausing === undefined,
+      // Started once its connections are open (see open).
+      autorun: false,
     });
     worker.on('failed', (job, error) => {
       this.options.logger.warn({ job: job?.name, jobId: job?.id, attempt: job?.attemptsMade, err: error }, 'run failed');
     });
     worker.on('error', (error) => this.options.logger.error({ err: error, queue }, 'worker error'));
+    this.open(queue, worker);
     if (this.options.records.replicated) {
       worker.on('completed', (job, result) => void this.settleFinish(job, (token) => job.moveToCompleted(result, token, false)));
       worker.on('failed', (job, error) => job && void this.settleFinish(job, (token) => job.moveToFailed(error, token, false)));
     }
     return worker;
+  }
+
+  /**
+   * Starts `worker` once its connections are open. BullMQ opens each with an INFO (its version check), and
+   * a refusal of it (BUSY, LOADING while a restarted Redis reads its AOF, CLUSTERDOWN mid-failover, a
+   * connection cut) fails that connection for good: a worker started on it never takes a run again, and
+   * one whose main connection failed spins in its fetch loop without yielding, freezing the whole process
+   * (timers, the lease, the HTTP probes). So a worker runs only once open; one that fails to open is
+   * replaced by a new one, after a backoff while Redis keeps refusing.
+   */
+  private open(queue: string, worker: Worker): void {
+    this.opening.add(worker);
+    worker.waitUntilReady().then(
+      () => {
+        this.opening.delete(worker);
+        this.reopens.delete(queue);
+        // A worker opened while the pool is paused waits for `resume()`.
+        if (!this.closing && !this.pausing && this.workers.get(queue) === worker) void worker.resume();
+      },
+      (error: unknown) => {
+        this.opening.delete(worker);
+        if (this.closing || this.workers.get(queue) !== worker) return;
+        const attempt = this.reopens.get(queue) ?? 0;
+        this.reopens.set(queue, attempt + 1);
+        const retryInMs = backoffMs(attempt, REOPEN_RETRY_MS, MAX_REOPEN_RETRY_MS);
+        this.options.logger.warn({ queue, err: error, retryInMs }, "a worker's connection failed as it opened: starting a new worker for the queue");
+        setTimeout(() => this.replace(queue, worker), retryInMs).unref();
+      },
+    );
+  }
+
+  /** Starts a new worker for `queue` in place of `worker`, and retires that one (see retire). */
+  private replace(queue: string, worker: Worker): void {
+    if (this.closing || this.workers.get(queue) !== worker) return;
+    this.workers.set(queue, this.startWorker(queue, worker.concurrency));
+    this.pauses.delete(worker);
+    this.fetchedAt.delete(worker);
+    this.unfetchedSince.delete(worker);
+    this.retire(worker);
+  }
+
+  /**
+   * Closes a replaced worker once the runs it took are done: a forced close would abandon them (their
+   * locks unrenewed, BullMQ would run them again), and a graceful one waits on the fetch that is stuck.
+   * At the pool's close, its runs are drained with the others'.
+   */
+  private retire(worker: Worker): void {
+    this.retired.add(worker);
+    const closeWhenIdle = (): void => {
+      if (!this.retired.has(worker)) return;
+      if ((this.busy.get(worker) ?? 0) > 0) return void setTimeout(closeWhenIdle, RETIRE_POLL_MS).unref();
+      this.retired.delete(worker);
+      this.busy.delete(worker);
+      worker.close(true).catch(() => undefined);
+    };
+    closeWhenIdle();
+  }
+
+  /** Resolves once no replaced worker has a run going. */
+  private async retiredIdle(): Promise<void> {
+    while ([...this.retired].some((worker) => (this.busy.get(worker) ?? 0) > 0)) await sleep(RETIRE_POLL_MS);
+  }
+
+  /**
+   * Replaces a worker whose fetch loop is stuck: runs of its queue have been due (waiting, or delayed past
+   * their time) for STUCK_AFTER_MS, it had room for them, and it fetched none. BullMQ's fetch can park for
+   * good on Redis Cluster after a primary dies while the worker blocks on its queue (its blocking
+   * connection's reset awaits an 'end' that never comes): chaos runs saw every instance's worker of one
+   * queue take nothing more, their runs left waiting and delayed to the end. A worker paused by the pool,
+   * or still opening, is not judged.
+   */
+  private async checkLiveness(): Promise<void> {
+    if (this.closing || this.pausing || this.checkingLiveness) return;
+    this.checkingLiveness = true;
+    try {
+      await this.judgeWorkers(this.options.liveness?.stuckAfterMs ?? STUCK_AFTER_MS);
+    } finally {
+      this.checkingLiveness = false;
+    }
+  }
+
+  /** One liveness check of every worker (see checkLiveness). */
+  private async judgeWorkers(stuckAfterMs: number): Promise<void> {
+    for (const [queue, worker] of [...this.workers]) {
+      if (this.opening.has(worker) || !worker.isRunning()) continue;
+      let active = 0;
+      for (const run of this.runs.values()) if (run.queue === queue) active++;
+      const due = active < worker.concurrency && (await this.hasDueRuns(worker).catch(() => false));
+      const now = performance.now();
+      const since = this.unfetchedSince.get(worker);
+      // Nothing due, or a fetch since the due runs were first seen: the worker keeps up.
+      if (!due || (since !== undefined && (this.fetchedAt.get(worker) ?? -Infinity) > since)) {
+        if (due) this.unfetchedSince.set(worker, now);
+        else this.unfetchedSince.delete(worker);
+        continue;
+      }
+      if (since === undefined) {
+        this.unfetchedSince.set(worker, now);
+        continue;
+      }
+      if (now - since < stuckAfterMs || this.closing || this.pausing) continue;
+      this.options.logger.warn({ queue, unfetchedMs: Math.round(now - since) }, 'a worker took no run while runs of its queue were due: its fetch is stuck; starting a new worker for the queue');
+      this.replace(queue, worker);
+    }
+  }
+
+  /**
+   * Whether runs of `worker`'s queue are waiting, or delayed past their time by a second; read on the
+   * pool's own client (the scheduler's worker connection), not the worker's, which may be the stuck part,
+   * and within a bound. Without a client of its own (connection options) the pool does not judge.
+   */
+  private async hasDueRuns(worker: Worker): Promise<boolean> {
+    const client = this.options.connection;
+    if (!(client instanceof Redis || client instanceof Cluster)) return false;
+    const { wait, prioritized, delayed } = worker.keys;
+    const dueScore = (Date.now() - 1_000) * DELAYED_SCORE_PER_MS;
+    const counts = await withTimeout(systemClock, LIVENESS_CHECK_MS, undefined, `the due runs of queue ${worker.name}`, () =>
+      Promise.all([client.llen(wait!), client.zcard(prioritized!), client.zcount(delayed!, 0, dueScore)]),
+    );
+    return counts.some((n) => n > 0);
   }
 
   /**
@@ -394,19 +573,17 @@ export class WorkerPool {
     const running = this.runningByName.get(job.name) ?? 0;
     if (running >= definition.concurrency) {
       // This instance already runs as many as the job allows: hand the run back for a moment.
-      await job.moveToDelayed(Date.now() + CONCURRENCY_BACKOFF_MS, token);
-      throw new DelayedError();
+      return await this.handBack(job, token, CONCURRENCY_BACKOFF_MS);
     }
     // The slot is taken before the first wait, so that runs arriving meanwhile see it taken.
     this.runningByName.set(job.name, running + 1);
     const key = `${queue}/${job.id}`;
     try {
       if (!(await this.mayStart(job))) {
-        await job.moveToDelayed(Date.now() + STAGED_HOLD_MS, token);
-        throw new DelayedError();
+        this.warnIfHeldLong(job);
+        return await this.handBack(job, token, STAGED_HOLD_MS);
       }
       const start = await this.take(job, token);
-      if (start === undefined) throw new DelayedError();
       if (start.kind === 'not-ours') {
         // Whoever holds the run on this server runs it; BullMQ writes nothing for a DelayedError.
         this.options.logger.warn({ job: job.name, jobId: job.id }, 'run not started: the server does not hold our take of it (a failover lost it, or its lock expired)');
@@ -529,17 +706,63 @@ export class WorkerPool {
   }
 
   /**
-   * Checks and counts the take (see RunRecords.start). Undefined when the run was handed back because the
-   * replicas did not confirm the take: it starts once they are back, without spending an attempt.
+   * Hands a run that has not started back to BullMQ for `delayMs`, spending no attempt, and ends its
+   * processing (DelayedError: BullMQ writes nothing more). A hand-back Redis refuses (a primary failing
+   * over) is retried while the run's lock is ours: thrown at BullMQ, the error would fail the run for good
+   * though its handler never started. Past the lock's duration, or once the lock is gone (not ours), the run
+   * is left to BullMQ's stalled-job recovery.
    */
-  private async take(job: Job, token: string): Promise<Awaited<ReturnType<RunRecords['start']>> | undefined> {
+  private async handBack(job: Job, token: string, delayMs: number): Promise<never> {
+    const deadline = performance.now() + this.lockDurationMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await job.moveToDelayed(Date.now() + delayMs, token);
+        break;
+      } catch (error) {
+        if (NOT_OURS.test(error instanceof Error ? error.message : '') || this.closing || performance.now() >= deadline) {
+          this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'could not hand a run back; BullMQ recovers it once its lock expires');
+          break;
+        }
+        await sleep(backoffMs(attempt, FINISH_RETRY_MS, MAX_FINISH_RETRY_MS));
+      }
+    }
+    throw new DelayedError();
+  }
+
+  /** Warns of a staged run held past its due time by more than HELD_WARN_AFTER_MS, once per HELD_WARN_EVERY_MS. */
+  private warnIfHeldLong(job: Job): void {
+    const { dueAt, stagedBy, token } = job.data as Partial<TickJobData>;
+    const now = Date.now();
+    const lateMs = now - (dueAt ?? Infinity);
+    if (lateMs < HELD_WARN_AFTER_MS) return;
+    // Runs not held again for a while were decided (started, or taken back): forgotten, once a minute (not
+    // per hold: thousands of runs may be held at once while no leader produces), so the map stays small.
+    if (now - this.heldPrunedAt > HELD_WARN_EVERY_MS) {
+      this.heldPrunedAt = now;
+      for (const [id, at] of this.heldWarnedAt) if (now - at > 2 * HELD_WARN_EVERY_MS) this.heldWarnedAt.delete(id);
+    }
+    const key = `${job.queueName}/${job.id}`;
+    const warnedAt = this.heldWarnedAt.get(key);
+    if (warnedAt !== undefined && now - warnedAt < HELD_WARN_EVERY_MS) return;
+    this.heldWarnedAt.set(key, now);
+    this.options.logger.warn(
+      { job: job.name, jobId: job.id, lateMs, stagedBy: stagedBy ?? token },
+      'a staged run is still held past its due time: no leader has decided it yet (is one producing?)',
+    );
+  }
+
+  /**
+   * Checks and counts the take (see RunRecords.start). A take the replicas did not confirm, or that Redis
+   * did not answer, hands the run back (see handBack): it starts once Redis is back, without spending an
+   * attempt (a start counted meanwhile makes its next take a `runner-lost` one: at least once still holds).
+   */
+  private async take(job: Job, token: string): Promise<Awaited<ReturnType<RunRecords['start']>>> {
     try {
       return await this.options.records.start(job, token);
     } catch (error) {
-      if (!(error instanceof DurabilityError)) throw error;
-      this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'run not started: its take is not on enough replicas yet');
-      await job.moveToDelayed(Date.now() + UNCONFIRMED_BACKOFF_MS, token);
-      return undefined;
+      const why = error instanceof DurabilityError ? 'its take is not on enough replicas yet' : 'Redis did not answer its take';
+      this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, `run not started: ${why}`);
+      return await this.handBack(job, token, UNCONFIRMED_BACKOFF_MS);
     }
   }
 
@@ -568,8 +791,7 @@ export class WorkerPool {
   private async settleFinish(job: Job, recordAgain: (token: string) => Promise<unknown>): Promise<void> {
     const token = job.token;
     if (!token) return;
-    const lockMs = this.options.tuning?.lockDurationMs ?? DEFAULT_WORKER_TUNING.lockDurationMs;
-    const deadline = performance.now() + lockMs;
+    const deadline = performance.now() + this.lockDurationMs;
     for (let attempt = 0; !this.closed && performance.now() < deadline; attempt++) {
       try {
         if (!(await this.options.records.finishLost(job, token))) return;
@@ -577,7 +799,7 @@ export class WorkerPool {
         this.options.metrics?.notRunAgain(metricName(job), 'finish-lost');
         await recordAgain(token);
       } catch (error) {
-        const retryInMs = Math.min(FINISH_RETRY_MS * 2 ** attempt, MAX_FINISH_RETRY_MS);
+        const retryInMs = backoffMs(attempt, FINISH_RETRY_MS, MAX_FINISH_RETRY_MS);
         this.options.logger.debug({ job: job.name, jobId: job.id, err: error, retryInMs }, "BullMQ's record of a run's finish is not on enough replicas yet; checking again");
         await sleep(retryInMs);
       }
@@ -602,7 +824,7 @@ export class WorkerPool {
           this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'closing before the finish of a run was confirmed on replicas: a failover may run it again');
           break;
         }
-        const retryInMs = Math.min(FINISH_RETRY_MS * 2 ** attempt, MAX_FINISH_RETRY_MS);
+        const retryInMs = backoffMs(attempt, FINISH_RETRY_MS, MAX_FINISH_RETRY_MS);
         this.options.logger.warn({ job: job.name, jobId: job.id, err: error, retryInMs }, 'the finish of a run is not on enough replicas yet; holding the run and recording it again');
         await sleep(retryInMs);
       }

@@ -248,4 +248,68 @@ describe('importBullmqSchedulers: Job Schedulers made by BullMQ become runtime s
     assert.equal(lines.at(-1), 'queue "cli" as job type work: 1 created, 0 updated, 0 unchanged, 1 not imported; 1 removed from BullMQ');
     assert.deepEqual((await queue.getJobSchedulers()).map((s) => s.key), ['bad:key']);
   });
+
+  it('a queue under a custom BullMQ prefix is read, and its limits counted, under that prefix; under the default one nothing is found', { timeout: 30_000 }, async () => {
+    const legacy = bullmq('billing', { prefix: 'legacy' });
+    await legacy.upsertJobScheduler('invoice', { pattern: '0 6 * * *', tz: 'Europe/Berlin' }, { data: { run: 'invoice' } });
+    await legacy.upsertJobScheduler('trial', { every: HOUR, limit: 3 });
+    // The first run of trial is due at once; BullMQ then makes its next, delayed, under the same prefix.
+    const worker = new Worker('billing', () => Promise.resolve(), { connection: { host: '127.0.0.1', port: redis.server.port }, prefix: 'legacy' });
+    try {
+      await until('the first run of trial', async () => (await legacy.getCompletedCount()) === 1);
+    } finally {
+      await worker.close();
+    }
+
+    // The same queue name under BullMQ's default prefix is another queue, with no schedulers.
+    const unprefixed = bullmq('billing');
+    await unprefixed.getVersion(); // a Queue writes its meta hash once connected; the import itself writes nothing
+    const before = await snapshot();
+    const none = await importBullmqSchedulers(admin.schedules, unprefixed, { job: 'work', idPrefix: 'billing.', remove: true });
+    assert.deepEqual([none.rows, none.filteredOut], [[], []]);
+    assert.deepEqual(formatImportReport(none, { prefix: 'bull', remove: true }), [
+      'no Job Schedulers to import in BullMQ queue "billing" under prefix "bull": check --queue, --bullmq-prefix and --name',
+    ]);
+    assert.deepEqual(await snapshot(), before, 'nothing written or removed');
+
+    const report = await importBullmqSchedulers(admin.schedules, legacy, { job: 'work', idPrefix: 'billing.' });
+    assert.deepEqual(outcomes(report), [['invoice', 'created'], ['trial', 'created']]);
+    assert.deepEqual((await admin.schedules.get('billing.invoice'))?.spec, {
+      job: 'work',
+      schedule: '0 6 * * *',
+      timezone: 'Europe/Berlin',
+      data: { run: 'invoice' },
+      note: 'imported from BullMQ queue "billing", scheduler "invoice"',
+    });
+    assert.equal((await admin.schedules.get('billing.trial'))?.spec.limit, 2, 'one of three ran; the delayed one, read under "legacy", is taken back');
+  });
+
+  it('leasebeat import bullmq --bullmq-prefix imports and removes under that prefix only; without it, says none was found', { timeout: 60_000 }, async () => {
+    const legacy = bullmq('billing', { prefix: 'legacy' });
+    await legacy.upsertJobScheduler('invoice', { pattern: '0 6 * * *' });
+    await legacy.upsertJobScheduler('sync', { every: 60_000 });
+    const env = { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: SCHEDULE_JOBS };
+    const args = ['import', 'bullmq', '--queue', 'billing', '--job', 'work', '--id-prefix', 'billing.', '--remove'];
+
+    const missed = await runCli(args, { env });
+    assert.equal(missed.code, 1, missed.stderr);
+    assert.equal(missed.stdout.trim(), 'no Job Schedulers to import in BullMQ queue "billing" under prefix "bull": check --queue, --bullmq-prefix and --name');
+    assert.equal((await admin.schedules.list()).total, 0);
+    assert.equal(await legacy.getJobSchedulersCount(), 2, 'nothing removed');
+    // Reading a queue writes nothing to it: a mistyped prefix leaves no stray queue behind.
+    assert.deepEqual(await redis.client.keys('bull:billing:*'), []);
+
+    // A queue of the same name under the default prefix: not read, not removed.
+    const other = bullmq('billing');
+    await other.upsertJobScheduler('keep', { every: 60_000 });
+    const moved = await runCli([...args, '--bullmq-prefix', 'legacy'], { env });
+    assert.equal(moved.code, 0, moved.stderr + moved.stdout);
+    const lines = moved.stdout.trim().split('\n');
+    assert.match(lines.find((line) => line.startsWith('invoice '))!, /billing\.invoice +created +0 6 \* \* \*.*removed from BullMQ$/);
+    assert.match(lines.find((line) => line.startsWith('sync '))!, /billing\.sync +created +every 1m\b.*removed from BullMQ$/);
+    assert.equal(lines.at(-1), 'queue "billing" as job type work: 2 created, 0 updated, 0 unchanged, 0 not imported; 2 removed from BullMQ');
+    assert.equal(await legacy.getJobSchedulersCount(), 0);
+    assert.deepEqual((await other.getJobSchedulers()).map((s) => s.key), ['keep']);
+    assert.deepEqual((await admin.schedules.list()).schedules.map((view) => view.id), ['billing.invoice', 'billing.sync']);
+  });
 });

@@ -7,7 +7,7 @@ import type { ExecutedFault } from '../../scripts/chaos/faults.js';
 import { auditSchedules } from '../../scripts/chaos/schedule-audit.js';
 import type { ScheduleWrite } from '../../scripts/chaos/schedules-client.js';
 import { TickChecker, type SeenJob } from '../../scripts/chaos/tick-check.js';
-import type { RunEndRecord, RunRecord } from '../../scripts/chaos/jobs/_record.js';
+import { distinctRuns, type RunEndRecord, type RunRecord } from '../../scripts/chaos/jobs/_record.js';
 import type { LeaseRecordWrite } from '../../scripts/chaos/lease-history.js';
 import { CHAOS_TIMINGS } from '../../scripts/chaos/suite.js';
 import { KeySpace } from '../../src/redis/keys.js';
@@ -91,7 +91,7 @@ describe('chaos audit: runs of skip / bufferOne jobs', () => {
   let started = 0;
   function run(tick: number, identity: string, startedAt: number): RunRecord {
     started++;
-    return { job: job.name, jobId: `buffered@${tick}`, tick, timestamp: started, token: { generation: 'g', leaderTransitions: 1 }, pid: 1, identity, attemptsMade: 0, startedAt };
+    return { runId: `run-${started}`, job: job.name, jobId: `buffered@${tick}`, tick, timestamp: started, token: { generation: 'g', leaderTransitions: 1 }, pid: 1, identity, attemptsMade: 0, startedAt };
   }
   const end = (r: RunRecord, finishedAt: number): RunEndRecord => ({ jobId: r.jobId, identity: r.identity, startedAt: r.startedAt, finishedAt });
 
@@ -120,7 +120,7 @@ describe('chaos audit: runs of skip / bufferOne jobs', () => {
 
 /** A run of `jobId` on `identity` started at `startedAt` (ms). */
 function runOf(jobId: string, identity: string, startedAt: number): RunRecord {
-  return { job: jobId.split('@')[0]!, jobId, tick: Number(jobId.split('@')[1]), timestamp: 1, token: { generation: 'g', leaderTransitions: 1 }, pid: 1, identity, attemptsMade: 0, startedAt };
+  return { runId: `${jobId}:${identity}:${startedAt}`, job: jobId.split('@')[0]!, jobId, tick: Number(jobId.split('@')[1]), timestamp: 1, token: { generation: 'g', leaderTransitions: 1 }, pid: 1, identity, attemptsMade: 0, startedAt };
 }
 
 /** A fault of the log: `kind` at [startedAt, endedAt], aimed at `target` (an identity) or at a job id's run. */
@@ -134,6 +134,19 @@ function faultOf(index: number, kind: ExecutedFault['kind'], startedAt: number, 
 
 describe('chaos audit: second runs of one job id', () => {
   const id = 'every-second@10000';
+
+  // CI (kubernetes lock, seed 12): Redis stopped right after applying a run's RPUSH and before replying;
+  // ioredis sent it again once Redis was back, and the one run read as two at the same millisecond.
+  it('a run record the records client wrote twice is one run; two runs of one id at one millisecond stay two', () => {
+    const run = runOf(id, 'p1', 10_001);
+    const resent = distinctRuns([run, runOf('every-second@11000', 'p1', 11_001), { ...run }]);
+    assert.equal(resent.resent, 1);
+    assert.deepEqual(resent.runs.map((r) => r.jobId), [id, 'every-second@11000']);
+    assert.equal(secondRuns(resent.runs, [], new Map(), []).violations.count, 0);
+    const twice = distinctRuns([run, { ...run, runId: 'another invocation' }]);
+    assert.equal(twice.resent, 0);
+    assert.equal(secondRuns(twice.runs, [], new Map(), []).violations.count, 1);
+  });
 
   it("flags issue 18's re-run: completion lost in a failover of BullMQ's primary, run again by stalled-job recovery on a live process", () => {
     // Ran on p1 at 10 s; BullMQ's primary killed 3 ms after the handler returned; run again 36.7 s later, attemptsMade 0 both times.

@@ -24,6 +24,8 @@ import { silentGaps, ticksBetween } from '../support/ledger-audit.js';
 import { useRedisCluster } from '../support/redis-cluster.js';
 import { SCHEDULE_JOBS, useScheduleInstance } from '../support/schedule-instance.js';
 import { term } from '../support/term.js';
+import { stagedRunsHeldBy, testWorkerPool } from '../support/worker-pool.js';
+import { writesThrough } from '../support/write-paths.js';
 import { until } from '../support/until.js';
 
 /**
@@ -32,7 +34,6 @@ import { until } from '../support/until.js';
  * on any violation.
  */
 
-/** The nominal tick's BullMQ job of a schedule (queue `leasebeat`: the `work` job type names none) and its ledger record. */
 /**
  * The job's last claimed tick once it is staged (its run added) at least `aheadMs` ahead of now, else 0.
  * The claim raises the watermark before the add: a term stopped between them leaves the tick claimed, not
@@ -44,6 +45,7 @@ async function enqueuedAhead(ledger: TickLedger, id: string, aheadMs: number): P
   return (await ledger.tickState(id, tick))?.startsWith('enqueued|') ? tick : 0;
 }
 
+/** The nominal tick's BullMQ job of a schedule (queue `leasebeat`: the `work` job type names none) and its ledger record. */
 async function tickOf(queue: Queue, ledger: TickLedger, id: string, tick: number): Promise<{ state: string | undefined; data: unknown }> {
   const job = await queue.getJob(tickJobId(id, tick));
   return { state: (await ledger.tickState(id, tick)) ?? undefined, data: (job?.data as { data?: unknown } | undefined)?.data };
@@ -138,7 +140,7 @@ async function onTerms<T>(redis: RedisFixture, setup: TermsSetup, body: (terms: 
         return new Map(now ? [[now.name, now]] : []);
       };
       const producer = new Producer({
-        redis: redis.client, ledger, queues, jobs, stillLeading: () => true, logger: pino({ level: 'silent' }), stageAheadMs: options.stageAheadMs ?? 0,
+        redis: redis.client, ledger, queues, jobs, stillLeading: () => true, logger: pino({ level: process.env.TEST_LOG ?? 'silent' }), stageAheadMs: options.stageAheadMs ?? 0,
         ...(options.onTakenOver ? { onTakenOver: options.onTakenOver } : {}),
         ...(options.writes ? { writes: options.writes } : {}),
         ...(options.schedules ? { schedules: options.schedules } : {}),
@@ -287,6 +289,58 @@ describe('chaos findings: a run staged before a removal runs in the life re-crea
     const { state, data } = await tickOf(queue, ledger, 'relived', staged);
     assert.ok(state === 'skipped|removed' || (state?.startsWith('enqueued|') && !isDeepStrictEqual(data, { life: 1 })), `tick ${new Date(staged).toISOString()} is left to run (${state}) with ${JSON.stringify(data)}`);
   }));
+});
+
+describe('chaos findings: a run added but unconfirmed before a removal is confirmed by the life re-created before the next leader (real Redis, producer terms)', () => {
+  const redis = useRedis();
+  const suite = useAdminAndTerms(redis);
+
+  // Chaos (CI on 36cbeb0: npm run chaos -- --minutes 1 --instances 3 --lock redis --redis cluster --seed 1 --lead
+  // bull-primary-kill-after-handler,bull-primary-kill-during-staged-delay,ledger-primary-kill-between-claim-and-wait):
+  // tenant-0's leader added tick 01:22:47.000Z 1,992 ms ahead with write #73's data and was killed 20 ms later,
+  // before it confirmed the claim; the schedule was removed (acknowledged 01:22:45.232Z) and re-created every
+  // 1 s (01:22:46.323Z: it has that tick) while no leader ran; the next leader (01:22:46.949Z, before the tick)
+  // finished the earlier term's claim as owed by the new life: BullMQ ignored the add of a job id it had,
+  // the claim was confirmed, and the tick ran with the removed life's data.
+  it('the removed life’s run is taken back, not confirmed as the new life’s', { timeout: 60_000 }, () => {
+    const direct = directWrites(redis.client);
+    // The ledger as a leader killed right after its add leaves it: every write after the add is lost.
+    let ledger: 'up' | 'watching' | 'cut' = 'up';
+    const cutAfterAdd: WritePath = {
+      ...direct,
+      script: async (script, k, args, decides) => {
+        if (ledger === 'watching' && (await redis.client.zcard('bull:leasebeat:delayed')) > 0) ledger = 'cut';
+        if (ledger === 'cut') throw new DurabilityError('confirms of 1 ticks', 0, 1, 'WAIT failed: Error: Connection is closed.');
+        return direct.script(script, k, args, decides);
+      },
+    };
+    return suite.onTerms({ queue: 'leasebeat', ledgerWrites: cutAfterAdd }, async ({ keys, queue, compiled, produceUntil }) => {
+      // Staged far ahead, so that the removal, the re-creation and the next takeover all come before the tick.
+      const stageAheadMs = 6_000;
+      await suite.admin.schedules.upsert('unconfirmed', { job: 'work', every: '1s', data: { life: 1 } });
+      ledger = 'watching';
+      await produceUntil(await compiled('unconfirmed'), 0, 'term 0 adds a run and cannot confirm it', () => Promise.resolve(ledger === 'cut'), { stageAheadMs });
+      const audit = new TickLedger(redis.client, keys);
+      const [added] = await queue.getJobs(['delayed']);
+      const tick = (added!.data as { tick: number }).tick;
+      assert.match((await audit.tickState('unconfirmed', tick)) ?? '', /^claimed\|/, 'the claim was left unconfirmed');
+      ledger = 'up';
+      // Removed and written again while no leader runs; the new life has the tick too.
+      assert.equal(await suite.admin.schedules.remove('unconfirmed'), true);
+      await suite.admin.schedules.upsert('unconfirmed', { job: 'work', every: '1s', data: { life: 2 } });
+      const job = await compiled('unconfirmed');
+      assert.ok(job.owedAfter! < tick, 'the new life owes the tick');
+      // Term 1 takes over before the tick, but its BullMQ writes land after it (a loaded leader): its add of
+      // the claim is then no staged run of its own, and the removed life's run must be caught before it.
+      const afterTheTick = writesThrough(redis.client, async <T>(write: () => Promise<T>): Promise<T> => {
+        if (Date.now() <= tick) await sleep(tick + 50 - Date.now());
+        return write();
+      });
+      await produceUntil(job, 1, 'term 1 ticks past the tick', async () => (await audit.jobState('unconfirmed')).lastScheduledTick! > tick + 1000, { stageAheadMs, writes: afterTheTick });
+      const { state, data } = await tickOf(queue, audit, 'unconfirmed', tick);
+      assert.ok(state === 'skipped|removed' || (state?.startsWith('enqueued|') && !isDeepStrictEqual(data, { life: 1 })), `tick ${new Date(tick).toISOString()} is left to run (${state}) with ${JSON.stringify(data)}`);
+    });
+  });
 });
 
 describe('chaos findings: a staged run that came due while no leader ran is kept though an edit dropped its tick (real Redis, producer terms)', () => {
@@ -783,4 +837,71 @@ describe('chaos findings: a bufferOne lane whose release claim lost its reply wa
       assert.ok(state?.startsWith('enqueued|'), `tick ${new Date(buffered!).toISOString()} is still ${state} 5 s after the run before it finished (later ticks: ${JSON.stringify((await ledger.jobState('buffered')).skipped)})`);
     });
   });
+});
+
+describe('chaos findings: a schedule removed and created again while BullMQ fails over runs a tick of its earlier life (real Redis, producer terms)', () => {
+  const redis = useRedis({ flush: true });
+  const suite = useAdminAndTerms(redis);
+
+  // Chaos (npm run chaos -- --minutes 1 --instances 3 --lock redis --redis cluster --seed 16 --lead
+  // bull-primary-kill-after-handler,bull-primary-kill-during-staged-delay,ledger-primary-kill-between-claim-and-wait):
+  // tenant-0 (every 2 s) claimed tick :48 ahead and its add was lost with BullMQ's primary; it was removed
+  // (:47.44), created again every 1 s (:48.07; acknowledged :48.86, BullMQ still failing over), and removed
+  // again (:49.53). Tick :48 ran at :50.90 with the new life's data. The interleaving is replayed here
+  // (BullMQ's writes lost while the first life claims the tick, then landing unconfirmed, their WAIT failing,
+  // until after the second removal; workers running throughout) and holds, before today's fixes as after:
+  // what let the chaos run's tick run is not known yet, and it did not recur in reruns of the seed.
+  it("the earlier life's claim is taken back, never run with the new life's data", { timeout: 60_000 }, () =>
+    suite.onTerms({ queue: 'leasebeat' }, async ({ ledger, queue, schedules, produceUntil }) => {
+      type Failing = 'no' | 'lost' | 'unconfirmed';
+      let failing: Failing = 'no';
+      const writes = writesThrough(redis.client, async <T>(write: () => Promise<T>): Promise<T> => {
+        const now = failing;
+        if (now === 'lost') throw new DurabilityError('BullMQ write', 0, 1, 'WAIT failed: Connection is closed.');
+        const result = await write();
+        if (now === 'unconfirmed') throw new DurabilityError('BullMQ write', 0, 1);
+        return result;
+      });
+      const started: Array<{ tick: number; data: unknown }> = [];
+      const pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), mayStartStaged: stagedRunsHeldBy(ledger) });
+      const types = (await loadJobs(SCHEDULE_JOBS)).jobs;
+      const work = types.get('work')!;
+      pool.update(new Map([['work', { ...work, handler: (job, ctx) => void started.push({ tick: ctx.tick.getTime(), data: ctx.data }) }]]));
+      const catchup = { window: '10m', mode: 'all' as const, max: 1000 };
+      try {
+        await suite.admin.schedules.upsert('relife', { job: 'work', every: '2s', data: { life: 1 }, catchup });
+        // The tick 2 s ahead of the next even second but one: claimed by the first life while its add is lost.
+        const tick = Math.ceil((Date.now() + 3_000) / 2_000) * 2_000;
+        const steps: Array<{ at: number; act: (producer: Producer) => Promise<void> | void }> = [
+          { at: tick - 2_300, act: () => void (failing = 'lost') },
+          { at: tick - 550, act: async (producer) => {
+            assert.equal(await suite.admin.schedules.remove('relife'), true);
+            producer.schedulesChanged(['relife']);
+          } },
+          { at: tick + 50, act: async (producer) => {
+            failing = 'unconfirmed';
+            await suite.admin.schedules.upsert('relife', { job: 'work', every: '1s', data: { life: 2 }, catchup });
+            producer.schedulesChanged(['relife']);
+          } },
+          { at: tick + 1_500, act: async (producer) => {
+            assert.equal(await suite.admin.schedules.remove('relife'), true);
+            producer.schedulesChanged(['relife']);
+          } },
+          { at: tick + 2_500, act: () => void (failing = 'no') },
+        ];
+        await produceUntil(undefined, 1, 'the faults played out and the tick decided', async (producer) => {
+          while (steps[0] && Date.now() >= steps[0].at) await steps.shift()!.act(producer);
+          if (steps.length > 0 || Date.now() < tick + 5_000) return false;
+          const state = await ledger.tickState('relife', tick);
+          return state !== undefined && !state.startsWith('claimed|') && !state.startsWith('unstaging|');
+        }, { schedules, writes, stageAheadMs: 2_000 });
+        await sleep(1_500);
+        const state = await ledger.tickState('relife', tick);
+        const job = await queue.getJob(tickJobId('relife', tick));
+        assert.deepEqual(started.filter((run) => run.tick === tick), [], `tick ${new Date(tick).toISOString()} of the removed first life ran (${state})`);
+        assert.ok(!state?.startsWith('enqueued|') || job === undefined || (await job.getState()) === 'completed', `tick ${new Date(tick).toISOString()} is left to run: ${state}, BullMQ ${await job?.getState()}`);
+      } finally {
+        await pool.close(1_000);
+      }
+    }));
 });

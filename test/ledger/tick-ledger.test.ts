@@ -235,6 +235,21 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     assert.equal((await ledger.jobState('j')).lastJobId, 'j@1000');
   });
 
+  // Chaos (aimed Cluster seed 19): a run staged just after its schedule's removal, its add unconfirmed (BullMQ's
+  // primary failing over), started on a worker while its lane was taking the claim back: the staging term
+  // was current and alive, and that was all a worker asked.
+  it('a staged run may start only once its claim is confirmed: an unconfirmed add may yet be taken back', async () => {
+    const job = 'staged';
+    const [tick, dueAt] = [5_000, 5_000];
+    await ledger.raiseFence(termA, 'a', Date.now());
+    assert.equal(await ledger.pulse(termA), true);
+    const mayStart = (): Promise<boolean> => ledger.stagedRunMayStart(termA, job, tick, dueAt, 10_000);
+    assert.equal((await ledger.claim(termA, job, tick, `${job}@${tick}`)).kind, 'claimed');
+    assert.equal(await mayStart(), false, 'claimed, its add not confirmed: held');
+    await ledger.confirm(termA, job, tick, `${job}@${tick}`, Date.now());
+    assert.equal(await mayStart(), true, 'confirmed by its live term: it starts');
+  });
+
   it('prunes ledger entries older than the retention', async () => {
     await ledger.raiseFence(termA, 'a', 1);
     for (const tick of [100, 200, 300]) {

@@ -78,10 +78,13 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     missing = ticks.filter((_, k) => ![0, 1, 5, 10, 11, 12, 20].includes(k));
   });
 
-  /** Starts a leader and waits until it has taken the job over (its ticks are owed since then). */
+  /**
+   * Starts a leader and waits until it has taken the job over: its catch-up recorded (the skips of the
+   * ticks since the watermark, which tests count), and the job marked reviewed by it, the takeover's last step.
+   */
   const leadAndTakeOver = async (transitions = 1): Promise<{ stop: AbortController; run: Promise<void> }> => {
     const leader = lead(transitions);
-    await until('the takeover of sweep', async () => (await redis.client.hget(keys.jobState('sweep'), 'scheduledSince')) !== null);
+    await until('the takeover of sweep', async () => (await redis.client.hget(keys.jobState('sweep'), 'reviewedBy')) === `gen-1|${transitions}`);
     return leader;
   };
 
@@ -122,7 +125,10 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     await leadAndTakeOver();
     await backfill();
     const skipped = [5, 10, 11, 12].map((k) => ticks[k]!);
+    const skipsBefore = sum(Object.values((await ledger.jobState('sweep')).skipped));
     const withSkipped = await backfill({ includeSkipped: true });
+    // Run now, they are skipped no more: the job's skip counts (describe's "skips by reason") drop by as many.
+    assert.equal(sum(Object.values((await ledger.jobState('sweep')).skipped)), skipsBefore - skipped.length);
     assert.equal(withSkipped.enqueued, skipped.length);
     assert.deepEqual(withSkipped.listed, { ran: 3 + missing.length, skipped: 0, pruned: 0, later: 0, overlapSkipped: 0 });
     for (const tick of skipped) assert.equal(await ledger.tickState('sweep', tick), `enqueued|${tickJobId('sweep', tick)}`);
@@ -138,6 +144,17 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
     assert.equal(progress.listed.overlapSkipped, missing.length - 1);
     assert.deepEqual((await backfillRuns()).map((run) => run.data.tick), [missing[0]]);
     for (const tick of missing.slice(1)) assert.equal(await ledger.tickState('sweep', tick), 'skipped|overlap');
+  });
+
+  it('overlap skip with includeSkipped: a skipped tick skipped again is counted once, for its new reason', async () => {
+    await leadAndTakeOver();
+    const skipsBefore = sum(Object.values((await ledger.jobState('sweep')).skipped));
+    const progress = await backfill({ overlap: 'skip', includeSkipped: true });
+    assert.equal(progress.enqueued, 1);
+    // Every tick it decided but the one it ran is skipped now: the missing ones newly, the skipped ones again.
+    const { skipped } = await ledger.jobState('sweep');
+    assert.equal(skipped.overlap, progress.listed.overlapSkipped);
+    assert.equal(sum(Object.values(skipped)), skipsBefore + (missing.length - 1));
   });
 
   it('overlap allow adds every run without waiting for the earlier ones; bufferAll adds one at a time, each once the previous finished', async () => {
@@ -341,3 +358,7 @@ describe('backfill: the ticks of a range the ledger has no run of, once, under t
 });
 
 const term1Token: FencingToken = { generation: 'gen-1', leaderTransitions: 1 };
+
+function sum(values: number[]): number {
+  return values.reduce((total, value) => total + value, 0);
+}

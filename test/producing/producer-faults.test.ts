@@ -98,7 +98,8 @@ describe('Producer under Redis faults', () => {
     await running;
     await queues.close();
     assert.deepEqual(await silentGaps(ledger, 'fast', ticksBetween(t0, last, 1000)), [], 'every tick has a job or a recorded skip');
-    assert.deepEqual(await ledger.pendingTicks('fast'), []);
+    // A tick the successor claimed after `last` may still be pending when it stops (its next term adds it).
+    assert.deepEqual((await ledger.pendingTicks('fast')).filter((tick) => tick <= last), [], 'no claim left pending up to the last tick produced');
   });
 
   it('a leader that cannot reach Redis for longer than the limit says so once, and not before', { timeout: 30_000 }, async () => {

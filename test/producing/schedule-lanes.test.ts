@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
+import type { TickJobData } from '../../src/ledger/job-data.js';
 import { Producer } from '../../src/producing/producer.js';
+import type { DueEntry, RuntimeScheduleSource } from '../../src/producing/runtime-schedules.js';
 import { directWrites } from '../../src/redis/durability.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { checkScheduleSpec, firstReviewAt } from '../../src/schedules/spec.js';
@@ -18,6 +20,53 @@ const logger = pino({ level: 'silent' });
 /** Short leads, so that a schedule ticking every few seconds parks between its ticks: made 1.5 s before a tick, parked when it is over 3.5 s off. */
 const STAGE_AHEAD_MS = 1_000;
 const REVIEW_LEAD_MS = 500;
+/** The leader's page of the due index and of spec reads (PAGE in schedule-lanes.ts). */
+const PAGE = 1_000;
+
+/**
+ * The producer's source of runtime schedules, watched (every call goes to Redis through `inner`): the
+ * most ids one spec read asked for, the due index pages read, and a hook run before each spec read returns.
+ */
+class WatchedSource implements RuntimeScheduleSource {
+  largestLoad = 0;
+  loaded = 0;
+  readonly pages: DueEntry[][] = [];
+  constructor(
+    private readonly inner: RuntimeScheduleSource,
+    private readonly beforeLoaded: (ids: readonly string[], loadedBefore: number) => Promise<void> = () => Promise.resolve(),
+  ) {}
+  async load(ids: readonly string[]): ReturnType<RuntimeScheduleSource['load']> {
+    this.largestLoad = Math.max(this.largestLoad, ids.length);
+    const loaded = await this.inner.load(ids);
+    const before = this.loaded;
+    this.loaded += ids.length;
+    await this.beforeLoaded(ids, before);
+    return loaded;
+  }
+  async due(after: number, until: number, limit: number): Promise<DueEntry[]> {
+    const page = await this.inner.due(after, until, limit);
+    this.pages.push(page);
+    return page;
+  }
+  dueExactly(at: number): Promise<string[]> {
+    return this.inner.dueExactly(at);
+  }
+  nextDue(after: number): ReturnType<RuntimeScheduleSource['nextDue']> {
+    return this.inner.nextDue(after);
+  }
+  park(...args: Parameters<RuntimeScheduleSource['park']>): ReturnType<RuntimeScheduleSource['park']> {
+    return this.inner.park(...args);
+  }
+  stored(ids: readonly string[]): Promise<boolean[]> {
+    return this.inner.stored(ids);
+  }
+  replaced(id: string): ReturnType<RuntimeScheduleSource['replaced']> {
+    return this.inner.replaced(id);
+  }
+  forgetPrevious(id: string, endedAt: number): Promise<void> {
+    return this.inner.forgetPrevious(id, endedAt);
+  }
+}
 
 describe('runtime schedules parked in the due index (real Redis and BullMQ)', () => {
   const redis = useRedis();
@@ -35,13 +84,14 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     if (!checked.ok) throw new Error(checked.errors.join('\n'));
     await store.upsert(id, checked.spec, 'test', asTheApi ? { reviewAt: firstReviewAt(checked.job, now) } : {});
   };
-  const producer = (onTakenOver?: (jobs: number) => void): Producer =>
+  const storedSchedules = (): StoredSchedules => new StoredSchedules(store, () => files, logger);
+  const producer = (onTakenOver?: (jobs: number) => void, schedules: RuntimeScheduleSource = storedSchedules()): Producer =>
     new Producer({
       redis: redis.client,
       ledger: base.ledger,
       queues: base.queues,
       jobs: () => files,
-      schedules: new StoredSchedules(store, () => files, logger),
+      schedules,
       scheduleReviewLeadMs: REVIEW_LEAD_MS,
       stageAheadMs: STAGE_AHEAD_MS,
       stillLeading: () => true,
@@ -69,6 +119,62 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     return jobs.map((job) => job.id ?? '').filter((jobId) => jobId.startsWith(`${id}@`)).sort();
   };
   const ticksOf = (ids: string[]): number[] => ids.map((jobId) => Number(jobId.split('@')[1]));
+
+  /**
+   * Writes schedules `ids`, each to run once at `tick`, through `ScheduleStore.upsert` (its Lua), 64 in
+   * flight on one connection, which ioredis pipelines; then sets each one's entry of the due index to
+   * `dueAt(i)`, as a leader parking it would (an upsert writes no instant earlier than its own now, and a
+   * slow seed would spread what it writes over many instants).
+   */
+  const seedOnce = async (ids: readonly string[], tick: number, dueAt: (i: number) => number): Promise<void> => {
+    const checked = checkScheduleSpec(ids[0]!, { job: 'work', at: new Date(tick).toISOString() }, files, Date.now());
+    if (!checked.ok) throw new Error(checked.errors.join('\n'));
+    let next = 0;
+    const writer = async (): Promise<void> => {
+      for (let i = next++; i < ids.length; i = next++) await store.upsert(ids[i]!, checked.spec, 'seed');
+    };
+    await Promise.all(Array.from({ length: 64 }, writer));
+    for (let i = 0; i < ids.length; i += 1_000) {
+      await redis.client.zadd(store.keys.scheduleDue, 'XX', ...ids.slice(i, i + 1_000).flatMap((id, j) => [dueAt(i + j), id]));
+    }
+    assert.equal(await redis.client.zcard(store.keys.scheduleDue), ids.length);
+  };
+  /** A tick a few seconds off, on a whole second: `at` must be in the future when written. */
+  const tickIn = (ms: number): number => Math.ceil((Date.now() + ms) / 1_000) * 1_000;
+  /** Waits until every one of `ids` has run its one tick and left the due index, and no lane is left. */
+  const allRan = async (made: Producer, ids: readonly string[]): Promise<void> => {
+    await until(`all ${ids.length} schedules run and parked`, async () => made.laneCounts().schedules === 0 && (await redis.client.zcard(store.keys.scheduleDue)) === 0, 30_000, 100);
+  };
+  /**
+   * The audit, from Redis and BullMQ: every one of `ids` has exactly one BullMQ job, of `tick`, and no
+   * other job exists; BullMQ's event stream shows each added exactly once; the ledger records each tick
+   * enqueued. Answers the jobs.
+   */
+  const assertEachRanOnce = async (ids: readonly string[], tick: number): Promise<Array<{ id: string; data: TickJobData }>> => {
+    const queue = base.queues.get('leasebeat');
+    const jobs = (await queue.getJobs(['waiting', 'delayed', 'active', 'completed', 'failed', 'prioritized'])).map((job) => ({ id: job.id ?? '', data: job.data as TickJobData }));
+    const expected = ids.map((id) => `${id}@${tick}`).sort();
+    const found = jobs.map((job) => job.id).sort();
+    const missing = expected.filter((id) => !found.includes(id));
+    assert.deepEqual(missing.slice(0, 5), [], `${missing.length} of ${ids.length} ticks not enqueued`);
+    assert.deepEqual(found, expected, 'one job per schedule, of its tick, and no other job');
+    // An add of a job id BullMQ already holds is refused (event "duplicated"), so the jobs alone could
+    // hide a second add: count the adds in the event stream. Under BullMQ's 10,000 events, none trimmed.
+    const events = await redis.client.xrange(queue.keys.events!, '-', '+');
+    assert.ok(events.length < 10_000, `the event stream holds ${events.length} events: trimmed, the audit would miss adds`);
+    const adds = new Map<string, number>();
+    for (const [, fields] of events) {
+      const event = fields[fields.indexOf('event') + 1];
+      if (event === 'added') adds.set(fields[fields.indexOf('jobId') + 1]!, (adds.get(fields[fields.indexOf('jobId') + 1]!) ?? 0) + 1);
+    }
+    const addedTwice = [...adds].filter(([, n]) => n !== 1).map(([id, n]) => `${id} ×${n}`);
+    assert.deepEqual(addedTwice.slice(0, 5), [], `${addedTwice.length} runs added more than once`);
+    assert.deepEqual([...adds.keys()].sort(), expected, 'every run added exactly once');
+    const states = await Promise.all(ids.map((id) => base.ledger.tickState(id, tick)));
+    const unrecorded = ids.filter((id, i) => !states[i]?.startsWith('enqueued|'));
+    assert.deepEqual(unrecorded.slice(0, 5), [], `${unrecorded.length} ticks not recorded enqueued in the ledger`);
+    return jobs;
+  };
 
   it('holds no lane for a schedule whose next tick is far off: the due index holds its next tick', { timeout: 60_000 }, async () => {
     for (let i = 0; i < 50; i++) await upsert(`yearly-${i}`, { schedule: '0 0 1 1 *' });
@@ -202,5 +308,107 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     const edited = (await store.get('guarded'))!;
     assert.equal(await store.park({ generation: 'gen-1', leaderTransitions: 2 }, 'guarded', edited.version, edited.updatedAt, undefined), 'parked');
     assert.equal(await dueAt('guarded'), undefined);
+  });
+
+  it('2,500 schedules due at one instant: read in bounded batches, each enqueued exactly once', { timeout: 60_000 }, async () => {
+    const ids = Array.from({ length: 2_500 }, (_, i) => `same-${String(i).padStart(4, '0')}`);
+    const tick = tickIn(5_000);
+    // As `schedules.upsert` writes them (due by their first tick): 2,500 entries of the index at one score.
+    await seedOnce(ids, tick, () => tick);
+    assert.equal(await redis.client.zcount(store.keys.scheduleDue, tick, tick), ids.length);
+    const source = new WatchedSource(storedSchedules());
+    const made = producer(undefined, source);
+    await producing(made, () => allRan(made, ids));
+    await assertEachRanOnce(ids, tick);
+    assert.ok(source.largestLoad <= PAGE, `specs read ${PAGE} at most at a time, not ${source.largestLoad}`);
+  });
+
+  it('a due read over several pages, with groups at one instant across the page ends: each enqueued exactly once', { timeout: 60_000 }, async () => {
+    // Groups of one instant each, read in pages of 1,000: 400 + 600 of the 900 (the page ends inside a
+    // group), 1,200 (a page of one instant, and more), 300 + 700 (the page ends with a group), 150.
+    const sizes = [400, 900, 1_200, 300, 700, 150];
+    const ids: string[] = [];
+    const groupOf: number[] = [];
+    // Ids of mixed case and digits, so that the order within an instant is not the order they were written in.
+    for (const [group, size] of sizes.entries()) for (let i = 0; i < size; i++, groupOf.push(group)) ids.push(`${'aZ0m'[i % 4]}${(i * 7919) % 10_007}-g${group}`);
+    const tick = tickIn(5_000);
+    // Due long ago, a millisecond apart: the takeover's first scan reads them all, over four pages.
+    const dueFrom = Date.now() - 60_000;
+    await seedOnce(ids, tick, (i) => dueFrom + groupOf[i]!);
+    const source = new WatchedSource(storedSchedules());
+    const made = producer(undefined, source);
+    await producing(made, () => allRan(made, ids));
+    await assertEachRanOnce(ids, tick);
+    const firstScan = source.pages.slice(0, 4).map((page) => page.length);
+    assert.deepEqual(firstScan.slice(0, 3), [PAGE, PAGE, PAGE], `the first scan read full pages: ${firstScan.join(', ')}`);
+    assert.ok(source.largestLoad <= PAGE, `specs read ${PAGE} at most at a time, not ${source.largestLoad}`);
+  });
+
+  it('a new leader while the last one reads a group due at one instant: each enqueued exactly once', { timeout: 60_000 }, async () => {
+    // 300 due first, then 2,700 due together: a page ends inside the group.
+    const ids = Array.from({ length: 3_000 }, (_, i) => `handover-${String(i).padStart(4, '0')}`);
+    const tick = tickIn(1_500);
+    const dueFrom = Date.now() - 60_000;
+    await seedOnce(ids, tick, (i) => dueFrom + (i < 300 ? 0 : 1));
+    // Owed when the first leader starts: each lane enqueues its tick as soon as it is made (catch-up).
+    await until('the tick passed', () => Date.now() > tick + 100, 30_000);
+    const second = new AbortController();
+    let secondRun: Promise<void> | undefined;
+    const two = producer();
+    // Half way through the first leader's reads of specs, and once it has enqueued some: a second term
+    // raises the fence, then the read goes on.
+    const source = new WatchedSource(storedSchedules(), async (read, before) => {
+      if (secondRun || before + read.length < ids.length / 2) return;
+      await until('a run of the first term', async () => (await base.queues.get('leasebeat').count()) > 0, 20_000);
+      secondRun = two.run(term(2), second.signal);
+      await until('the fence raised by term 2', async () => (await base.ledger.fence()).leaderTransitions === 2, 20_000);
+    });
+    const first = new AbortController();
+    const one = producer(undefined, source);
+    const firstRun = one.run(term(1), first.signal);
+    try {
+      await until('the second term', () => secondRun !== undefined, 30_000);
+      // The first term ends by itself once the fence refuses it.
+      await firstRun;
+      await allRan(two, ids);
+    } finally {
+      first.abort();
+      second.abort();
+      await Promise.all([firstRun, secondRun]);
+    }
+    const jobs = await assertEachRanOnce(ids, tick);
+    const byTerm = [1, 2].map((transitions) => jobs.filter((job) => job.data.token.leaderTransitions === transitions).length);
+    assert.ok(byTerm[0]! > 0 && byTerm[1]! > 0, `runs of both terms, got ${byTerm.join(' and ')}`);
+  });
+
+  it('a group of the due index at one instant is read in batches by member: none skipped or read twice as members leave', async () => {
+    const key = store.keys.scheduleDue;
+    const at = Date.now() + 3_600_000;
+    // Ids whose byte order is not their order of writing, nor a locale's (upper case before lower, digits first).
+    const ids = Array.from({ length: 2_500 }, (_, i) => `${'aZ0mB9'[i % 6]}${(i * 7919) % 10_007}${'-_.'[i % 3]}x`);
+    for (let i = 0; i < ids.length; i += 1_000) await redis.client.zadd(key, ...ids.slice(i, i + 1_000).flatMap((id) => [at, id]));
+    // Neighbours a millisecond either side: not of the group.
+    await redis.client.zadd(key, ...Array.from({ length: 100 }, (_, i) => [at - 1, `before-${i}`, at + 1, `after-${i}`]).flat());
+    const group = await redis.client.zrangebyscore(key, at, at);
+    assert.equal(group.length, ids.length);
+    assert.deepEqual(await store.dueExactly(at, 100), group, 'the whole group, in the index order, each once');
+    assert.deepEqual(await store.dueAt(at, undefined, 10_000), group, 'one batch when the limit allows');
+    assert.deepEqual(await store.dueAt(at, group.at(-1), 100), []);
+    // After each batch, the last one read leaves the group (its lane parked) and so does the next one
+    // (removed): read by offset, the rest would shift under the cursor and one would be skipped.
+    const read: string[] = [];
+    const left = new Set<string>();
+    for (let batch = await store.dueAt(at, undefined, 100); batch.length > 0; batch = await store.dueAt(at, read.at(-1), 100)) {
+      read.push(...batch);
+      const cursor = batch.at(-1)!;
+      await redis.client.zadd(key, at + 60_000, cursor);
+      const next = group[group.indexOf(cursor) + 1];
+      if (next !== undefined) {
+        await redis.client.zrem(key, next);
+        left.add(next);
+      }
+    }
+    assert.equal(new Set(read).size, read.length, 'none read twice');
+    assert.deepEqual(read, group.filter((id) => !left.has(id)), 'every one still in the group read, in order');
   });
 });

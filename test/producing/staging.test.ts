@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue, Worker, type Job } from 'bullmq';
 import { pino } from 'pino';
-import type { TickJobData } from '../../src/ledger/job-data.js';
+import { tickJobId, type TickJobData } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { Producer } from '../../src/producing/producer.js';
 import { QueueSet } from '../../src/redis/queue-set.js';
@@ -11,7 +11,8 @@ import { TickLedger, type UnstageReason } from '../../src/ledger/tick-ledger.js'
 import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { directWrites, type WritePath } from '../../src/redis/durability.js';
 import { useRedis } from '../support/redis-server.js';
-import { testWorkerPool } from '../support/worker-pool.js';
+import { stagedRunsHeldBy, testWorkerPool } from '../support/worker-pool.js';
+import { writesThrough } from '../support/write-paths.js';
 import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 import { until } from '../support/until.js';
@@ -52,8 +53,11 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
   });
 
   /** Leads for one term (`transitions`) with staging on, until the returned stop. */
-  const lead = (transitions: number, stageAheadMs = STAGE_AHEAD_MS, log = logger): { producer: Producer; stop: () => Promise<void> } => {
-    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger: log, stageAheadMs });
+  const lead = (
+    transitions: number,
+    { stageAheadMs = STAGE_AHEAD_MS, log = logger, writes }: { stageAheadMs?: number; log?: typeof logger; writes?: WritePath } = {},
+  ): { producer: Producer; stop: () => Promise<void> } => {
+    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger: log, stageAheadMs, ...(writes && { writes }) });
     const entry = { stop: new AbortController(), run: Promise.resolve() };
     entry.run = producer.run(term(transitions), entry.stop.signal);
     running.push(entry);
@@ -89,6 +93,12 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     }, 10_000);
 
   const state = (name: string, tick: number): Promise<string | undefined> => ledger.tickState(name, tick);
+  /** The tick's state once its claim is no longer awaiting its confirm. */
+  const decided = (name: string, tick: number): Promise<string> =>
+    until(`${name}@${tick} to be decided`, async () => {
+      const now = await state(name, tick);
+      return now?.startsWith('claimed|') ? undefined : now;
+    }, 10_000);
 
   /** Stages a run of `name` under term 1, then ends term 1 (a leader that died or handed over). */
   const stagedByEndedTerm = async (name: string): Promise<Job<TickJobData>> => {
@@ -110,7 +120,8 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const tick = staged.data.tick;
     assert.equal(staged.id, `steady@${tick}`);
     assert.equal(staged.timestamp + staged.opts.delay!, tick, 'the delayed score is the tick on the authoritative clock');
-    assert.equal(await state('steady', tick), `enqueued|steady@${tick}`, 'claimed under the fence and confirmed before the tick');
+    // The add lands before its claim's confirm (claim, add, confirm): wait for the confirm, not the add.
+    assert.equal(await decided('steady', tick), `enqueued|steady@${tick}`, 'claimed under the fence, then confirmed');
     await until('the staged run to start', () => runs.find((run) => run.tick === tick), 10_000);
     await until('two more ticks', () => runs.filter((run) => run.tick > tick).length >= 2, 10_000);
     await leader.stop();
@@ -193,7 +204,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     producer.reload();
     // The reload is handled within a turn or two; give it ample time to (wrongly) act.
     await sleep(300);
-    assert.equal(await state('edited', first.data.tick), `enqueued|edited@${first.data.tick}`, 'same schedule: the staged run stands');
+    assert.equal(await decided('edited', first.data.tick), `enqueued|edited@${first.data.tick}`, 'same schedule: the staged run stands');
     assert.equal(await queue.getJobState(first.id!), 'delayed');
 
     const next = await stagedRun('edited');
@@ -306,6 +317,24 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     });
   });
 
+  /**
+   * Once `staged` is past due, a worker takes it (into BullMQ's active list, under its lock; with any
+   * earlier run due) and holds it there unstarted, as a leasebeat worker does for a moment each time
+   * stagedRunMayStart.lua tells it to hand the run back.
+   */
+  const heldPastDue = async (staged: Job<TickJobData>): Promise<{ run: Job<TickJobData>; held: Array<Job<TickJobData>>; token: string }> => {
+    await until('the staged run to be past due', () => Date.now() > staged.data.tick + 200, 10_000);
+    const holder = new Worker(QUEUE, undefined, { connection: redis.client.duplicate({ maxRetriesPerRequest: null }), autorun: false });
+    workers.push(holder);
+    const token = 'holding-worker';
+    const held: Array<Job<TickJobData>> = [];
+    for (let next; (next = (await holder.getNextJob(token, { block: false })) as Job<TickJobData> | undefined); ) held.push(next);
+    const run = held.find((candidate) => candidate.id === staged.id);
+    assert.ok(run, 'the worker holds the staged run');
+    assert.equal(await queue.getJobState(staged.id!), 'active');
+    return { run, held, token };
+  };
+
   describe('a job removed while no instance leads (a deploy) has its staged runs taken back by the next leader', () => {
     /** Stages a run of `gone` under term 1 (beside a job that stays), then stops term 1. */
     const stagedThenStopped = async (): Promise<Job<TickJobData>> => {
@@ -322,6 +351,45 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       assert.equal(await queue.getJobState(staged.id!), 'unknown');
     });
 
+    // Chaos (Sentinel seed 5, Cluster seeds 15, 17, 18): runs of a schedule removed around a failover,
+    // staged by a term that ended, stayed in BullMQ to the end: workers hand such a run back each second
+    // (no leader reviews a removed job), and the next term's sweep looked for them in delayed sets only.
+    it('a staged run that came due meanwhile, waiting in the wait list', { timeout: 30_000 }, async () => {
+      const staged = await stagedThenStopped();
+      jobs.delete('gone');
+      await until('the staged run to be past due', () => Date.now() > staged.data.tick + 200, 10_000);
+      await staged.promote();
+      assert.equal(await queue.getJobState(staged.id!), 'waiting');
+      lead(2);
+      await until('the removed job’s late staged run to be taken back', async () => (await state('gone', staged.data.tick)) === 'skipped|removed', 10_000);
+      assert.equal(await queue.getJobState(staged.id!), 'unknown', 'no run of the tick is left in BullMQ');
+    });
+
+    it('a staged run that came due meanwhile, held by a worker: taken back once the worker hands it back', { timeout: 30_000 }, async () => {
+      const staged = await stagedThenStopped();
+      jobs.delete('gone');
+      const { held, token } = await heldPastDue(staged);
+      lead(2);
+      await until('the take-back to be marked', async () => (await state('gone', staged.data.tick))?.startsWith('unstaging|'), 10_000);
+      // The worker hands it back, as a leasebeat worker does while no leader has reviewed the job.
+      for (const each of held) await each.moveToDelayed(Date.now() + 1_000, token);
+      await until('the removed job’s late staged run to be taken back', async () => (await state('gone', staged.data.tick)) === 'skipped|removed', 10_000);
+      assert.equal(await queue.getJobState(staged.id!), 'unknown', 'no run of the tick is left in BullMQ');
+    });
+
+    it('a claim term 1 left unconfirmed whose staged add landed, come due meanwhile', { timeout: 30_000 }, async () => {
+      const staged = await stagedThenStopped();
+      // As if term 1 died after the add, before its confirm: the tick is still only claimed.
+      const tick = staged.data.tick;
+      await redis.client.hset(ledger.keys.ledger('gone'), String(tick), `claimed|${TERM_1.generation}|${TERM_1.leaderTransitions}|${staged.id}`);
+      await redis.client.zadd(ledger.keys.pending('gone'), tick, String(tick));
+      jobs.delete('gone');
+      await until('the staged run to be past due', () => Date.now() > tick + 200, 10_000);
+      lead(2);
+      await until('the removed job’s staged run to be taken back', async () => (await state('gone', tick)) === 'skipped|removed', 10_000);
+      assert.equal(await queue.getJobState(staged.id!), 'unknown', 'no run of the tick is left in BullMQ');
+    });
+
     it('a take-back of it that term 1 marked and did not finish', { timeout: 30_000 }, async () => {
       const staged = await stagedThenStopped();
       assert.equal(await markedByTerm1('gone', staged, 'removed'), 'marked');
@@ -330,6 +398,41 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       await until('the take-back to be finished', async () => (await state('gone', staged.data.tick)) === 'skipped|removed', 10_000);
       assert.equal(await redis.client.zscore(ledger.keys.pending('gone'), String(staged.data.tick)), null, 'nothing left pending');
     });
+  });
+
+  // Chaos (Sentinel seed 5): a schedule removed while its lane retried the confirm of a staged tick whose add
+  // had landed (the confirm's WAIT unanswered while Redis failed over). The lane ended having taken back only
+  // the runs it had confirmed: the claim stayed pending and its run in BullMQ, where a worker either started
+  // it after the removal or, once a run had to be confirmed to start, held it for ever.
+  it('a job removed while its lane retries the confirm of a staged run that BullMQ has: the run is taken back', { timeout: 30_000 }, async () => {
+    jobs.set('gone', job({ name: 'gone' }));
+    let failing = true;
+    let failed = 0;
+    const direct = directWrites(redis.client);
+    const keys = new KeySpace();
+    // confirmTicks.lua, confirming a tick of `gone` (its batch may hold other jobs' ticks too).
+    const confirmOfGone = (source: string, scriptKeys: string[]): boolean =>
+      source.includes('Records that the runs of claimed ticks are in BullMQ') && scriptKeys.includes(keys.ledger('gone'));
+    ledger = new TickLedger(redis.client, keys, {
+      ...direct,
+      script: (script, scriptKeys, args, decides) => {
+        if (failing && confirmOfGone(script.source, scriptKeys)) {
+          failed++;
+          return Promise.reject(new Error('the confirm was not acknowledged (a failover under way)'));
+        }
+        return direct.script(script, scriptKeys, args, decides);
+      },
+    });
+    const { producer } = lead(1);
+    await until('the confirm of a staged run of gone to have failed', () => failed > 0, 10_000);
+    const tick = (await ledger.jobState('gone')).lastScheduledTick!;
+    assert.match((await state('gone', tick)) ?? '', /^claimed\|/, 'its claim unconfirmed');
+    assert.equal(await queue.getJobState(tickJobId('gone', tick)), 'delayed', 'its add landed');
+    jobs.delete('gone');
+    producer.reload();
+    failing = false;
+    await until('the staged run to be taken back', async () => (await state('gone', tick)) === 'skipped|removed', 10_000);
+    assert.equal(await queue.getJobState(tickJobId('gone', tick)), 'unknown', 'no run of the tick is left in BullMQ');
   });
 
   describe('a take-back interrupted by the end of its term is finished by the next leader', () => {
@@ -363,6 +466,17 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       await redis.client.pexpire(queue.toKey(run.id), 3_600_000);
       await finishedByNextLeader(run);
     });
+
+    // Chaos (npm run chaos -- --minutes 1 --instances 3 --lock redis --redis cluster --seed 18 --lead
+    // bull-primary-kill-after-handler,bull-primary-kill-during-staged-delay,ledger-primary-kill-between-claim-and-wait):
+    // a take-back of tenant-2's claim was marked, and its add again lost with BullMQ's primary; the next
+    // lane found no job, took that for a run promoted or started first, and recorded it enqueued: no run.
+    it('marked, its run not in BullMQ at all (its add never landed, or a failover lost it): recorded taken back, not enqueued', { timeout: 30_000 }, async () => {
+      const run = await interrupted();
+      assert.equal(await redis.client.zrem(queue.keys.delayed!, run.id), 1);
+      assert.equal(await redis.client.del(queue.toKey(run.id)), 1);
+      await finishedByNextLeader(run);
+    });
   });
 
   it('a take-back that fails until after the due time is carried to its end, not dropped', { timeout: 40_000 }, async () => {
@@ -389,23 +503,10 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     // BullMQ's writes through the producer (adds, take-back pulls) fail while `failing`, as they do while
     // its primary fails over; promotions and the workers' own calls go on.
     let failing = false;
-    const direct = directWrites(redis.client);
-    const failover = (): Promise<never> => Promise.reject(new Error('WAIT failed: failing over'));
-    const writes: WritePath = {
-      ...direct,
-      write: (key, write, decides) => (failing ? failover() : direct.write(key, write, decides)),
-      script: (script, keys, args, decides) => (failing ? failover() : direct.script(script, keys, args, decides)),
-    };
-    const producer = new Producer({ redis: redis.client, ledger, queues, jobs: () => jobs, stillLeading: () => true, logger, stageAheadMs: STAGE_AHEAD_MS, writes });
-    const entry = { stop: new AbortController(), run: Promise.resolve() };
-    entry.run = producer.run(term(1), entry.stop.signal);
-    running.push(entry);
+    const writes = writesThrough(redis.client, (write) => (failing ? Promise.reject(new Error('WAIT failed: failing over')) : write()));
+    const { producer } = lead(1, { writes });
     const started: string[] = [];
-    const pool = testWorkerPool({
-      connection: redis.client,
-      logger,
-      mayStartStaged: (name, run) => ledger.stagedRunMayStart(run.stagedBy ?? run.token, name, run.tick, run.dueAt!, 1_500),
-    });
+    const pool = testWorkerPool({ connection: redis.client, logger, mayStartStaged: stagedRunsHeldBy(ledger) });
     pool.update(new Map([['unpulled', job({ name: 'unpulled', handler: (run) => void started.push(run.id ?? '') })]]));
     try {
       const staged = await stagedRun('unpulled');
@@ -420,6 +521,50 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       await until('the take-back to finish', async () => (await state('unpulled', staged.data.tick)) === 'skipped|removed', 15_000);
       assert.deepEqual(started, []);
     } finally {
+      await pool.close(1_000);
+    }
+  });
+
+  // Chaos (npm run chaos -- --minutes 1 --instances 3 --lock redis --redis cluster --seed 18 --lead
+  // bull-primary-kill-after-handler,bull-primary-kill-during-staged-delay,ledger-primary-kill-between-claim-and-wait):
+  // tenant-5 was edited every 1 s → every 2 s 1,687 ms before its staged odd tick while BullMQ's cluster was
+  // down; its lane was inside a BullMQ write that hung until after the tick, so the take-back was not even
+  // marked: the run ran, 1 s after an edit that has no such tick.
+  it('an edit heard while a BullMQ write of the lane hangs (its primary failing over) marks the take-backs at once: workers hold the runs', { timeout: 40_000 }, async () => {
+    jobs.set('stalled', job({ name: 'stalled', every: '1s' }));
+    // BullMQ's writes through the producer (adds, take-back pulls) hang while `hanging`, as they do in the
+    // offline queue while its cluster is down; the ledger's and the workers' go on.
+    let hanging = false;
+    const held: Array<() => void> = [];
+    const writes = writesThrough(redis.client, <T>(write: () => Promise<T>): Promise<T> =>
+      hanging ? new Promise<T>((resolve, reject) => held.push(() => void write().then(resolve, reject))) : write(),
+    );
+    const { producer } = lead(1, { writes });
+    const started: number[] = [];
+    const pool = testWorkerPool({ connection: redis.client, logger, mayStartStaged: stagedRunsHeldBy(ledger) });
+    pool.update(new Map([['stalled', job({ name: 'stalled', every: '1s', handler: (run) => void started.push(run.data.tick) })]]));
+    try {
+      // Two runs staged ahead, the later one still 1.5 s from its tick.
+      const later = await until('two staged runs', async () => {
+        const delayed = ((await queue.getJobs(['delayed'])) as Array<Job<TickJobData>>).filter((run) => run.name === 'stalled').sort((a, b) => a.data.tick - b.data.tick);
+        return delayed.length >= 2 && delayed.at(-1)!.data.tick - Date.now() >= 1_500 && delayed;
+      }, 10_000);
+      const ticks = later.map((run) => run.data.tick);
+      // Every 7 s (or 11 s) has none of them: each is to be taken back, one after another, by the lane.
+      const every = ticks.every((tick) => tick % 7_000 !== 0) ? '7s' : '11s';
+      hanging = true;
+      jobs.set('stalled', job({ name: 'stalled', every }));
+      producer.reload();
+      await until('the last tick to pass', () => Date.now() > ticks.at(-1)! + 1_000, 10_000);
+      assert.deepEqual(started.filter((tick) => ticks.includes(tick)), [], 'a worker started a run its new schedule has not');
+      for (const tick of ticks) assert.match((await state('stalled', tick)) ?? '', /^unstaging\|rescheduled\|/, 'marked, to be pulled once BullMQ answers');
+      hanging = false;
+      for (const write of held.splice(0)) write();
+      for (const tick of ticks) await until(`tick ${tick} to be taken back`, async () => (await state('stalled', tick)) === 'skipped|rescheduled', 15_000);
+      assert.deepEqual(started.filter((tick) => ticks.includes(tick)), []);
+    } finally {
+      hanging = false;
+      for (const write of held.splice(0)) write();
       await pool.close(1_000);
     }
   });
@@ -454,30 +599,6 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
   });
 
   describe('a late staged run that a worker holds unstarted at the takeover (it hands such runs back each second until a leader reviews the job) is decided once the worker lets go', () => {
-    /**
-     * Term 1 stages a run of `name` and ends (then `meanwhile` runs: a pause, say); once the run is past
-     * due, a worker takes it (into BullMQ's active list, under its lock; with any earlier run due) and
-     * holds it there unstarted, as a leasebeat worker does for a moment each time stagedRunMayStart.lua
-     * tells it to hand the run back. Then term 2 takes the job over.
-     */
-    /**
-     * Once `staged` is past due, a worker takes it (into BullMQ's active list, under its lock; with any
-     * earlier run due) and holds it there unstarted, as a leasebeat worker does for a moment each time
-     * stagedRunMayStart.lua tells it to hand the run back.
-     */
-    const heldPastDue = async (staged: Job<TickJobData>): Promise<{ run: Job<TickJobData>; held: Array<Job<TickJobData>>; token: string }> => {
-      await until('the staged run to be past due', () => Date.now() > staged.data.tick + 200, 10_000);
-      const holder = new Worker(QUEUE, undefined, { connection: redis.client.duplicate({ maxRetriesPerRequest: null }), autorun: false });
-      workers.push(holder);
-      const token = 'holding-worker';
-      const held: Array<Job<TickJobData>> = [];
-      for (let next; (next = (await holder.getNextJob(token, { block: false })) as Job<TickJobData> | undefined); ) held.push(next);
-      const run = held.find((candidate) => candidate.id === staged.id);
-      assert.ok(run, 'the worker holds the staged run');
-      assert.equal(await queue.getJobState(staged.id!), 'active');
-      return { run, held, token };
-    };
-
     /** Term 1 stages a run of `name` and ends (then `meanwhile` runs: a pause, say); the run is held past due; then term 2 takes the job over. */
     const heldAtTakeover = async (name: string, meanwhile = (): Promise<void> => Promise.resolve()): Promise<{ run: Job<TickJobData>; held: Array<Job<TickJobData>>; token: string }> => {
       const staged = await stagedByEndedTerm(name);
@@ -528,8 +649,9 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       const staged = await stagedByEndedTerm('dropped');
       jobs.delete('dropped');
       const { run, held, token } = await heldPastDue(staged);
-      // Term 2 starts without the job (its sweep finds the run active, not staged), then loads it.
-      const leader = lead(2, STAGE_AHEAD_MS, log);
+      // Term 2 starts without the job, then loads it: the take-back is marked by the term's sweep of removed
+      // jobs (`removed`) if it ran first, else by the job's lane (the catch-up policy). A mark keeps its reason.
+      const leader = lead(2, { log });
       await until('the second term to raise the fence', async () => (await ledger.fence()).leaderTransitions === 2, 10_000);
       jobs.set('dropped', job({ name: 'dropped', catchup: { mode: 'none' } }));
       leader.producer.reload();
@@ -542,7 +664,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       await until('a second held take-back after the removal', () => heldSinceRemoval >= 2, 15_000);
       for (const each of held) await each.moveToDelayed(Date.now() + 1_000, token);
       await until('the take-back to be settled', async () => !(await state('dropped', run.data.tick))?.startsWith('unstaging|'), 10_000);
-      assert.match((await state('dropped', run.data.tick)) ?? '', /^skipped\|(catchup-limit|missed-window)$/);
+      assert.match((await state('dropped', run.data.tick)) ?? '', /^skipped\|(removed|catchup-limit|missed-window)$/);
       assert.equal(await queue.getJobState(run.id!), 'unknown', 'no run of the tick is left in BullMQ');
     });
 
@@ -572,7 +694,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
 
   it('catch-up: ticks missed while no leader ran are added at once, then the next tick is staged', { timeout: 30_000 }, async () => {
     jobs.set('catching', job({ name: 'catching', every: '1s', catchup: { mode: 'all', window: '1m' } }));
-    const first = lead(1, 0);
+    const first = lead(1, { stageAheadMs: 0 });
     await until('a first tick', async () => (await ledger.jobState('catching')).enqueued >= 1, 10_000);
     await first.stop();
     const { lastScheduledTick } = await ledger.jobState('catching');

@@ -8,6 +8,7 @@ import { KeySpace } from '../../src/redis/keys.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
+import { blockedXreads, reconnectingInAMinute, settlesWithin } from '../support/blocked-reads.js';
 
 const spec = (every: string): never => ({ job: 'work', every }) as never;
 
@@ -31,8 +32,6 @@ describe('ScheduleFeed on a real Redis', () => {
     feed.on('resync', () => resyncs++);
     await feed.start();
   }
-  const xreadClients = async (): Promise<string[]> =>
-    ((await redis.client.client('LIST')) as string).split('\n').filter((line) => line.includes('cmd=xread')).map((line) => /id=(\d+)/.exec(line)![1]!);
   const seen = (id: string): Array<number | undefined> => changes.flat().filter((change) => change.id === id).map((change) => change.record?.version);
 
   it('holds no schedules: it passes on every write and removal with the record read after it', async () => {
@@ -57,7 +56,7 @@ describe('ScheduleFeed on a real Redis', () => {
 
   it('after its connection is cut it reads on from the last entry it saw: a write made meanwhile is not missed', async () => {
     await follow();
-    const [reader] = await until('the blocked XREAD', async () => (await xreadClients()).length > 0 && xreadClients());
+    const [reader] = await blockedXreads(redis.client, 'the blocked XREAD');
     await redis.client.client('KILL', 'ID', reader!);
     // Written while the reader reconnects: the stream is read on from the entry it saw last.
     await store.upsert('while-down', spec('1h'), 't');
@@ -72,7 +71,7 @@ describe('ScheduleFeed on a real Redis', () => {
     ending.on('error', () => undefined);
     try {
       await follow(ending);
-      const [reader] = await until('the blocked XREAD', async () => (await xreadClients()).length > 0 && xreadClients());
+      const [reader] = await blockedXreads(redis.client, 'the blocked XREAD');
       await redis.client.client('KILL', 'ID', reader!);
       // Its read failed: it may have missed writes, and says so once it follows the stream again.
       await until('a resync', () => resyncs === 1);
@@ -83,6 +82,25 @@ describe('ScheduleFeed on a real Redis', () => {
     } finally {
       await feed.stop();
       ending.disconnect();
+    }
+  });
+
+  // Seen in CI (test/service/cannot-produce.test.ts): a scheduler's stop() hung for good. Its feed's reader
+  // was waiting to reconnect (its connection reset) when stop() disconnected it: ioredis then drops the
+  // reconnect and never settles the XREAD it holds for resending, and stop() awaited the read.
+  it('stops at once while its reader waits to reconnect, the blocked read held for resending', { timeout: 30_000 }, async () => {
+    // Reconnects a minute after a lost connection: the reader stays waiting while stop() is called.
+    const slow = reconnectingInAMinute(redis.server.port);
+    try {
+      await follow(slow);
+      const [reader] = await blockedXreads(redis.client, 'the blocked XREAD');
+      await redis.client.client('KILL', 'ID', reader!);
+      // The feed's own connection, private: only its state tells that the read is held for resending.
+      const own = (feed as unknown as { reader: Redis }).reader;
+      await until('the reader to wait to reconnect', () => own.status === 'reconnecting');
+      assert.equal(await settlesWithin(feed.stop(), 10_000), true, 'stop() returned');
+    } finally {
+      slow.disconnect();
     }
   });
 

@@ -205,6 +205,18 @@ describe('runtime schedules on two instances (real Redis and BullMQ)', () => {
     const seen = await schedulers[0]!.schedules.get('orphan');
     assert.equal(seen?.problem?.kind, 'orphaned');
     assert.equal((await admin.schedules.get('orphan'))?.problem?.kind, 'orphaned');
+
+    // describe, from a client and from each instance, shows the problem and counts the skipped ticks.
+    for (const schedules of [admin.schedules, ...schedulers.map((s) => s.schedules)]) {
+      const description = await schedules.describe('orphan');
+      assert.deepEqual([description.version, description.spec.job, description.spec.every], [1, 'doomed', '1s'], 'it stays stored as written');
+      assert.equal(description.problem?.kind, 'orphaned');
+      assert.match(description.problem.detail, /^its job type "doomed" is not defined in jobs\/: its ticks are skipped as no-handler$/);
+      assert.ok((description.skipped['no-handler'] ?? 0) >= 2, JSON.stringify(description.skipped));
+    }
+    // Each further tick under the running leader is counted as one more.
+    const counted = (await admin.schedules.describe('orphan')).skipped['no-handler']!;
+    await until('another tick skipped as no-handler', async () => ((await admin.schedules.describe('orphan')).skipped['no-handler'] ?? 0) > counted, 30_000);
   });
 
   it('history says who wrote, paused and removed a schedule; a write of the same spec is no event', { timeout: 30_000 }, async () => {

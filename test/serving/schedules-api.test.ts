@@ -4,6 +4,7 @@ import { createAdmin, type Admin, type ScheduleView } from '../../src/index.js';
 import { startHttpServer, type HttpServerHandle } from '../../src/serving/http-server.js';
 import { createMetrics } from '../../src/serving/metrics.js';
 import { rawRequest, type RawResponse } from '../support/http-request.js';
+import { isOneLine, scheduleFootprint, type ScheduleFootprint } from '../support/keyspace.js';
 import { useRedis } from '../support/redis-server.js';
 import { useScheduleInstance } from '../support/schedule-instance.js';
 import { basicAuth, fixedSource } from './fixture.js';
@@ -120,6 +121,69 @@ describe('the schedules API over HTTP', () => {
     assert.equal(json<Refusal>(typelessPut).code, 'no-definitions');
     assert.equal((await call('GET', '/api/schedules?limit=zero')).status, 400);
     assert.deepEqual((await instance.scheduler.schedules.list({ search: 'bad' })).schedules, [], 'nothing refused was stored');
+  });
+
+  it('issue 21 over HTTP: a bad id, a body over the bound, an unknown time zone, `at` in the past: 4xx, one line naming the field, nothing written', async () => {
+    /** PUT `body` as schedule `path`; asserts a `status` refusal whose `error` is one line matching `line`, and that nothing of `id` was written. */
+    const refused = async (path: string, id: string, body: unknown, status: number, line: RegExp): Promise<Refusal> => {
+      const before = await scheduleFootprint(redis.client, id);
+      const response = await call('PUT', `/api/schedules/${path}`, { body });
+      assert.equal(response.status, status, response.body);
+      const refusal = json<Refusal>(response);
+      assert.equal(refusal.code, 'invalid');
+      assert.ok(isOneLine(refusal.error), `more than one line: ${JSON.stringify(refusal.error)}`);
+      assert.match(refusal.error, line);
+      if (refusal.errors !== undefined) assert.deepEqual(refusal.errors, [refusal.error]);
+      assert.deepEqual(await scheduleFootprint(redis.client, id), before, `nothing of ${JSON.stringify(id)} was written`);
+      assert.equal(before.record, null);
+      assert.equal(await instance.scheduler.schedules.get(id), undefined);
+      return refusal;
+    };
+    const spec = { job: 'work', every: '1h' };
+    const ID = /id: may contain only letters, digits, "\.", "_" and "-", must start with a letter or digit and be at most 128 long/;
+    await refused('tenant%3A1', 'tenant:1', spec, 400, new RegExp(`^schedule "tenant:1": ${ID.source}`));
+    await refused('tenant%201', 'tenant 1', spec, 400, new RegExp(`^schedule "tenant 1": ${ID.source}`));
+    await refused('tenant%2F1', 'tenant/1', spec, 400, new RegExp(`^schedule "tenant/1": ${ID.source}`));
+    await refused('tenant%0A1', 'tenant\n1', spec, 400, new RegExp(`^schedule "tenant\\\\n1": ${ID.source}`));
+    await refused('x'.repeat(129), 'x'.repeat(129), spec, 400, new RegExp(`^schedule "x{129}": ${ID.source}`));
+
+    // Over the body limit (64 KiB, room for a 16 KiB spec pretty-printed): refused before the spec is read.
+    const tooLarge = await refused('too-large', 'too-large', { ...spec, data: { blob: 'x'.repeat(70 * 1024) } }, 413, /^the body is too large: .*pass a reference in data$/);
+    assert.equal(tooLarge.errors, undefined);
+    // Within it, but the spec over its own bound: refused by the spec's check, naming data.
+    await refused('large', 'large', { ...spec, data: { blob: 'x'.repeat(20 * 1024) } }, 400, /^schedule "large": data: the spec is over 16 KiB as JSON; keep large payloads elsewhere and pass a reference in data$/);
+    await refused('large-utf8', 'large-utf8', { ...spec, data: { blob: 'é'.repeat(9 * 1024) } }, 400, /^schedule "large-utf8": data: the spec is over 16 KiB as JSON/);
+
+    await refused('zone', 'zone', { job: 'work', schedule: '0 9 * * *', timezone: 'Mars/Olympus' }, 400, /^schedule "zone": timezone "Mars\/Olympus": unknown time zone; use an IANA name like "Europe\/Berlin"/);
+    const past = new Date(Date.now() - 60_000).toISOString();
+    await refused('past', 'past', { job: 'work', at: past }, 400, new RegExp(`^schedule "past": at "${past.replace(/\./g, '\\.')}": is in the past; give a future instant, or trigger\\(id\\) to run now$`));
+    await refused('limit', 'limit', { ...spec, limit: 0 }, 400, /^schedule "limit": limit 0: must be a whole number from 1 to 10000/);
+    await refused('break', 'break', { ...spec, 'no\nte': 'x' }, 400, /^schedule "break": no\\nte: unknown field; did you mean "note"\?$/);
+
+    // A refused edit leaves the stored version, its spec and its ETag as they were.
+    assert.equal((await call('PUT', '/api/schedules/steady', { body: { job: 'work', schedule: '0 9 * * *' } })).status, 200);
+    const stored = await call('GET', '/api/schedules/steady');
+    // The due index is left out: the leader reviews the schedule meanwhile.
+    const steady = async (): Promise<Omit<ScheduleFootprint, 'due'>> => {
+      const { record, listed, previous, history, feed } = await scheduleFootprint(redis.client, 'steady');
+      return { record, listed, previous, history, feed };
+    };
+    const footprint = await steady();
+    for (const [body, status] of [
+      [{ job: 'work', schedule: '0 9 * * *', timezone: 'Mars/Olympus' }, 400],
+      [{ job: 'work', at: past }, 400],
+      [{ job: 'work', every: '1h', data: { blob: 'x'.repeat(20 * 1024) } }, 400],
+      [{ job: 'work', every: '1h', data: { blob: 'x'.repeat(70 * 1024) } }, 413],
+    ] as const) {
+      const response = await call('PUT', '/api/schedules/steady', { body, headers: { 'if-match': '"1"' } });
+      assert.equal(response.status, status, response.body);
+      assert.ok(isOneLine(json<Refusal>(response).error));
+    }
+    assert.deepEqual(await steady(), footprint, 'the refused edits wrote nothing');
+    const after = await call('GET', '/api/schedules/steady');
+    assert.equal(after.headers.etag, stored.headers.etag);
+    // `live` turns from null to 1 once the instance has loaded the write: the rest is as stored.
+    assert.deepEqual({ ...json<ScheduleView>(after), live: null }, { ...json<ScheduleView>(stored), live: null });
   });
 
   it('lists page by page with the cursor, filtered by job type and search', async () => {

@@ -62,7 +62,9 @@ export async function runRace(options: {
   process: Omit<ElectorProcessOptions, 'identity'>;
 }): Promise<RaceReport> {
   const random = seededRandom(options.seed);
+  /** Electors that are campaigning; `spawned` also holds those still starting. */
   const live = new Map<string, ChildProcess>();
+  const spawned = new Set<ChildProcess>();
   const terms: Term[] = [];
   const faults: Fault[] = [];
   const open = new Map<string, Term>();
@@ -74,6 +76,7 @@ export async function runRace(options: {
     const child = spawn(process.execPath, ['--import', 'tsx', new URL('./elector-process.ts', import.meta.url).pathname, JSON.stringify({ ...options.process, identity })], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    spawned.add(child);
     let ready: () => void = () => undefined;
     const isReady = new Promise<void>((resolve) => (ready = resolve));
     createInterface({ input: child.stdout }).on('line', (line) => {
@@ -99,6 +102,7 @@ export async function runRace(options: {
     });
     child.on('exit', () => {
       live.delete(identity);
+      spawned.delete(child);
       ready();
     });
     return isReady;
@@ -108,6 +112,7 @@ export async function runRace(options: {
     child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
 
   await Promise.all(Array.from({ length: options.instances }, launch));
+  const starting: Array<Promise<void>> = [];
   // The count decides; the deadline only keeps a race whose electors never come up from spinning for ever.
   const deadline = Date.now() + 20 * options.faults * options.faultEveryMs;
   while (faults.length < options.faults && Date.now() < deadline) {
@@ -134,9 +139,12 @@ export async function runRace(options: {
       open.delete(target);
     }
     await exited(child);
-    await launch();
+    // The replacement starts while the next fault's wait runs: on a loaded machine a process start takes
+    // seconds, and waiting for each in turn would make the race as long as its restarts, not its faults.
+    starting.push(launch());
   }
-  const children = [...live.values()];
+  await Promise.all(starting);
+  const children = [...spawned];
   for (const child of children) child.kill('SIGTERM');
   await Promise.all(children.map(exited));
   const finish = nowNs();

@@ -7,10 +7,11 @@ import { DurabilityError, DurableLock, ReplicaWait } from '../../src/redis/durab
 import { KeySpace } from '../../src/redis/keys.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { createScheduler } from '../../src/scheduler.js';
+import { createAdmin, ScheduleError } from '../../src/index.js';
 import { RedisProcess } from '../support/redis-process.js';
 import { useRedis } from '../support/redis-server.js';
 import { until } from '../support/until.js';
-import { runs, topologyScheduler } from './fixtures/runs.js';
+import { JOBS_DIR, runs, topologyScheduler } from './fixtures/runs.js';
 
 const token = { generation: 'g1', leaderTransitions: 3 };
 
@@ -88,6 +89,39 @@ describe('durable writes (WAIT) on real servers', () => {
     assert.equal(led, false, 'no term starts on an unconfirmed write');
     // One attempt per retry period (plus jitter), not one per feed echo of its own write.
     assert.ok(writes.length <= Math.ceil(elapsed / 200) + 2, `${writes.length} lease writes in ${elapsed} ms`);
+  });
+
+  it('a schedule write the replicas do not acknowledge is refused as unconfirmed; repeated once they are back, it converges on one version', { timeout: 30_000 }, async () => {
+    const admin = createAdmin({ connection: primary.client, jobsDir: JOBS_DIR, leaseName: 'unacked', who: 'test@ci', writes: new ReplicaWait(primary.client, { minReplicas: 1, timeoutMs: 200 }) });
+    const spec = { job: 'tenant', every: '1h' };
+    const unconfirmed = (error: unknown): boolean =>
+      error instanceof ScheduleError && error.code === 'unconfirmed' && !error.message.includes('\n') && /schedule "t-1": .*replica.*: repeat/.test(error.message);
+    try {
+      replica.freeze();
+      try {
+        await assert.rejects(admin.schedules.upsert('t-1', spec), unconfirmed);
+      } finally {
+        replica.resume();
+      }
+      // The write may stand on the primary (it does here): the same spec again is a no-op, now acknowledged.
+      const repeated = await admin.schedules.upsert('t-1', spec);
+      assert.deepEqual([repeated.version, repeated.changed], [1, false]);
+      assert.equal((await admin.schedules.get('t-1'))?.version, 1);
+
+      replica.freeze();
+      try {
+        await assert.rejects(admin.schedules.pause('t-1', 'maintenance'), unconfirmed);
+        await assert.rejects(admin.schedules.remove('t-1'), unconfirmed);
+        await assert.rejects(admin.schedules.upsert('t-1', { ...spec, every: '2h' }), unconfirmed);
+      } finally {
+        replica.resume();
+      }
+      await admin.schedules.remove('t-1');
+      assert.equal(await admin.schedules.get('t-1'), undefined);
+    } finally {
+      replica.resume();
+      await admin.close();
+    }
   });
 
   it('a worker starts a run only once the replicas hold its take: with the replica frozen, a waiting run does not start', { timeout: 30_000 }, async () => {

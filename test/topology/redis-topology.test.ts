@@ -129,4 +129,16 @@ describe('RedisConnections.reach: what answers at the URL is what the URL names 
     assert.match((await problem(`redis://${node}`))!, new RegExp(`${node} is a Redis Cluster node, not a standalone Redis as redis:// expects: use redis\\+cluster://${node}`));
     assert.match((await problem(`redis+sentinel://${node}/x`))!, new RegExp(`${node} is a Redis Cluster node, not a Sentinel as redis\\+sentinel:// expects`));
   });
+
+  it('a seed node that accepts connections and never answers (frozen) does not hold up the others: the Cluster is reached within the bound', { timeout: 60_000 }, async () => {
+    const frozen = (await cluster.replicasOf(await cluster.primaryOf(0)))[0]!;
+    const url = `redis+cluster://${[frozen, ...cluster.nodes.filter((n) => n !== frozen)].map((n) => `127.0.0.1:${n.port}`).join(',')}`;
+    frozen.freeze();
+    try {
+      // Before, every seed's probe was awaited: the frozen one took the whole bound, and the start failed.
+      await RedisConnections.fromUrl(url).reach(5_000);
+    } finally {
+      frozen.resume();
+    }
+  });
 });

@@ -1,9 +1,15 @@
+import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Job } from 'bullmq';
 import type { HandlerContext, TickRunData } from '../../../src/job.js';
 
 /** One handler invocation, as the chaos suite reads it back from `chaos:runs`. */
 export interface RunRecord {
+  /**
+   * This invocation's own id. A record written twice is one run: ioredis sends an unanswered RPUSH again
+   * once it reconnects, and a Redis that applied it but stopped before replying (a restart fault) keeps both.
+   */
+  runId: string;
   job: string;
   jobId: string;
   tick: number;
@@ -17,6 +23,13 @@ export interface RunRecord {
   startedAt: number;
   /** `ctx.data`: a runtime schedule's data (the chaos client's write it came from); absent for file jobs. */
   data?: unknown;
+}
+
+/** The runs of `records` in their order, each once: a record resent by the client (see RunRecord.runId) is dropped. */
+export function distinctRuns(records: RunRecord[]): { runs: RunRecord[]; resent: number } {
+  const seen = new Set<string>();
+  const runs = records.filter((record) => !seen.has(record.runId) && seen.add(record.runId));
+  return { runs, resent: records.length - runs.length };
 }
 
 /** The end of a run, for jobs whose runs must not overlap: matched to its start by jobId, identity and startedAt. */
@@ -78,6 +91,7 @@ function recorder(): Redis {
 /** Appends this run to the suite's log of handler invocations; returns the record (for {@link recordEnd}). */
 export async function recordRun(job: Job<TickRunData>, ctx: HandlerContext): Promise<RunRecord> {
   const record: RunRecord = {
+    runId: randomUUID(),
     job: job.name,
     jobId: String(job.id),
     tick: ctx.tick.getTime(),

@@ -5,6 +5,9 @@
   one was alive to. It may start when
     - no take-back of it is under way (markUnstaging.lua): a leader decided it must not run, and only its
       pull has yet to land (BullMQ failing over may hold that up past the due time), and
+    - its claim is confirmed (`enqueued`): a claim whose add is not (its WAIT unanswered while BullMQ fails
+      over) may yet be taken back by its lane, and one with no record (lost in a failover) is recorded
+      again by the next leader, and
     - its job is not paused since before its due time (a pause set after the tick lets it run, as it lets
       a run added at its tick), and
     - the current term is alive: its producer stamped the fence recently (pulse.lua), and
@@ -20,7 +23,7 @@
   Returns 1 to start, 0 to hand it back.
 ]]
 local record = redis.call('HGET', KEYS[4], ARGV[6])
-if record and string.sub(record, 1, 10) == 'unstaging|' then
+if not record or string.sub(record, 1, 9) ~= 'enqueued|' then
   return 0
 end
 local time = redis.call('TIME')

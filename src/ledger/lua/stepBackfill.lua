@@ -67,10 +67,14 @@ local includeSkipped = ARGV[4] == '1'
 -- Both only grow, so a tick behind this edge stays behind every later takeover's reach.
 local edge = watermark and math.min(watermark, tonumber(ARGV[6])) - tonumber(ARGV[5])
 
--- Recorded ranges never overlap (skipRange.lua): only the one starting last at or before the tick can cover it.
-local function coveredByRange(tick)
+-- The reason of the skipped range covering the tick, if one does. Recorded ranges never overlap
+-- (skipRange.lua): only the one starting last at or before the tick can cover it.
+local function rangeReason(tick)
   local member = redis.call('ZREVRANGEBYSCORE', skips, tick, '-inf', 'LIMIT', 0, 1)[1]
-  return member ~= nil and tonumber(cjson.decode(member).to) >= tick
+  if member == nil then return nil end
+  local range = cjson.decode(member)
+  if tonumber(range.to) >= tick then return range.reason end
+  return nil
 end
 
 local function decidedByAnother(tick)
@@ -81,16 +85,21 @@ local function decidedByAnother(tick)
   return false
 end
 
--- 'ours' (a backfill's pending claim), 'run' (needs a run), or the fate it is counted as.
+-- 'ours' (a backfill's pending claim), 'run' (needs a run), or the fate it is counted as; and for a
+-- skipped tick, the reason it was skipped for.
 local function fate(tick)
   local record = redis.call('HGET', ledger, tick)
   local base
+  local skippedFor = nil
   if record then
     local kind = string.match(record, '^(%a+)|')
     if kind == 'claimed' and redis.call('ZSCORE', pending, tick) then return 'ours' end
     if kind ~= 'skipped' then return 'ran' end
-    base = includeSkipped and 'run' or 'skipped'
-  elseif coveredByRange(tick) then
+    skippedFor = string.sub(record, 9)
+  else
+    skippedFor = rangeReason(tick)
+  end
+  if skippedFor then
     base = includeSkipped and 'run' or 'skipped'
   elseif (since and tick >= since) or decidedByAnother(tick) then
     -- From `scheduledSince` on, the live lane recorded every tick (the ledger has no holes), and a tick
@@ -103,7 +112,7 @@ local function fate(tick)
   -- Near the watermark the live lane's takeover reads records as its staged runs, and past it the ticks
   -- are its own to decide: a backfill leaves them to it.
   if base == 'run' and (not edge or tick > edge) then return 'later' end
-  return base
+  return base, skippedFor
 end
 
 local function decided(tick, counter)
@@ -134,7 +143,7 @@ end
 -- The claim of one tick: see the outcomes of 'claim' above.
 local function claim(tickText, jobId)
   local tick = tonumber(tickText)
-  local f = fate(tick)
+  local f, skippedFor = fate(tick)
   if f == 'ours' then
     redis.call('HSET', ledger, tickText, claimRecord(jobId))
     return 'reclaimed'
@@ -150,6 +159,8 @@ local function claim(tickText, jobId)
   redis.call('HSET', ledger, tickText, claimRecord(jobId))
   redis.call('ZADD', pending, tickText, tickText)
   redis.call('HSET', backfill, 'lastRunId', jobId)
+  -- A skipped tick run now (includeSkipped) is skipped no more: the job's count of that reason drops.
+  if skippedFor then redis.call('HINCRBY', jobState, 'skipped:' .. skippedFor, -1) end
   decided(tick, 'enqueued')
   return 'claimed'
 end
@@ -168,7 +179,7 @@ end
 -- 'skip': the one tick given.
 local tickText = ARGV[9]
 local tick = tonumber(tickText)
-local f = fate(tick)
+local f, skippedFor = fate(tick)
 if f ~= 'run' or tick <= cursor then
   if f ~= 'ours' then decided(tick, f) end
   return { 0, string.format('%d', cursor), f }
@@ -176,6 +187,8 @@ end
 if paused then return { 5 } end
 redis.call('ZADD', index, tickText, tickText)
 redis.call('HSET', ledger, tickText, 'skipped|overlap')
+-- A skipped tick (includeSkipped) skipped again is counted once, for its new reason.
+if skippedFor then redis.call('HINCRBY', jobState, 'skipped:' .. skippedFor, -1) end
 redis.call('HINCRBY', jobState, 'skipped:overlap', 1)
 decided(tick, 'overlapSkipped')
 return { 3, string.format('%d', cursor) }

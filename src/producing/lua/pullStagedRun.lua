@@ -11,12 +11,21 @@
   moment, until one has), or one about to start it. The race is not decided yet, and the run cannot be
   pulled from under the worker's lock: the caller asks again once the worker has let go of it (handed
   back: it is pulled) or started it (it runs).
+  A run whose hash does not exist is in no list either: its add never landed (its leader died before it,
+  or a failover lost it), or this take-back pulled it before and the hash has since expired. It never ran
+  and never will: it counts as pulled, and a placeholder hash takes its place for the same time, so that
+  an add of its job id still on the wire lands as a duplicate.
   KEYS[1] the queue's delayed set  KEYS[2] the job's hash  KEYS[3] the queue's wait list
   KEYS[4] the queue's prioritized set  KEYS[5] the queue's active list
   ARGV[1] job id  ARGV[2] how long the hash is kept (ms)
   Returns 1 when the run was pulled (it will never run), 2 when a worker holds it unstarted (ask again),
   0 when it was not waiting unstarted.
 ]]
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('HSET', KEYS[2], 'leasebeatTakenBack', '1')
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  return 1
+end
 if tonumber(redis.call('HGET', KEYS[2], 'atm') or '0') > 0 or tonumber(redis.call('HGET', KEYS[2], 'leasebeatStarts') or '0') > 0 then
   return 0
 end

@@ -1,0 +1,15 @@
+import type { Redis } from 'ioredis';
+import { directWrites, type WritePath } from '../../src/redis/durability.js';
+
+/**
+ * The write path to one server with every write and script passed through `around`, which makes it, or
+ * fails, delays or holds it as a failing Redis would (a test's failover): `write` is the write itself.
+ */
+export function writesThrough(redis: Redis, around: <T>(write: () => Promise<T>) => Promise<T>): WritePath {
+  const direct = directWrites(redis);
+  return {
+    ...direct,
+    write: (key, write, decides) => around(() => direct.write(key, write, decides)),
+    script: (script, keys, args, decides) => around(() => direct.script(script, keys, args, decides)),
+  };
+}
