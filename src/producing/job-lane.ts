@@ -104,6 +104,8 @@ export class JobLane implements Sleeper {
   private logger: Logger | undefined;
   private onTakenOver: (() => void) | undefined;
   private readonly parking: LaneParking | undefined;
+  /** The queue of the newest definition the lane ran by: where its adds still unconfirmed would land once it is removed. */
+  private queue: string | undefined;
 
   /**
    * A lane is driven by the term's timer: while it sleeps it is its timer entry and this object, with no
@@ -222,9 +224,10 @@ export class JobLane implements Sleeper {
           // taken over yet); the take-backs marked in its ledger are carried to their end; and the ticks it
           // owed before the removal that this lane (running late) did not record are recorded. The lane ends
           // once all are done (or the term ends).
-          if ((await this.reviewStaged(undefined)) && (await this.term.takeBackRemoved(this.name)) && (!this.parking || (await recordRemovedSpan(this.term, this.name, Math.max(this.ticks.watermark ?? -Infinity, this.ticks.recordedBy(this.term.now())))))) break;
+          if ((await this.reviewStaged(undefined)) && (await this.term.takeBackRemoved(this.name, this.queue)) && (!this.parking || (await recordRemovedSpan(this.term, this.name, Math.max(this.ticks.watermark ?? -Infinity, this.ticks.recordedBy(this.term.now())))))) break;
           continue;
         }
+        this.queue = job.queue;
         if (this.needsPlan) {
           this.needsPlan = !(await this.takeOver(job));
           if (!this.needsPlan) this.tookOver();

@@ -72,9 +72,10 @@ export interface LaneTerm {
   markReviewed(job: string): Promise<boolean>;
   /**
    * For a job removed during this term: takes back the runs its ledger says it may have left in BullMQ
-   * (see takeBackRemovedJob). True once done; false when the term cannot write; throws to be retried.
+   * (see takeBackRemovedJob); `queue` is its last definition's, when known. True once done; false when the
+   * term cannot write; throws to be retried.
    */
-  takeBackRemoved(job: string): Promise<boolean>;
+  takeBackRemoved(job: string, queue: string | undefined): Promise<boolean>;
   /** The state of the job's newest run (a claimed run not yet in BullMQ counts as waiting). */
   previousRun(job: ScheduledJob): Promise<RunState>;
   /**

@@ -493,7 +493,7 @@ export class Producer {
       },
       takeOverState: (job) => takeOvers.call(job),
       markReviewed: (job) => reviews.call(job),
-      takeBackRemoved: (job) => takeBackRemovedJob(context, job, this.options.jobs()),
+      takeBackRemoved: (job, queue) => takeBackRemovedJob(context, job, this.options.jobs(), queue),
       previousRun: (job) => this.previousRun(job),
       stopPreviousRun: async (job, how, byTick) => {
         const { lastJobId } = await ledger.jobState(job.name);

@@ -1,4 +1,5 @@
 import type { ScheduledJob } from '../scheduling/define-job.js';
+import type { EndedVersion } from '../scheduling/plan.js';
 import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { MIN_RETENTION_MS } from './fenced-enqueue.js';
 import type { LaneTerm } from './lane-term.js';
@@ -43,11 +44,13 @@ export async function takeBackRemovedJobs(
       const states = await term.ledger.takeOverStates(batch.map((job) => ({ job, stagedWithinMs: STAGED_LOOKBACK_MS })), term.now());
       for (const [index, { state, pending, recent }] of states.entries()) {
         const job = batch[index]!;
-        // Removed while no leader ran (or none kept up): the ticks it owed up to the removal are recorded.
-        if (schedules && !(await recordRemovedSpan(term, job, state.lastScheduledTick))) return takenBack;
-        const left = await takeBackLeftRuns(term, job, { pending, recent }, queues, async () => !term.job(job) && (await gone([job])).length > 0);
+        // Before the removed span is recorded: that forgets the removed versions, which name its queue.
+        const ownQueue = queueOfEnded(await term.replacedVersions(job));
+        const left = await takeBackLeftRuns(term, job, { pending, recent }, { candidates: queues, own: ownQueue }, async () => !term.job(job) && (await gone([job])).length > 0);
         if (left === undefined) return takenBack;
         takenBack += left;
+        // Removed while no leader ran (or none kept up): the ticks it owed up to the removal are recorded.
+        if (schedules && !(await recordRemovedSpan(term, job, state.lastScheduledTick))) return takenBack;
       }
       term.reached();
     }
@@ -60,13 +63,15 @@ export async function takeBackRemovedJobs(
  * know of: the term's sweep of removed jobs ran while it still stood, and its lane took back only the
  * runs it had staged or found at its takeover (none, if it ended before one). A claim whose confirm the
  * lane was retrying, or a run an earlier term staged, would otherwise stay in BullMQ, where workers hold
- * it for ever (no leader reviews a removed job). True once done; false when the term cannot write (its
- * end, or the fence); throws to be retried.
+ * it for ever (no leader reviews a removed job). `ownQueue` is the queue of the job's last definition, when
+ * its lane knows it. True once done; false when the term cannot write (its end, or the fence); throws to be
+ * retried.
  */
-export async function takeBackRemovedJob(term: LaneTerm, job: string, files: ReadonlyMap<string, ScheduledJob>): Promise<boolean> {
+export async function takeBackRemovedJob(term: LaneTerm, job: string, files: ReadonlyMap<string, ScheduledJob>, ownQueue: string | undefined): Promise<boolean> {
   const [left] = await term.ledger.takeOverStates([{ job, stagedWithinMs: STAGED_LOOKBACK_MS }], term.now());
   term.reached();
-  const takenBack = await takeBackLeftRuns(term, job, left!, queuesOf(files), () => Promise.resolve(!term.job(job)));
+  const queues = { candidates: queuesOf(files), own: ownQueue ?? queueOfEnded(await term.replacedVersions(job)) };
+  const takenBack = await takeBackLeftRuns(term, job, left!, queues, () => Promise.resolve(!term.job(job)));
   if (takenBack) term.log.info({ job, takenBack }, 'took back the runs a removed job left that its lane had not staged');
   return takenBack !== undefined;
 }
@@ -80,6 +85,22 @@ function queuesOf(files: ReadonlyMap<string, ScheduledJob>): string[] {
 }
 
 /**
+ * The queue a removed runtime schedule's runs were added to, by its newest ended version (the removal):
+ * its job type's, when the job files define that type. Undefined when no version is kept (a file job,
+ * or a removal already accounted for) or its type is gone: its queue would only be a guess.
+ */
+function queueOfEnded(versions: readonly EndedVersion[]): string | undefined {
+  const job = versions.at(-1)?.job;
+  return job && (job.handler ?? job.flow) ? job.queue : undefined;
+}
+
+/** Where a removed job's runs are looked for: `candidates` to find them in; `own`, its queue when known. */
+interface RemovedJobQueues {
+  candidates: string[];
+  own: string | undefined;
+}
+
+/**
  * Takes back the runs a removed job may have left in BullMQ as staged, by its ledger: those recorded
  * enqueued, and those of claims their term left unconfirmed (the add may have landed); take-backs marked
  * and not settled are finished. `stillGone` is asked before each: a job loaded or written again
@@ -90,7 +111,7 @@ async function takeBackLeftRuns(
   term: LaneTerm,
   job: string,
   left: Pick<TakeOverState, 'pending' | 'recent'>,
-  queues: string[],
+  queues: RemovedJobQueues,
   stillGone: () => Promise<boolean>,
 ): Promise<number | undefined> {
   let takenBack = 0;
@@ -105,7 +126,7 @@ async function takeBackLeftRuns(
   }
   for (const { tick, state: recorded } of left.recent) if (recorded.kind === 'enqueued') runs.push({ tick, jobId: recorded.jobId, claimOnly: false });
   for (const { tick, jobId, claimOnly } of runs) {
-    const queue = await stagedIn(term, queues, { tick, jobId, dueAt: tick });
+    const queue = (await stagedIn(term, queues.candidates, { tick, jobId, dueAt: tick })) ?? (claimOnly ? await neverAdded(term, queues.own, jobId) : undefined);
     if (!queue || !(await stillGone())) continue;
     if (!(await term.waitLeading())) return undefined;
     const outcome = await term.takeBack.takeBack(term.token, job, { tick, jobId, queue, dueAt: tick }, 'removed', MIN_RETENTION_MS, claimOnly);
@@ -116,6 +137,16 @@ async function takeBackLeftRuns(
     if (outcome === 'taken-back') takenBack++;
   }
   return takenBack;
+}
+
+/**
+ * `queue` (the job's own) when the claimed run `jobId` is not in it: its add never landed (its term ended
+ * first, or a failover lost it), though it may still be on the wire. Taken back there, the pull leaves a
+ * placeholder of its id that such an add cannot pass, and the tick is recorded skipped. In a queue only
+ * guessed, a placeholder would stop nothing, so a claim of a job whose queue is not known stays pending.
+ */
+async function neverAdded(term: LaneTerm, queue: string | undefined, jobId: string): Promise<string | undefined> {
+  return queue !== undefined && !(await term.takeBack.added({ jobId, queue })) ? queue : undefined;
 }
 
 /**

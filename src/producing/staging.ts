@@ -114,6 +114,11 @@ export class RunTakeBack {
     return (JSON.parse(data) as Partial<TickJobData>).dueAt !== undefined;
   }
 
+  /** Whether BullMQ holds a hash of the run: its add landed (or a take-back left its placeholder). */
+  async added(run: Pick<StagedRun, 'jobId' | 'queue'>): Promise<boolean> {
+    return (await this.options.redis.exists(this.options.queues.get(run.queue).toKey(run.jobId))) === 1;
+  }
+
   /** Whether BullMQ's record of the run says it was added before `instant` (its `timestamp`). */
   async addedBefore(run: StagedRun, instant: number): Promise<boolean> {
     const timestamp = await this.options.redis.hget(this.options.queues.get(run.queue).toKey(run.jobId), 'timestamp');

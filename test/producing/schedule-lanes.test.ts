@@ -5,14 +5,15 @@ import { pino } from 'pino';
 import type { TickJobData } from '../../src/ledger/job-data.js';
 import { Producer } from '../../src/producing/producer.js';
 import type { DueEntry, RuntimeScheduleSource } from '../../src/producing/runtime-schedules.js';
-import { directWrites } from '../../src/redis/durability.js';
+import { directWrites, type WritePath } from '../../src/redis/durability.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { checkScheduleSpec, firstReviewAt } from '../../src/schedules/spec.js';
 import { ScheduleStore } from '../../src/schedules/store.js';
 import { StoredSchedules } from '../../src/schedules/stored-schedules.js';
 import { useFreshLedger } from '../support/fresh-ledger.js';
 import { useRedis } from '../support/redis-server.js';
-import { jobType } from '../support/scheduled-job.js';
+import { jobType, tickJobData } from '../support/scheduled-job.js';
+import { addsFailingWhile } from '../support/write-paths.js';
 import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
@@ -85,8 +86,9 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     await store.upsert(id, checked.spec, 'test', asTheApi ? { reviewAt: firstReviewAt(checked.job, now) } : {});
   };
   const storedSchedules = (): StoredSchedules => new StoredSchedules(store, () => files, logger);
-  const producer = (onTakenOver?: (jobs: number) => void, schedules: RuntimeScheduleSource = storedSchedules()): Producer =>
+  const producer = (onTakenOver?: (jobs: number) => void, schedules: RuntimeScheduleSource = storedSchedules(), writes?: WritePath): Producer =>
     new Producer({
+      ...(writes && { writes }),
       redis: redis.client,
       ledger: base.ledger,
       queues: base.queues,
@@ -263,6 +265,32 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
       await sleep(6_000);
       assert.equal((await runIds('doomed')).length, ran);
     });
+  });
+
+  // Chaos (aimed Cluster seed 1): a term claimed a staged tick whose add never landed, then lost its lease;
+  // the schedule was removed before the next term took it over. Its claim stayed pending for good: the next
+  // term took back only the runs it found in BullMQ, and this one was not there, though its add could land late.
+  it('a schedule removed while no leader ran, with a claim whose add never landed: the next leader takes it back in its queue', { timeout: 60_000 }, async () => {
+    await upsert('left', { every: '3s' });
+    const writes = addsFailingWhile(redis.client, () => true);
+    await producing(producer(undefined, storedSchedules(), writes), async () => void (await until('an add of left to have failed', () => writes.failed > 0, 10_000)));
+    const tick = (await base.ledger.jobState('left')).lastScheduledTick!;
+    const jobId = `left@${tick}`;
+    assert.match((await base.ledger.tickState('left', tick)) ?? '', /^claimed\|/, 'its claim left pending');
+    await store.remove('left');
+    const second = new AbortController();
+    const run = producer().run(term(2), second.signal);
+    try {
+      await until('the claim to be taken back', async () => (await base.ledger.tickState('left', tick)) === 'skipped|removed', 10_000);
+    } finally {
+      second.abort();
+      await run;
+    }
+    // The first term's add lands only now: BullMQ holds the placeholder of its id in the job type's queue.
+    const queue = base.queues.get('leasebeat');
+    await queue.add('left', { ...tickJobData({}, tick), dueAt: tick }, { jobId, delay: Math.max(0, tick - Date.now()) });
+    assert.equal(await queue.getJobState(jobId), 'unknown', 'the late add left no run');
+    assert.deepEqual(await runIds('left'), []);
   });
 
   it('a new leader finds the schedules the last one parked, and enqueues a tick owed while no leader ran, once', { timeout: 60_000 }, async () => {

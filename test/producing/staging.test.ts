@@ -12,8 +12,8 @@ import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { directWrites, type WritePath } from '../../src/redis/durability.js';
 import { useRedis } from '../support/redis-server.js';
 import { stagedRunsHeldBy, testWorkerPool } from '../support/worker-pool.js';
-import { writesThrough } from '../support/write-paths.js';
-import { scheduledJobWith } from '../support/scheduled-job.js';
+import { addsFailingWhile, writesThrough } from '../support/write-paths.js';
+import { scheduledJobWith, tickJobData } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
@@ -433,6 +433,28 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     failing = false;
     await until('the staged run to be taken back', async () => (await state('gone', tick)) === 'skipped|removed', 10_000);
     assert.equal(await queue.getJobState(tickJobId('gone', tick)), 'unknown', 'no run of the tick is left in BullMQ');
+  });
+
+  // Chaos (aimed Cluster seed 1): a term claimed a staged tick and its add never landed (BullMQ's primary
+  // died, then the term ended). The job's removal left the claim pending for good: a removed job's runs
+  // were looked for in BullMQ only, and this one was not there, though a retried add could still land.
+  it('a job removed while its lane retries an add that never landed: the claim is taken back, and a late add of it runs nothing', { timeout: 30_000 }, async () => {
+    jobs.set('gone', job({ name: 'gone' }));
+    let failing = true;
+    const writes = addsFailingWhile(redis.client, () => failing);
+    const { producer } = lead(1, { writes });
+    await until('an add of gone to have failed', () => writes.failed > 0, 10_000);
+    const tick = (await ledger.jobState('gone')).lastScheduledTick!;
+    const jobId = tickJobId('gone', tick);
+    assert.match((await state('gone', tick)) ?? '', /^claimed\|/, 'its claim unconfirmed');
+    jobs.delete('gone');
+    producer.reload();
+    await until('the claim to be taken back', async () => (await state('gone', tick)) === 'skipped|removed', 10_000);
+    failing = false;
+    // The add the lane sent before the removal lands only now: BullMQ holds the placeholder of its id.
+    await queue.add('gone', { ...tickJobData({}, tick), dueAt: tick }, { jobId, delay: Math.max(0, tick - Date.now()) });
+    assert.equal(await queue.getJobState(jobId), 'unknown', 'the late add left no run');
+    assert.deepEqual(await queue.getJobCounts('delayed', 'wait'), { delayed: 0, wait: 0 });
   });
 
   describe('a take-back interrupted by the end of its term is finished by the next leader', () => {

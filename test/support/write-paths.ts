@@ -13,3 +13,24 @@ export function writesThrough(redis: Redis, around: <T>(write: () => Promise<T>)
     script: (script, keys, args, decides) => around(() => direct.script(script, keys, args, decides)),
   };
 }
+
+/**
+ * The write path to one server on which BullMQ adds (the writes leasebeat does not script) fail while
+ * `failing()` says so, never reaching Redis, as adds to a primary that died before they landed; `failed`
+ * counts them.
+ */
+export function addsFailingWhile(redis: Redis, failing: () => boolean): WritePath & { readonly failed: number } {
+  const direct = directWrites(redis);
+  let failed = 0;
+  return {
+    ...direct,
+    write: (key, write, decides) => {
+      if (!failing()) return direct.write(key, write, decides);
+      failed++;
+      return Promise.reject(new Error('the add never landed (its primary died first)'));
+    },
+    get failed() {
+      return failed;
+    },
+  };
+}
