@@ -29,7 +29,18 @@ interface Fault {
   kind: 'kill' | 'term';
   identity: string;
   wasLeader: boolean;
+  /** On the shared monotonic clock (ns). */
   at: number;
+  /** `Date.now()` at the fault: the clock of the lock's write history. */
+  wallAt: number;
+}
+
+/** One write of the race's lock record, from the lock's own history (the API server's, or Redis's stream). */
+export interface LockWrite {
+  /** `Date.now()` (or the Redis server's clock) when it was applied. */
+  at: number;
+  /** `''` for a released lease. */
+  holder: string;
 }
 
 export interface RaceReport {
@@ -130,7 +141,7 @@ export async function runRace(options: {
     const child = live.get(target)!;
     const kind = random() < 0.5 ? 'kill' : 'term';
     const at = nowNs();
-    faults.push({ kind, identity: target, wasLeader: open.has(target), at });
+    faults.push({ kind, identity: target, wasLeader: open.has(target), at, wallAt: Date.now() });
     child.kill(kind === 'kill' ? 'SIGKILL' : 'SIGTERM');
     if (kind === 'kill') {
       // A killed process leads no more: its term ends at the kill.
@@ -196,11 +207,13 @@ export const RACE_TIMING = { leaseDurationMs: 2000, renewDeadlineMs: 1500, retry
 
 /**
  * The race test shared by both locks: 5 electors for 10 seeded kills and graceful stops, reported
- * through `diagnostic` and checked: no overlapping terms, strictly increasing transitions, working releases.
+ * through `diagnostic` and checked: no overlapping terms, strictly increasing transitions, and, from the
+ * lock's own write history (`lockWrites`, oldest first), working releases.
  */
 export async function raceAndCheck(
   lock: Pick<ElectorProcessOptions, 'lock' | 'redisUrl' | 'apiServer'>,
   diagnostic: (message: string) => void,
+  lockWrites: () => Promise<LockWrite[]>,
 ): Promise<void> {
   const seed = Number(process.env.RACE_SEED ?? Date.now() % 100_000);
   const report = await runRace({ seed, instances: 5, faults: 10, faultEveryMs: 1800, process: { ...lock, ...RACE_TIMING } });
@@ -214,7 +227,15 @@ export async function raceAndCheck(
   assert.deepEqual(report.nonIncreasingTransitions, [], 'leaderTransitions did not strictly increase');
   assert.ok(report.terms.length >= 3, `expected several terms, saw ${report.terms.length}`);
   assert.ok(report.crashFailoverMs.length + report.releaseFailoverMs.length >= 2, 'expected at least two leader faults');
-  for (const ms of report.releaseFailoverMs) {
-    assert.ok(ms < RACE_TIMING.leaseDurationMs, `graceful failover took ${ms} ms: the release did not work`);
+  // A leader stopped by SIGTERM releases the lease (ReleaseOnCancel): the write after its last one as
+  // holder clears the holder, so the next leader need not wait the lease out. How soon a follower then
+  // takes it depends on the machine's load: reported above, not asserted.
+  const writes = await lockWrites();
+  for (const fault of report.faults.filter(({ kind }) => kind === 'term')) {
+    const heldAt = writes.findLastIndex((write) => write.at <= fault.wallAt);
+    // Held at the stop by the stopped elector (under load it may have lost the lease just before).
+    if (writes[heldAt]?.holder !== fault.identity) continue;
+    const next = writes.slice(heldAt + 1).find((write) => write.holder !== fault.identity);
+    assert.equal(next?.holder, '', `${fault.identity} held the lease when stopped with SIGTERM and did not release it: ${next ? `${next.holder} took it over` : 'nobody wrote after it'}`);
   }
 }
