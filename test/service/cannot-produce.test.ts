@@ -51,8 +51,15 @@ describe('a leader that cannot produce gives the lease up', () => {
       const tookOverMs = Date.now() - cutAt;
       t.diagnostic(`partition of the leader from Redis → next leader enqueues: ${tookOverMs} ms`);
       assert.equal(api.lease('default', 'cut-off')?.spec.holderIdentity, 'b', 'the API server shows the healthy instance as holder');
-      // a gives up after RenewDeadline without Redis, releases at once, and b polls at most 2.2 RetryPeriods.
-      assert.ok(tookOverMs < ELECTION.renewDeadlineMs + 2.2 * ELECTION.retryPeriodMs + 4_000, `took ${tookOverMs} ms`);
+      // a gives up after RenewDeadline without Redis and releases the lease: from the API server's history,
+      // b took a released lease, not one a let lapse (how soon depends on the machine's load: reported above).
+      const writes = api.writeHistory().filter((write) => write.name === 'cut-off');
+      const taken = writes.findIndex((write) => write.spec.holderIdentity === 'b');
+      assert.deepEqual(
+        writes.slice(taken - 2, taken).map((write) => write.spec.holderIdentity ?? ''),
+        ['a', ''],
+        'the lease passed from a to b through a release',
+      );
       assert.equal(a.elector.term(), undefined, 'a no longer leads');
     } finally {
       proxy.heal('reset');
