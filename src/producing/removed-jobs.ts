@@ -45,8 +45,7 @@ export async function takeBackRemovedJobs(
       for (const [index, { state, pending, recent }] of states.entries()) {
         const job = batch[index]!;
         // Before the removed span is recorded: that forgets the removed versions, which name its queue.
-        const ownQueue = queueOfEnded(await term.replacedVersions(job));
-        const left = await takeBackLeftRuns(term, job, { pending, recent }, { candidates: queues, own: ownQueue }, async () => !term.job(job) && (await gone([job])).length > 0);
+        const left = await takeBackLeftRuns(term, job, { pending, recent }, { candidates: queues, own: ownQueueOf(term, job, undefined) }, async () => !term.job(job) && (await gone([job])).length > 0);
         if (left === undefined) return takenBack;
         takenBack += left;
         // Removed while no leader ran (or none kept up): the ticks it owed up to the removal are recorded.
@@ -70,7 +69,7 @@ export async function takeBackRemovedJobs(
 export async function takeBackRemovedJob(term: LaneTerm, job: string, files: ReadonlyMap<string, ScheduledJob>, ownQueue: string | undefined): Promise<boolean> {
   const [left] = await term.ledger.takeOverStates([{ job, stagedWithinMs: STAGED_LOOKBACK_MS }], term.now());
   term.reached();
-  const queues = { candidates: queuesOf(files), own: ownQueue ?? queueOfEnded(await term.replacedVersions(job)) };
+  const queues = { candidates: queuesOf(files), own: ownQueueOf(term, job, ownQueue) };
   const takenBack = await takeBackLeftRuns(term, job, left!, queues, () => Promise.resolve(!term.job(job)));
   if (takenBack) term.log.info({ job, takenBack }, 'took back the runs a removed job left that its lane had not staged');
   return takenBack !== undefined;
@@ -94,10 +93,19 @@ function queueOfEnded(versions: readonly EndedVersion[]): string | undefined {
   return job && (job.handler ?? job.flow) ? job.queue : undefined;
 }
 
+/**
+ * The removed job's own queue: `known` (its lane's last definition), else read from its removed versions,
+ * once, and only when asked (a claim found in no candidate queue): most removed jobs leave none.
+ */
+function ownQueueOf(term: LaneTerm, job: string, known: string | undefined): () => Promise<string | undefined> {
+  let own: Promise<string | undefined> | undefined;
+  return () => (own ??= known !== undefined ? Promise.resolve(known) : term.replacedVersions(job).then(queueOfEnded));
+}
+
 /** Where a removed job's runs are looked for: `candidates` to find them in; `own`, its queue when known. */
 interface RemovedJobQueues {
   candidates: string[];
-  own: string | undefined;
+  own: () => Promise<string | undefined>;
 }
 
 /**
@@ -140,12 +148,14 @@ async function takeBackLeftRuns(
 }
 
 /**
- * `queue` (the job's own) when the claimed run `jobId` is not in it: its add never landed (its term ended
- * first, or a failover lost it), though it may still be on the wire. Taken back there, the pull leaves a
- * placeholder of its id that such an add cannot pass, and the tick is recorded skipped. In a queue only
- * guessed, a placeholder would stop nothing, so a claim of a job whose queue is not known stays pending.
+ * The job's own queue (`own`, when known) when the claimed run `jobId` is not in it: its add never landed
+ * (its term ended first, or a failover lost it), though it may still be on the wire. Taken back there, the
+ * pull leaves a placeholder of its id that such an add cannot pass, and the tick is recorded skipped. In a
+ * queue only guessed, a placeholder would stop nothing, so a claim of a job whose queue is not known stays
+ * pending.
  */
-async function neverAdded(term: LaneTerm, queue: string | undefined, jobId: string): Promise<string | undefined> {
+async function neverAdded(term: LaneTerm, own: () => Promise<string | undefined>, jobId: string): Promise<string | undefined> {
+  const queue = await own();
   return queue !== undefined && !(await term.takeBack.added({ jobId, queue })) ? queue : undefined;
 }
 
