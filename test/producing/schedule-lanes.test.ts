@@ -12,8 +12,8 @@ import { ScheduleStore } from '../../src/schedules/store.js';
 import { StoredSchedules } from '../../src/schedules/stored-schedules.js';
 import { useFreshLedger } from '../support/fresh-ledger.js';
 import { useRedis } from '../support/redis-server.js';
-import { jobType, tickJobData } from '../support/scheduled-job.js';
-import { addsFailingWhile } from '../support/write-paths.js';
+import { jobType } from '../support/scheduled-job.js';
+import { addsFailingWhile, lateStagedAdd } from '../support/write-paths.js';
 import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
@@ -288,7 +288,7 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     }
     // The first term's add lands only now: BullMQ holds the placeholder of its id in the job type's queue.
     const queue = base.queues.get('leasebeat');
-    await queue.add('left', { ...tickJobData({}, tick), dueAt: tick }, { jobId, delay: Math.max(0, tick - Date.now()) });
+    await lateStagedAdd(queue, 'left', tick, jobId);
     assert.equal(await queue.getJobState(jobId), 'unknown', 'the late add left no run');
     assert.deepEqual(await runIds('left'), []);
   });

@@ -12,8 +12,8 @@ import type { ScheduledJob } from '../../src/scheduling/define-job.js';
 import { directWrites, type WritePath } from '../../src/redis/durability.js';
 import { useRedis } from '../support/redis-server.js';
 import { stagedRunsHeldBy, testWorkerPool } from '../support/worker-pool.js';
-import { addsFailingWhile, writesThrough } from '../support/write-paths.js';
-import { scheduledJobWith, tickJobData } from '../support/scheduled-job.js';
+import { addsFailingWhile, lateStagedAdd, writesThrough } from '../support/write-paths.js';
+import { scheduledJobWith } from '../support/scheduled-job.js';
 import { term } from '../support/term.js';
 import { until } from '../support/until.js';
 
@@ -452,7 +452,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     await until('the claim to be taken back', async () => (await state('gone', tick)) === 'skipped|removed', 10_000);
     failing = false;
     // The add the lane sent before the removal lands only now: BullMQ holds the placeholder of its id.
-    await queue.add('gone', { ...tickJobData({}, tick), dueAt: tick }, { jobId, delay: Math.max(0, tick - Date.now()) });
+    await lateStagedAdd(queue, 'gone', tick, jobId);
     assert.equal(await queue.getJobState(jobId), 'unknown', 'the late add left no run');
     assert.deepEqual(await queue.getJobCounts('delayed', 'wait'), { delayed: 0, wait: 0 });
   });

@@ -1,4 +1,6 @@
+import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { tickJobData } from './scheduled-job.js';
 import { directWrites, type WritePath } from '../../src/redis/durability.js';
 
 /**
@@ -33,4 +35,12 @@ export function addsFailingWhile(redis: Redis, failing: () => boolean): WritePat
       return failed;
     },
   };
+}
+
+/**
+ * Lands now the add of tick `tick`'s staged run of `name` (job id `jobId`), as an add a term sent and
+ * that reached BullMQ late would.
+ */
+export function lateStagedAdd(queue: Queue, name: string, tick: number, jobId: string): Promise<Job> {
+  return queue.add(name, { ...tickJobData({}, tick), dueAt: tick }, { jobId, delay: Math.max(0, tick - Date.now()) });
 }

@@ -13,6 +13,7 @@ import { createScheduler } from '../../src/scheduler.js';
 import type { RedisProcess } from '../support/redis-process.js';
 import { startSentinelGroup, type TestSentinelGroup } from '../support/redis-sentinel.js';
 import { assertExactlyOnce } from '../support/topology-audit.js';
+import { untilAcknowledged } from '../support/acknowledged.js';
 import { until } from '../support/until.js';
 import { JOB_NAMES, TopologyRun } from './fixtures/runs.js';
 
@@ -110,17 +111,11 @@ describe('Redis Sentinel (1 primary, 2 replicas, 3 sentinels; real processes)', 
       assert.equal(seen.record.leaderTransitions, 0);
       // Until a replica follows the new primary, B's writes are not confirmed either; B retries, as the
       // elector does (re-read, then renew its own record or take over A's).
-      await until('B to take over with a confirmed write', async () => {
+      await untilAcknowledged('B taking over', async () => {
         const current = await lockB.get(signal);
         const mine = current.record.holderIdentity === 'B';
-        try {
-          await lockB.update(record('B', mine ? current.record.leaderTransitions : current.record.leaderTransitions + 1, Date.now()), current.version, signal);
-          return true;
-        } catch (error) {
-          if (error instanceof DurabilityError) return false;
-          throw error;
-        }
-      }, 30_000);
+        await lockB.update(record('B', mine ? current.record.leaderTransitions : current.record.leaderTransitions + 1, Date.now()), current.version, signal);
+      });
       const tokenB = { generation: tokenA.generation, leaderTransitions: 1 };
       assert.deepEqual(await ledgerB.raiseFence(tokenB, 'B', Date.now()), { ok: true });
       assert.deepEqual(await ledgerB.claim(tokenB, 'job', tick1, 'job@1'), { kind: 'claimed', retry: true }, 'tick 1 (confirmed by A, never added) is finished by B');
