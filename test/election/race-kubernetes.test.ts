@@ -1,6 +1,7 @@
 import { after, before, it } from 'node:test';
 import { FakeLeaseServer } from '../support/fake-lease-server.js';
-import { raceAndCheck, type LockWrite } from '../support/race.js';
+import { ApiLeaseHistory } from '../../scripts/chaos/lease-history.js';
+import { raceAndCheck } from '../support/race.js';
 
 let server: FakeLeaseServer;
 before(async () => {
@@ -11,7 +12,6 @@ after(async () => {
 });
 
 it('5 electors on the Kubernetes Lease lock, 10 kills and graceful stops (half at the leader): never two leaders, transitions rise', { timeout: 120_000 }, async (t) => {
-  const lockWrites = (): Promise<LockWrite[]> =>
-    Promise.resolve(server.writeHistory().filter((write) => write.name === 'race').map((write) => ({ at: write.at, holder: write.op === 'delete' ? '' : (write.spec.holderIdentity ?? '') })));
-  await raceAndCheck({ lock: 'kubernetes', apiServer: server.url }, (m) => t.diagnostic(m), lockWrites);
+  const history = new ApiLeaseHistory(server, 'default', 'race');
+  await raceAndCheck({ lock: 'kubernetes', apiServer: server.url }, (m) => t.diagnostic(m), () => Promise.resolve(history.snapshot().writes));
 });
