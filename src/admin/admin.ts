@@ -190,7 +190,8 @@ export interface Admin {
   resume(job: string, options?: { force?: boolean; by?: string }): Promise<boolean>;
   /**
    * Who paused, resumed, triggered, backfilled, edited or removed a job or schedule, and when: its newest `limit`
-   * entries (default 20), newest first. `by` of each action is the caller's (default: `who`).
+   * entries (default 20, at most 100), newest first, of the deployment's newest 100,000 (see
+   * `AUDIT_STREAM_MAXLEN`). `by` of each action is the caller's (default: `who`).
    */
   history(job: string, options?: { limit?: number }): Promise<AuditEntry[]>;
   /**
