@@ -318,7 +318,6 @@ class ClusterAdmin implements Admin {
       pause: (name, note, by) => this.pause(name, { note, force: true, by }),
       resume: (name, by) => this.resume(name, { force: true, by }),
       trigger: (name, by) => this.trigger(name, { by }),
-      audit: (name, action, by, detail) => this.audit.record(name, action, by, detail),
       who: this.who,
     });
     this.store = new MemberStore(this.redis, this.keys);
