@@ -2,9 +2,9 @@
 export const LEADER_STREAM_MAXLEN = 1000;
 /**
  * The deployment's audit stream ({@link KeySpace.audit}) keeps this many entries, the newest: its writes
- * trim the oldest. An entry costs about 60–250 bytes with its index id, so the trail stays under ~25 MiB
- * however many jobs and schedules there are, while holding months of hand-made changes (pauses, triggers,
- * edits) or the last 100,000 writes of a bulk import.
+ * trim the oldest. An entry costs about 130 bytes with its index id (a schedule write), a few hundred at
+ * most (a backfill's), so the trail stays within ~30 MiB however many jobs and schedules there are, while
+ * holding months of hand-made changes (pauses, triggers, edits) or the last 100,000 writes of a bulk import.
  */
 export const AUDIT_STREAM_MAXLEN = 100_000;
 /**
