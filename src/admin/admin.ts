@@ -190,7 +190,8 @@ export interface Admin {
   resume(job: string, options?: { force?: boolean; by?: string }): Promise<boolean>;
   /**
    * Who paused, resumed, triggered, backfilled, edited or removed a job or schedule, and when: its newest `limit`
-   * entries (default 20), newest first. `by` of each action is the caller's (default: `who`).
+   * entries (default 20, at most 100), newest first, of the deployment's newest 100,000 (see
+   * `AUDIT_STREAM_MAXLEN`). `by` of each action is the caller's (default: `who`).
    */
   history(job: string, options?: { limit?: number }): Promise<AuditEntry[]>;
   /**
@@ -317,7 +318,6 @@ class ClusterAdmin implements Admin {
       pause: (name, note, by) => this.pause(name, { note, force: true, by }),
       resume: (name, by) => this.resume(name, { force: true, by }),
       trigger: (name, by) => this.trigger(name, { by }),
-      audit: (name, action, by, detail) => this.audit.record(name, action, by, detail),
       who: this.who,
     });
     this.store = new MemberStore(this.redis, this.keys);

@@ -123,8 +123,6 @@ export interface ScheduleDesk {
   pause(name: string, note: string, by: string | undefined): Promise<void>;
   resume(name: string, by: string | undefined): Promise<boolean>;
   trigger(name: string, by: string | undefined): Promise<TriggerResult>;
-  /** Records what was done to a schedule in its history (see AuditLog). */
-  audit(name: string, action: 'upsert' | 'remove', by: string, detail: Record<string, unknown>): Promise<void>;
   /** Who writes, when the caller does not say: the CLI's user@host. */
   who: string;
 }
@@ -148,13 +146,10 @@ class ScheduleApi implements Schedules {
   async upsert(id: string, spec: ScheduleSpec, options: { expectedVersion?: number; by?: string } = {}): Promise<UpsertResult> {
     const { spec: stored, job, now } = await this.checked(id, spec);
     try {
-      const by = options.by ?? this.desk.who;
-      const outcome = await this.desk.store.upsert(id, stored, by, {
+      const outcome = await this.desk.store.upsert(id, stored, options.by ?? this.desk.who, {
         ...(options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion }),
         reviewAt: firstReviewAt(job, now),
       });
-      // A write of the spec already stored changed nothing, and is no event of its history.
-      if (outcome.changed) await this.desk.audit(id, 'upsert', by, { version: outcome.version, spec: stored });
       return { id, ...outcome };
     } catch (error) {
       if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);
@@ -184,8 +179,7 @@ class ScheduleApi implements Schedules {
 
   async remove(id: string, options: { expectedVersion?: number; by?: string } = {}): Promise<boolean> {
     try {
-      const removed = await this.desk.store.remove(id, options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion });
-      if (removed !== undefined) await this.desk.audit(id, 'remove', options.by ?? this.desk.who, { version: removed });
+      const removed = await this.desk.store.remove(id, options.by ?? this.desk.who, options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion });
       return removed !== undefined;
     } catch (error) {
       if (error instanceof ScheduleVersionConflict) throw new ScheduleError('version-conflict', error.message);

@@ -561,7 +561,7 @@ withSettings(program.command('describe').description('a job or schedule in full:
 
 withSettings(program.command('history').description('who paused, resumed, triggered, backfilled, edited or removed a job or schedule, and when (newest first)'), 'connection')
   .argument('<job>', 'job name or schedule id')
-  .option('-n, --limit <n>', 'how many, newest first', '20')
+  .option('-n, --limit <n>', 'how many, newest first (at most 100)', '20')
   .option('--json', 'print JSON')
   .action(history);
 

@@ -1,7 +1,17 @@
 /** The leader's request stream ({@link KeySpace.triggers}) keeps about this many entries: far more than can be pending at once. */
 export const LEADER_STREAM_MAXLEN = 1000;
-/** Each job's audit stream ({@link KeySpace.audit}) keeps about this many entries. */
-export const AUDIT_STREAM_MAXLEN = 1000;
+/**
+ * The deployment's audit stream ({@link KeySpace.audit}) keeps this many entries, the newest: its writes
+ * trim the oldest. An entry costs about 130 bytes with its index id (a schedule write), a few hundred at
+ * most (a backfill's), so the trail stays within ~30 MiB however many jobs and schedules there are, while
+ * holding months of hand-made changes (pauses, triggers, edits) or the last 100,000 writes of a bulk import.
+ */
+export const AUDIT_STREAM_MAXLEN = 100_000;
+/**
+ * The audit index ({@link KeySpace.auditIndex}) lists the newest this many entry ids of each name: the most
+ * `history` answers for one name.
+ */
+export const AUDIT_IDS_PER_NAME = 100;
 
 /**
  * Redis keys of one leasebeat cluster. Every key shares the hash tag `{<cluster>}`, so the fence and the
@@ -36,11 +46,22 @@ export class KeySpace {
   }
 
   /**
-   * Stream: what operators did to one job or schedule (pause, resume, trigger, upsert, remove), who and
-   * when (the entry's id is Redis time), capped near {@link AUDIT_STREAM_MAXLEN} entries per name.
+   * Stream: what operators did to the jobs and schedules (pause, resume, trigger, backfill, upsert,
+   * remove), one entry each with fields `name`, `action`, `by` and `detail` (JSON), its id Redis time;
+   * capped at {@link AUDIT_STREAM_MAXLEN} entries (see lua/includes/audit.lua). Earlier builds kept one
+   * stream per name, `<base>:audit:<name>`, which nothing reads any more.
    */
-  audit(name: string): string {
-    return `${this.base}:audit:${name}`;
+  get audit(): string {
+    return `${this.base}:audit`;
+  }
+
+  /**
+   * Hash: job or schedule name → the ids of its newest entries in {@link audit} (at most
+   * {@link AUDIT_IDS_PER_NAME}, space-separated, newest first), so that one name's history is read
+   * without scanning the stream. A name whose entries were all trimmed has no field.
+   */
+  get auditIndex(): string {
+    return `${this.base}:audit-index`;
   }
 
   /** Hash: job name → pause note, for pauses set at run time (`leasebeat pause`). */

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { KeySpace } from '../redis/keys.js';
+import { AUDIT_IDS_PER_NAME, AUDIT_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import type { WritePath } from '../redis/durability.js';
 import { LuaScript } from '../util/lua.js';
 import type { FencingToken } from '../ledger/tick-ledger.js';
@@ -11,7 +11,6 @@ const removeSchedule = new LuaScript(new URL('./lua/removeSchedule.lua', import.
 const parkSchedule = new LuaScript(new URL('./lua/parkSchedule.lua', import.meta.url));
 const forgetPrevious = new LuaScript(new URL('./lua/forgetPrevious.lua', import.meta.url));
 const dueGroup = new LuaScript(new URL('./lua/dueGroup.lua', import.meta.url));
-
 
 /** The change feed keeps about this many entries: a follower further behind than that loads everything again. */
 export const SCHEDULE_FEED_MAXLEN = 100_000;
@@ -60,8 +59,9 @@ export class ScheduleVersionConflict extends Error {
 /**
  * Runtime schedules in Redis, beside the ledger under the cluster's hash tag: a hash of specs by id, a
  * sorted set of ids for paging, a stream that tells every instance what changed, and the due index that
- * tells the leader when to look at each one again. Writes go through
- * the durable write path, so on Sentinel and Cluster a schedule is acknowledged only once replicas hold it.
+ * tells the leader when to look at each one again. Each write also records who made it in the
+ * deployment's audit trail (KeySpace.audit), in the same script. Writes go through the durable write
+ * path, so on Sentinel and Cluster a schedule is acknowledged only once replicas hold it.
  */
 export class ScheduleStore {
   constructor(
@@ -71,31 +71,35 @@ export class ScheduleStore {
   ) {}
 
   private get scriptKeys(): string[] {
-    return [this.keys.schedules, this.keys.scheduleIds, this.keys.scheduleChanges, this.keys.scheduleDue, this.keys.schedulePrevious];
+    const { schedules, scheduleIds, scheduleChanges, scheduleDue, schedulePrevious, audit, auditIndex } = this.keys;
+    return [schedules, scheduleIds, scheduleChanges, scheduleDue, schedulePrevious, audit, auditIndex];
   }
 
   /**
-   * Stores `spec` as the schedule's next version (see upsertSchedule.lua). `reviewAt`: by when a leader
-   * must look at it (never later than its first tick; see firstReviewAt); default now.
+   * Stores `spec` as the schedule's next version, and `who` wrote it in the audit trail (see
+   * upsertSchedule.lua). `reviewAt`: by when a leader must look at it (never later than its first tick;
+   * see firstReviewAt); default now.
    */
   async upsert(id: string, spec: StoredSpec, who: string, options: { expectedVersion?: number; reviewAt?: number } = {}): Promise<UpsertOutcome> {
     const [version, written] = await this.writes.script<[number, number]>(upsertSchedule, this.scriptKeys, [
       id,
       JSON.stringify(spec),
       options.expectedVersion ?? '',
-      // The record's fields are split on '|': a name holding one would shift the spec.
-      who.replaceAll('|', '/'),
+      who,
       SCHEDULE_FEED_MAXLEN,
       options.reviewAt ?? '',
+      AUDIT_STREAM_MAXLEN,
+      AUDIT_IDS_PER_NAME,
       // Every answer is confirmed, "unchanged" too: it reports a version only the old primary may hold.
     ], () => `schedule ${id}`);
     if (written === -1) throw new ScheduleVersionConflict(id, version);
     return { version, changed: written === 1 };
   }
 
-  /** Removes the schedule; answers the version removed, or undefined when there was none. */
-  async remove(id: string, options: { expectedVersion?: number } = {}): Promise<number | undefined> {
-    const removed = await this.writes.script<number>(removeSchedule, this.scriptKeys, [id, options.expectedVersion ?? '', SCHEDULE_FEED_MAXLEN], () => `removal of schedule ${id}`);
+  /** Removes the schedule, recording that `who` did; answers the version removed, or undefined when there was none. */
+  async remove(id: string, who: string, options: { expectedVersion?: number } = {}): Promise<number | undefined> {
+    const args = [id, options.expectedVersion ?? '', SCHEDULE_FEED_MAXLEN, who, AUDIT_STREAM_MAXLEN, AUDIT_IDS_PER_NAME];
+    const removed = await this.writes.script<number>(removeSchedule, this.scriptKeys, args, () => `removal of schedule ${id}`);
     if (removed === -1) {
       const stored = await this.get(id);
       throw new ScheduleVersionConflict(id, stored?.version ?? 0);

@@ -258,7 +258,7 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     await producing(made, async () => {
       await until('a run', async () => (await runIds('doomed')).length > 0, 10_000);
       await until('parked', () => made.laneCounts().schedules === 0);
-      await store.remove('doomed');
+      await store.remove('doomed', 'test');
       made.schedulesChanged(['doomed']);
       assert.equal(await dueAt('doomed'), undefined);
       const ran = (await runIds('doomed')).length;
@@ -277,7 +277,7 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     const tick = (await base.ledger.jobState('left')).lastScheduledTick!;
     const jobId = `left@${tick}`;
     assert.match((await base.ledger.tickState('left', tick)) ?? '', /^claimed\|/, 'its claim left pending');
-    await store.remove('left');
+    await store.remove('left', 'test');
     const second = new AbortController();
     const run = producer().run(term(2), second.signal);
     try {

@@ -44,7 +44,7 @@ describe('ScheduleFeed on a real Redis', () => {
     await until('the edit', () => seen('a').includes(2));
     assert.equal(feed.applied((await store.get('a'))!), true);
     await store.upsert('b', spec('1h'), 't');
-    await store.remove('b');
+    await store.remove('b', 't');
     await until('the removal, passed on as no record', () => seen('b').includes(undefined));
     // The same spec again is no write: nothing is passed on (b's two entries may still come in two batches).
     const before = changes.flat().length;
@@ -77,7 +77,7 @@ describe('ScheduleFeed on a real Redis', () => {
       await until('a resync', () => resyncs === 1);
       await store.upsert('after-the-end', spec('1h'), 't');
       await until('the write made after the reader ended', () => seen('after-the-end').includes(1));
-      await store.remove('after-the-end');
+      await store.remove('after-the-end', 't');
       await until('its removal', () => seen('after-the-end').includes(undefined));
     } finally {
       await feed.stop();

@@ -40,7 +40,7 @@ export interface ScheduleFootprint {
   due: boolean;
   /** The version its last write replaced, null when none. */
   previous: string | null;
-  /** Entries of its history (audit stream). */
+  /** Entries of its history (ids in the audit index). */
   history: number;
   /** The change feed: its length and newest entry id. */
   feed: { length: number; last: string | null };
@@ -57,11 +57,17 @@ export async function scheduleFootprint(redis: Redis, id: string, keys = new Key
     redis.zscore(keys.scheduleIds, id),
     redis.zscore(keys.scheduleDue, id),
     redis.hget(keys.schedulePrevious, id),
-    redis.xlen(keys.audit(id)),
+    auditIndexIds(redis, id, keys).then((ids) => ids.length),
     redis.xlen(keys.scheduleChanges),
     redis.xrevrange(keys.scheduleChanges, '+', '-', 'COUNT', 1),
   ]);
   return { record, listed: listed !== null, due: due !== null, previous, history, feed: { length, last: newest[0]?.[0] ?? null } };
+}
+
+/** The audit entry ids the by-name index lists for `name`, newest first (none when it has no field). */
+export async function auditIndexIds(redis: Redis, name: string, keys = new KeySpace()): Promise<string[]> {
+  const ids = await redis.hget(keys.auditIndex, name);
+  return ids === null ? [] : ids.split(' ');
 }
 
 /** Whether `text` is one line: no line feed, carriage return, or Unicode line or paragraph separator. */

@@ -1,12 +1,16 @@
 --[[
-  Removes a schedule and tells the change feed. With an expected version, only if that version is stored.
+  Removes a schedule, tells the change feed, and records who removed which version in the audit trail.
+  With an expected version, only if that version is stored.
   KEYS[1] specs  KEYS[2] ids  KEYS[3] change feed  KEYS[4] due index
   KEYS[5] replaced versions (hash: id -> JSON array, see includes/replaced)
+  KEYS[6] audit stream  KEYS[7] audit index (see redis/lua/includes/audit)
   ARGV[1] id  ARGV[2] expected version ('' for any)  ARGV[3] the feed's approximate length cap
+  ARGV[4] who  ARGV[5] the audit stream's length cap  ARGV[6] how many ids the audit index keeps per name
   Returns the removed version, 0 when there was no such schedule, -1 when the expected version did not
   match (nothing is removed).
 ]]
 --- @include "includes/replaced"
+--- @include "../../redis/lua/includes/audit"
 local stored = redis.call('HGET', KEYS[1], ARGV[1])
 if not stored then
   return 0
@@ -23,4 +27,5 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 -- Version 0 in the feed: the schedule is gone.
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[1], 'version', 0)
+recordAudit(KEYS[6], KEYS[7], ARGV[5], ARGV[6], ARGV[1], 'remove', ARGV[4], '{"version":' .. version .. '}')
 return version

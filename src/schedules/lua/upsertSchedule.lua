@@ -1,21 +1,25 @@
 --[[
-  Writes a schedule's spec, as one new version, and tells the change feed. Writing the spec that is
-  already stored changes nothing (no new version, no feed entry), so any number of instances upserting
-  the same schedules at boot leave one version between them. With an expected version, the write is made
-  only if the stored version is that one (0: only if the schedule does not exist yet).
+  Writes a schedule's spec, as one new version, tells the change feed, and records who wrote which
+  version in the audit trail. Writing the spec that is already stored changes nothing (no new version,
+  no feed or audit entry), so any number of instances upserting the same schedules at boot leave one
+  version between them. With an expected version, the write is made only if the stored version is that
+  one (0: only if the schedule does not exist yet).
   KEYS[1] specs (hash: id -> "<version>|<updatedAt>|<createdAt>|<updatedBy>|<spec JSON>", times in ms)
   KEYS[2] ids (sorted set)
   KEYS[3] change feed (stream)
   KEYS[4] due index (sorted set: id -> when a leader must look at it next)
   KEYS[5] replaced versions (hash: id -> JSON array, see includes/replaced)
+  KEYS[6] audit stream  KEYS[7] audit index (see redis/lua/includes/audit)
   ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] who
   ARGV[5] the feed's approximate length cap
   ARGV[6] when a leader must look at the new version at the latest (ms; its first tick, as the writer
   computed it): '' for now
+  ARGV[7] the audit stream's length cap  ARGV[8] how many ids the audit index keeps per name
   Returns { version, 1 } when written, { version, 0 } when the stored spec was the same, and
   { stored version, -1 } when the expected version did not match (nothing is written).
 ]]
 --- @include "includes/replaced"
+--- @include "../../redis/lua/includes/audit"
 local id, spec, expected = ARGV[1], ARGV[2], ARGV[3]
 local stored = redis.call('HGET', KEYS[1], id)
 local version = 0
@@ -43,7 +47,9 @@ version = version + 1
 if stored then
   appendReplaced(KEYS[5], id, now, 'edit', stored)
 end
-redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. created .. '|' .. ARGV[4] .. '|' .. spec)
+-- The record's fields are split on '|': a name holding one would shift the spec.
+local by = string.gsub(ARGV[4], '|', '/')
+redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. created .. '|' .. by .. '|' .. spec)
 redis.call('ZADD', KEYS[2], 0, id)
 -- Due by the new version's first tick, or now (a live lane also hears of it on the feed). LT keeps an
 -- earlier instant: a tick of the old version may still be owed before then.
@@ -51,4 +57,6 @@ local review = now
 if ARGV[6] ~= '' and tonumber(ARGV[6]) > now then review = ARGV[6] end
 redis.call('ZADD', KEYS[4], 'LT', review, id)
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'id', id, 'version', version)
+-- The version names the spec: the record holds the newest, and a copy in each entry would cost up to 16 KiB.
+recordAudit(KEYS[6], KEYS[7], ARGV[7], ARGV[8], id, 'upsert', ARGV[4], '{"version":' .. version .. '}')
 return { version, 1 }
