@@ -24,6 +24,11 @@ import { measureInstanceCost, type InstanceCost } from './instance.js';
 import { measureRuntimeSchedules, type RuntimeSchedulesResult } from './runtime-schedules.js';
 import { measureMillionSchedules, MILLION, MILLION_WINDOW_S, millionScale, SETTLE_MS, type MillionSchedulesResult } from './million-schedules.js';
 import { BACKFILL_RATE, BACKFILL_TICKS, measureBackfill, type BackfillResult } from './backfill.js';
+import { INSTANCE_ROUNDS, measureInstancePrecision, runtimeSize, type InstancePrecisionResult } from './instance-precision.js';
+import { BYTES_IN_FLIGHT, measureRedisBytes, type RedisBytesResult } from './redis-bytes.js';
+import { benchArgs, type BenchOptions } from './options.js';
+import { currentTree, openBaseline } from './trees.js';
+import { addBaselineCell, BASELINE_HEADER, instancePrecisionRows, medianRatio, redisBytesRows } from './versus-rows.js';
 
 const DOC = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
 const START = '<!-- bench:start -->';
@@ -73,9 +78,13 @@ interface Results {
   durability: DurabilityResult;
   schedules: RuntimeSchedulesResult;
   backfill: BackfillResult;
+  'instance-precision': InstancePrecisionResult;
+  'redis-bytes': RedisBytesResult;
 }
 type Section = keyof Results;
-const SECTIONS: Section[] = ['failover', 'candidates', 'precision', 'throughput', 'leader', 'coordination', 'instance', 'durability', 'schedules', 'backfill'];
+const SECTIONS: Section[] = [
+  'failover', 'candidates', 'precision', 'throughput', 'leader', 'coordination', 'instance', 'durability', 'schedules', 'backfill', 'instance-precision', 'redis-bytes',
+];
 
 interface Stored<T> {
   measuredAt: string;
@@ -85,7 +94,7 @@ interface Stored<T> {
 }
 
 /** Measures one section. Sections that need a plain Redis share one, started here. */
-async function measure<S extends Section>(section: S, redisUrl: () => Promise<{ redis: Redis; url: string }>): Promise<Results[S]> {
+async function measure<S extends Section>(section: S, redisUrl: () => Promise<{ redis: Redis; url: string }>, options: BenchOptions): Promise<Results[S]> {
   switch (section) {
     case 'failover': {
       progress(`failover: ${FAILOVER_TRIALS} trials per kind and lock`);
@@ -167,12 +176,23 @@ async function measure<S extends Section>(section: S, redisUrl: () => Promise<{ 
       progress(`  ${JSON.stringify(result)}`);
       return result as Results[S];
     }
+    case 'instance-precision': {
+      const { trees, instanceSizes } = options;
+      progress(
+        `whole instance precision: \`leasebeat start\` ${trees.current.label}${trees.baseline ? `, ${trees.baseline.label}` : ''} and BullMQ at ${instanceSizes.map(int).join(', ')} ` +
+          `file schedules and ${int(runtimeSize(instanceSizes))} runtime ones, ${INSTANCE_ROUNDS} rounds`,
+      );
+      return (await measureInstancePrecision(trees, instanceSizes, INSTANCE_ROUNDS, progress)) as Results[S];
+    }
+    case 'redis-bytes':
+      progress(`Redis bytes: ${int(options.bytesSchedules)} schedules per system and kind, ${BYTES_IN_FLIGHT} in flight`);
+      return (await measureRedisBytes(options.trees, options.bytesSchedules, progress)) as Results[S];
   }
   throw new Error(`unknown section ${String(section)}`);
 }
 
 /** Runs the sections asked for (`--only a,b`; default all), storing each one's results as it finishes. */
-async function run(sections: Section[]): Promise<void> {
+async function run(sections: Section[], options: BenchOptions): Promise<void> {
   const machine = machineFacts();
   progress(`bench: ${machine.cpu}, ${machine.cores} cores, node ${machine.node}, redis ${machine.redis}; sections ${sections.join(', ')}`);
   let shared: { server: TestRedis; redis: Redis } | undefined;
@@ -186,7 +206,7 @@ async function run(sections: Section[]): Promise<void> {
   try {
     for (const section of sections) {
       const started = Date.now();
-      const data = await measure(section, redisUrl);
+      const data = await measure(section, redisUrl, options);
       const stored: Stored<unknown> = { measuredAt: new Date().toISOString(), machine, seconds: Math.round((Date.now() - started) / 1000), data };
       mkdirSync(RESULTS_DIR, { recursive: true });
       writeFileSync(`${RESULTS_DIR}${section}.json`, JSON.stringify(stored, null, 2));
@@ -275,11 +295,8 @@ function medianRun(
   runs: Array<[PrecisionResult, PrecisionResult]>,
   pick: (r: PrecisionResult) => Spread | undefined,
 ): { ratio: number; spread: string; run: [PrecisionResult, PrecisionResult] } | undefined {
-  const rated = runs.map((run) => ({ run, ratio: (pick(run[0])?.p99 ?? Infinity) / (pick(run[1])?.p99 ?? NaN) })).sort((a, b) => a.ratio - b.ratio);
-  const middle = rated[Math.floor((rated.length - 1) / 2)];
-  if (!middle) return undefined;
-  const all = rated.map((r) => r.ratio.toFixed(2));
-  return { ratio: middle.ratio, spread: rated.length > 1 ? `${all[0]}–${all.at(-1)}× over ${rated.length} runs` : '1 run', run: middle.run };
+  const median = medianRatio(runs, ([ours, theirs]) => (pick(ours)?.p99 ?? Infinity) / (pick(theirs)?.p99 ?? NaN));
+  return median && { ratio: median.ratio, spread: median.spread, run: median.pair };
 }
 
 function precisionRows(results: PrecisionResult[]): string[] {
@@ -495,15 +512,9 @@ function render(): string {
   const m = Object.values(sections).find((stored) => stored)?.machine;
   const when = SECTIONS.map((section) => `${section} ${sections[section]?.measuredAt.slice(0, 16).replace('T', ' ') ?? 'not measured'}`).join(', ');
   const missing = (section: Section): string[] => [`| | ${section}: not measured yet (\`npm run bench -- --only ${section}\`) | | | | | |`];
-  const lines = [
-    `Generated by \`npm run bench\`; each section's measurement (UTC): ${when}. ` +
-      (m ? `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; Node ${m.node}; redis-server ${m.redis}; BullMQ ${m.bullmq}. ` : '') +
-      `Failover trials use short election timings: LeaseDuration ${FAILOVER_TIMINGS.leaseDurationMs} ms, RenewDeadline ${FAILOVER_TIMINGS.renewDeadlineMs} ms, ` +
-      `RetryPeriod ${FAILOVER_TIMINGS.retryPeriodMs} ms. Precision schedules all use \`${PRECISION_PATTERN}\` (every 5 s, all firing together), with one ` +
-      `BullMQ worker (concurrency 100) in its own process for both systems; each precision row was measured ${PRECISION_RUNS} times, the systems alternating.`,
-    '',
-    '| # | Comparison | leasebeat | Baseline or bound | Ratio | Goal | Met |',
-    '|---|---|---|---|---|---|---|',
+  // A column for the `--baseline` commit only while a stored section measured one; the other rows leave it empty.
+  const baselineColumn = Boolean(sections['instance-precision']?.data.baseline ?? sections['redis-bytes']?.data.baseline);
+  const rows = [
     ...(sections.failover ? failoverRows(sections.failover.data) : missing('failover')),
     ...(sections.candidates ? candidatesRows(sections.candidates.data) : missing('candidates')),
     ...(sections.precision ? precisionRows(sections.precision.data) : missing('precision')),
@@ -514,6 +525,21 @@ function render(): string {
     ...(sections.durability ? durabilityRows(sections.durability.data) : missing('durability')),
     ...(sections.schedules ? scheduleRows(sections.schedules.data) : missing('schedules')),
     ...(sections.backfill ? backfillRows(sections.backfill.data) : missing('backfill')),
+    ...(sections['instance-precision'] ? [] : missing('instance-precision')),
+    ...(sections['redis-bytes'] ? [] : missing('redis-bytes')),
+  ].map((row) => (baselineColumn ? addBaselineCell(row) : row));
+  const lines = [
+    `Generated by \`npm run bench\`; each section's measurement (UTC): ${when}. ` +
+      (m ? `Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; Node ${m.node}; redis-server ${m.redis}; BullMQ ${m.bullmq}. ` : '') +
+      `Failover trials use short election timings: LeaseDuration ${FAILOVER_TIMINGS.leaseDurationMs} ms, RenewDeadline ${FAILOVER_TIMINGS.renewDeadlineMs} ms, ` +
+      `RetryPeriod ${FAILOVER_TIMINGS.retryPeriodMs} ms. Precision schedules all use \`${PRECISION_PATTERN}\` (every 5 s, all firing together), with one ` +
+      `BullMQ worker (concurrency 100) in its own process for both systems; each precision row was measured ${PRECISION_RUNS} times, the systems alternating.`,
+    '',
+    `| # | Comparison | leasebeat |${baselineColumn ? ` ${BASELINE_HEADER} |` : ''} Baseline or bound | Ratio | Goal | Met |`,
+    `|---|---|---|${baselineColumn ? '---|' : ''}---|---|---|---|`,
+    ...rows,
+    ...(sections['instance-precision'] ? instancePrecisionRows(sections['instance-precision'].data, baselineColumn) : []),
+    ...(sections['redis-bytes'] ? redisBytesRows(sections['redis-bytes'].data, baselineColumn) : []),
   ];
   const coordination = sections.coordination?.data;
   if (coordination) {
@@ -545,7 +571,22 @@ function writeDoc(generated: string): void {
   writeFileSync(DOC, from >= 0 && to > from ? doc.slice(0, from) + block + doc.slice(to + END.length) : `${doc.trimEnd()}\n\n${block}\n`);
 }
 
-await run(selected(process.argv.slice(2)));
+/** The sections that measure a `--baseline` commit beside this checkout. */
+const BASELINE_SECTIONS: Section[] = ['instance-precision', 'redis-bytes'];
+
+const argv = process.argv.slice(2);
+const sections = selected(argv);
+const { baseline: rev, ...scale } = benchArgs(argv);
+if (rev !== undefined && !sections.some((section) => BASELINE_SECTIONS.includes(section))) {
+  process.stderr.write(`bench: --baseline measures only ${BASELINE_SECTIONS.join(', ')}; add them, e.g. --only ${BASELINE_SECTIONS.join(',')}\n`);
+  process.exit(2);
+}
+const baseline = rev === undefined ? undefined : await openBaseline(rev, progress);
+try {
+  await run(sections, { ...scale, trees: { current: currentTree(), ...(baseline ? { baseline: baseline.tree } : {}) } });
+} finally {
+  baseline?.remove();
+}
 const generated = render();
 writeDoc(generated);
 console.log(generated);

@@ -19,6 +19,7 @@ import { createAdmin } from '../src/index.js';
 import { spread, type Spread } from '../scripts/chaos/report.js';
 import { startChild, type BenchChild } from './child.js';
 import type { MemorySample } from './million-leader-process.js';
+import { rate } from './rate.js';
 import { BENCH_JOB_TYPE, jobTypeFolder } from './schedules-leader-process.js';
 
 /** The issue's scale and window. */
@@ -128,18 +129,6 @@ export interface MillionSchedulesResult {
   within100Ms: number;
   /** The latest of them: job id, its lag, and when its run was first added (its first event − tick; negative: staged ahead), ms. */
   slowest: Array<{ jobId: string; lagMs: number; addedMs: number }>;
-}
-
-/** Runs `count` calls of `call`, `inFlight` at a time; answers calls per second. */
-async function rate(count: number, inFlight: number, call: (index: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < count) await call(next++);
-    }),
-  );
-  return count / ((performance.now() - started) / 1000);
 }
 
 /** A leader process, with every line it printed so far parsed. */

@@ -3,6 +3,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createAdmin } from '../src/index.js';
 import { startChild } from './child.js';
+import { rate } from './rate.js';
 import type { MillionSchedulesResult } from './million-schedules.js';
 import { BENCH_JOB_TYPE, jobTypeFolder, type ScheduleLeaderReport } from './schedules-leader-process.js';
 
@@ -22,18 +23,6 @@ export interface RuntimeSchedulesResult {
 }
 
 const EDITS = 500;
-
-/** Runs `count` calls of `call`, `inFlight` at a time; answers calls per second. */
-async function rate(count: number, inFlight: number, call: (index: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < count) await call(next++);
-    }),
-  );
-  return count / ((performance.now() - started) / 1000);
-}
 
 async function leaderReport(url: string): Promise<ScheduleLeaderReport> {
   const child = startChild('./schedules-leader-process.ts', [url, String(EDITS)]);

@@ -6,6 +6,7 @@ import type { TickJobData } from '../src/ledger/job-data.js';
 import { tickJobId } from '../src/ledger/job-data.js';
 import { QueueSet } from '../src/redis/queue-set.js';
 import { TickLedger, type FencingToken } from '../src/ledger/tick-ledger.js';
+import { rate } from './rate.js';
 import { cron, generateSchedules } from './schedules.js';
 
 /** Jobs per second of each way to enqueue, measured in the same process on the same Redis. */
@@ -48,18 +49,6 @@ async function fencedEnqueue(enqueue: FencedEnqueue, tick: number): Promise<void
 function rawEnqueue(queue: Queue, tick: number): Promise<unknown> {
   const data: TickJobData = { tick, token: TOKEN, data: undefined, manual: false };
   return queue.add(JOB.name, data);
-}
-
-/** Runs `count` operations with at most `concurrency` in flight; returns operations per second. */
-async function rate(count: number, concurrency: number, operation: (i: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const started = process.hrtime.bigint();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) await operation(next++);
-    }),
-  );
-  return count / (Number(process.hrtime.bigint() - started) / 1e9);
 }
 
 export async function measureThroughput(redis: Redis): Promise<ThroughputResult> {
