@@ -5,7 +5,7 @@ import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
 import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, StopCode, TriggerCode } from './script-codes.js';
-import { RUN_STOP_KEEP_MS, type RunStopRequest } from './run-stops.js';
+import { parseRunStop, RUN_STOP_KEEP_MS, type RunStopRequest } from './run-stops.js';
 
 // The protocol's types and helpers live in records.ts; they are re-exported where callers found them.
 export { claimingTerm, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
@@ -26,6 +26,26 @@ const pulseScript = new LuaScript(new URL('./lua/pulse.lua', import.meta.url));
 const requestRunStopScript = new LuaScript(new URL('./lua/requestRunStop.lua', import.meta.url));
 const countFailedRunScript = new LuaScript(new URL('./lua/countFailedRun.lua', import.meta.url));
 const stepBackfillScript = new LuaScript(new URL('./lua/stepBackfill.lua', import.meta.url));
+
+/**
+ * What stagedRunMayStart found: hand the run back (`start` false), or start it, with the stop a leader
+ * asked of it before it started (`stop`), if any.
+ */
+export type StagedRunVerdict = { start: false } | { start: true; stop: RunStopRequest | undefined };
+
+/** A staged run as its check names it: its job, BullMQ job id, tick and due time (ms). */
+export interface StagedRun {
+  job: string;
+  jobId: string;
+  tick: number;
+  dueAt: number;
+}
+
+/** stagedRunMayStart.lua's keys (the last one the run's stop request) and arguments, for another script to check with. */
+export interface StagedRunCheck {
+  keys: string[];
+  args: Array<string | number>;
+}
 
 /** The outcome of claiming one (job, tick). */
 export type ClaimOutcome =
@@ -515,18 +535,28 @@ export class TickLedger {
   }
 
   /**
-   * Whether a worker may start a run of `job` that `token` staged to be due at `dueAt` (see
-   * stagedRunMayStart.lua); false: hand it back for a moment, a leader has yet to apply its rules to it.
-   * The current term counts as alive when its last stamp is less than `aliveWithinMs` old.
+   * Whether a worker may start run `jobId` of `job` that `token` staged to be due at `dueAt` (see
+   * stagedRunMayStart.lua), and if so, the stop a leader asked of it; `start` false: hand it back for a
+   * moment, a leader has yet to apply its rules to it.
    */
-  async stagedRunMayStart(token: FencingToken, job: string, tick: number, dueAt: number, aliveWithinMs: number): Promise<boolean> {
+  async stagedRunMayStart(token: FencingToken, run: StagedRun, aliveWithinMs: number): Promise<StagedRunVerdict> {
+    const { keys, args } = this.stagedRunCheck(token, run, aliveWithinMs);
+    const [code, stop] = await stagedRunMayStartScript.run<[number, string?]>(this.redis, keys, args);
+    if (scriptCode('stagedRunMayStart', MayStartCode, code) === MayStartCode.HandBack) return { start: false };
+    return { start: true, stop: parseRunStop(stop) };
+  }
+
+  /**
+   * The keys and arguments of stagedRunMayStart.lua's check, for a worker's take to make it in its own
+   * script where the ledger and the run's queue are on one server (startStagedRun.lua). The current term
+   * counts as alive when its last stamp is less than `aliveWithinMs` old.
+   */
+  stagedRunCheck(token: FencingToken, run: StagedRun, aliveWithinMs: number): StagedRunCheck {
     const k = this.keys;
-    const reply = await stagedRunMayStartScript.run<number>(
-      this.redis,
-      [k.fence, k.jobState(job), k.paused, k.ledger(job)],
-      [token.generation, token.leaderTransitions, job, dueAt, aliveWithinMs, tick],
-    );
-    return scriptCode('stagedRunMayStart', MayStartCode, reply) === MayStartCode.Start;
+    return {
+      keys: [k.fence, k.jobState(run.job), k.paused, k.ledger(run.job), k.runStop(run.jobId)],
+      args: [token.generation, token.leaderTransitions, run.job, run.dueAt, aliveWithinMs, run.tick],
+    };
   }
 
   /**

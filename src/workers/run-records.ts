@@ -1,9 +1,12 @@
 import type { Job } from 'bullmq';
 import { LuaScript } from '../util/lua.js';
 import { DurabilityError, type WritePath } from '../redis/durability.js';
-import { FinishCode, HeldCode, scriptCode, StartCode } from '../ledger/script-codes.js';
+import { FinishCode, HeldCode, scriptCode, StagedStartCode, StartCode } from '../ledger/script-codes.js';
+import { parseRunStop, type RunStopRequest } from '../ledger/run-stops.js';
+import type { StagedRunCheck } from '../ledger/tick-ledger.js';
 
 const startRunScript = new LuaScript(new URL('./lua/startRun.lua', import.meta.url));
+const startStagedRunScript = new LuaScript(new URL('./lua/startStagedRun.lua', import.meta.url));
 const abandonStartScript = new LuaScript(new URL('./lua/abandonStart.lua', import.meta.url));
 const finishRunScript = new LuaScript(new URL('./lua/finishRun.lua', import.meta.url));
 const stillHeldScript = new LuaScript(new URL('./lua/stillHeld.lua', import.meta.url));
@@ -40,27 +43,39 @@ export class RunRecords {
   ) {}
 
   /**
-   * Checks and counts a start of `job`'s handler under the lock `token`; see {@link RunStart}. Throws
+   * Checks and counts a start of `job`'s handler under the lock `token`; see {@link RunStart}. With
+   * `staged` (a staged run's check, where its keys are on the run's server), the take is made only if the
+   * check lets the run start, in the same script (startStagedRun.lua): `held` when it does not. Throws
    * `DurabilityError` when the replicas did not confirm the take: the handler must not start then (the
    * count is taken back, best effort).
    */
-  async start(job: Job, token: string): Promise<RunStart> {
-    const keys = runKeys(job);
+  async start(job: Job, token: string, staged?: StagedRunCheck): Promise<RunStart> {
     const runner = `${this.now()}|${this.identity}`;
-    let reply: [number, string?, string?, number?];
+    const [script, keys, args] = staged
+      ? [startStagedRunScript, [...runKeys(job), ...staged.keys], [token, runner, ...staged.args]]
+      : [startRunScript, runKeys(job), [token, runner]];
+    let reply: [number, string?, string?, number?, string?];
     try {
-      reply = await this.writes.script<[number, string?, string?, number?]>(startRunScript, keys, [token, runner], ([code]) =>
-        code === StartCode.NotOurs ? undefined : `take of ${job.id}`,
+      reply = await this.writes.script<typeof reply>(script, keys, args, ([code]) =>
+        code === StagedStartCode.NotOurs || code === StagedStartCode.HandBack ? undefined : `take of ${job.id}`,
       );
     } catch (error) {
-      if (error instanceof DurabilityError) await this.writes.script(abandonStartScript, keys, [token, runner]).catch(() => undefined);
+      if (error instanceof DurabilityError) await this.writes.script(abandonStartScript, runKeys(job), [token, runner]).catch(() => undefined);
       throw error;
     }
-    switch (scriptCode('startRun', StartCode, reply[0])) {
+    const code = staged ? scriptCode('startStagedRun', StagedStartCode, reply[0]) : scriptCode('startRun', StartCode, reply[0]);
+    switch (code) {
       case StartCode.NotOurs:
         return { kind: 'not-ours' };
+      case StagedStartCode.HandBack:
+        return { kind: 'held' };
       case StartCode.Start:
-        return { kind: 'start', start: reply[1] as StartKind, ...(reply[2] ? { previousRunner: reply[2] } : {}) };
+        return {
+          kind: 'start',
+          start: reply[1] as StartKind,
+          ...(reply[2] ? { previousRunner: reply[2] } : {}),
+          ...(staged ? { stopAsked: { request: parseRunStop(reply[4]) } } : {}),
+        };
       case StartCode.FinishedLost:
         return { kind: 'finished', finish: parseFinish(reply[1]!), refused: false };
       case StartCode.RefusedCompleted:
@@ -105,8 +120,13 @@ export type StartKind = 'first' | 'retry' | 'operator-retry' | 'runner-lost' | '
 
 /** What a take found. */
 export type RunStart =
-  /** Run the handler. `previousRunner` (`<ms>|<identity>`): the lost runner's start. */
-  | { kind: 'start'; start: StartKind; previousRunner?: string }
+  /**
+   * Run the handler. `previousRunner` (`<ms>|<identity>`): the lost runner's start. `stopAsked`: the stop a
+   * leader asked of the run, when the take read it (a staged run's).
+   */
+  | { kind: 'start'; start: StartKind; previousRunner?: string; stopAsked?: { request: RunStopRequest | undefined } }
+  /** A staged run's check did not let it start: hand it back; nothing was written. */
+  | { kind: 'held' }
   /** The run finished before: record `finish` again instead of running. `refused`: a completed run put back by hand. */
   | { kind: 'finished'; finish: RecordedFinish; refused: boolean }
   /** This server does not hold our take: do not run, write nothing. */

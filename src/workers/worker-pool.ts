@@ -6,10 +6,11 @@ import type { WorkerState } from './worker-state.js';
 import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
 import { DurabilityError } from '../redis/durability.js';
 import type { TickJobData } from '../ledger/job-data.js';
-import type { FinishToRecord, RecordedFinish, RunRecords, StartKind } from './run-records.js';
+import type { FinishToRecord, RecordedFinish, RunRecords, RunStart, StartKind } from './run-records.js';
 import { RunCancelledError, RunTerminatedError, runWithDeadline, type RunStopError } from './run-deadline.js';
 import type { RunStops } from './run-stops.js';
 import type { RunStopRequest } from '../ledger/run-stops.js';
+import type { StagedRunCheck, StagedRunVerdict } from '../ledger/tick-ledger.js';
 import { inSpan, SpanKind, traceOf } from '../util/traces.js';
 import { backoffMs } from '../util/backoff.js';
 import { withTimeout } from '../util/abort.js';
@@ -189,10 +190,16 @@ export class WorkerPool {
       metrics?: WorkerMetrics;
       /**
        * For a staged run (added ahead of its tick: its data says when it is due), whether it may start
-       * now. One that may not is handed back for a moment without spending an attempt: no live leader
-       * stands behind it yet to apply a pause or the catch-up policy to it (stagedRunMayStart.lua).
+       * now, and the stop a leader asked of it, read in the same step. One that may not is handed back for
+       * a moment without spending an attempt: no live leader stands behind it yet to apply a pause or the
+       * catch-up policy to it (stagedRunMayStart.lua).
        */
-      mayStartStaged?: (job: string, run: TickJobData) => Promise<boolean>;
+      mayStartStaged?: (run: { job: string; jobId: string }, data: TickJobData) => Promise<StagedRunVerdict>;
+      /**
+       * Where the ledger and the queues are on one server (not a Cluster): the same check's keys and
+       * arguments, which the take then makes in its own script, one round trip fewer per run.
+       */
+      stagedCheck?: (run: { job: string; jobId: string }, data: TickJobData) => StagedRunCheck;
       /** Where the runs of jobs with `pauseOnFailure` count their failures in a row (the tick ledger). */
       failedRuns?: FailedRunCounter;
       /**
@@ -578,12 +585,16 @@ export class WorkerPool {
     // The slot is taken before the first wait, so that runs arriving meanwhile see it taken.
     this.runningByName.set(job.name, running + 1);
     const key = `${queue}/${job.id}`;
+    const abort = new AbortController();
+    // Listed before its checks, so that a stop published from now on reaches it (stopRun): the check
+    // below read the stops asked before.
+    this.runs.set(key, { queue, id: job.id ?? '', name: job.name, abort });
     try {
-      if (!(await this.mayStart(job))) {
+      const start = await this.takeChecked(job, token);
+      if (start.kind === 'held') {
         this.warnIfHeldLong(job);
         return await this.handBack(job, token, STAGED_HOLD_MS);
       }
-      const start = await this.take(job, token);
       if (start.kind === 'not-ours') {
         // Whoever holds the run on this server runs it; BullMQ writes nothing for a DelayedError.
         this.options.logger.warn({ job: job.name, jobId: job.id }, 'run not started: the server does not hold our take of it (a failover lost it, or its lock expired)');
@@ -602,10 +613,8 @@ export class WorkerPool {
       // Late is about the first start only (a retry starts when its backoff says), from when the run was
       // due: a staged run's due time includes its jitter.
       if (start.start === 'first' && definition.lateAfterMs !== undefined && startedAt - (dueAt ?? tick) > definition.lateAfterMs) this.options.metrics?.late?.(metricName(job));
-      const abort = new AbortController();
       // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
       signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
-      this.runs.set(key, { queue, id: job.id ?? '', name: job.name, abort });
       let result: unknown;
       let value: string;
       const began = performance.now();
@@ -625,8 +634,10 @@ export class WorkerPool {
       };
       try {
         // Stopped by a newer tick before it started (it waited while that tick came due): it never starts.
-        const asked = await this.stopAsked(job.id ?? '', job.name);
+        // A staged run's check read the stop already; a stop heard since aborted the run's signal.
+        const asked = start.stopAsked ? start.stopAsked.request : await this.stopAsked(job.id ?? '', job.name);
         if (asked) throw stopError(asked);
+        if (stoppedByTick(abort.signal.reason)) throw abort.signal.reason;
         const deadline = { runId: job.id ?? '', timeoutMs: definition.timeoutMs, graceMs: definition.timeoutGraceMs, abort, log: this.options.logger };
         // The run continues the trace of its enqueue (its data carries it), in this process or another.
         const attributes = () => ({ 'leasebeat.job': job.name, 'leasebeat.run_id': job.id ?? '', 'leasebeat.attempt': job.attemptsMade + 1, 'messaging.system': 'bullmq', 'messaging.destination.name': queue });
@@ -678,13 +689,14 @@ export class WorkerPool {
 
   private async runHandler(definition: ScheduledJob, job: Job, signal: AbortSignal): Promise<unknown> {
     const data = job.data as Partial<TickJobData>;
+    const logger = this.options.logger;
     const context: HandlerContext = {
       data: data.data,
       tick: new Date(data.tick ?? job.timestamp),
       runId: job.id ?? '',
       token: data.token ?? { generation: '', leaderTransitions: -1 },
       signal,
-      log: this.options.logger.child({ job: job.name, jobId: job.id }),
+      log: logger.child({ job: job.name, jobId: job.id }),
       manual: data.manual ?? false,
       backfill: data.backfill !== undefined,
     };
@@ -693,16 +705,27 @@ export class WorkerPool {
     return job.getChildrenValues();
   }
 
-  /** False for a staged run that must wait for a leader (see `mayStartStaged`); a failed check waits too. */
-  private async mayStart(job: Job): Promise<boolean> {
+  /**
+   * Checks and counts the take of a run (see take); a staged run's only once a live leader stands behind
+   * it: in the take's own script where the ledger shares the run's server (`stagedCheck`), else after
+   * `mayStartStaged` let it start. `held`: it may not start yet, or its check failed.
+   */
+  private async takeChecked(job: Job, token: string): Promise<RunStart> {
     const data = job.data as Partial<TickJobData>;
-    if (data.dueAt === undefined || data.manual || !this.options.mayStartStaged) return true;
+    if (data.dueAt === undefined || data.manual) return this.take(job, token);
+    const run = { job: job.name, jobId: job.id ?? '' };
+    if (this.options.stagedCheck) return this.take(job, token, this.options.stagedCheck(run, data as TickJobData));
+    if (!this.options.mayStartStaged) return this.take(job, token);
+    let verdict: StagedRunVerdict;
     try {
-      return await this.options.mayStartStaged(job.name, data as TickJobData);
+      verdict = await this.options.mayStartStaged(run, data as TickJobData);
     } catch (error) {
       this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'could not check whether a staged run may start; holding it');
-      return false;
+      return { kind: 'held' };
     }
+    if (!verdict.start) return { kind: 'held' };
+    const start = await this.take(job, token);
+    return start.kind === 'start' ? { ...start, stopAsked: { request: verdict.stop } } : start;
   }
 
   /**
@@ -756,9 +779,9 @@ export class WorkerPool {
    * did not answer, hands the run back (see handBack): it starts once Redis is back, without spending an
    * attempt (a start counted meanwhile makes its next take a `runner-lost` one: at least once still holds).
    */
-  private async take(job: Job, token: string): Promise<Awaited<ReturnType<RunRecords['start']>>> {
+  private async take(job: Job, token: string, staged?: StagedRunCheck): Promise<RunStart> {
     try {
-      return await this.options.records.start(job, token);
+      return await this.options.records.start(job, token, staged);
     } catch (error) {
       const why = error instanceof DurabilityError ? 'its take is not on enough replicas yet' : 'Redis did not answer its take';
       this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, `run not started: ${why}`);
@@ -838,7 +861,7 @@ function stopError(request: RunStopRequest): RunStopError {
   return request.how === 'cancel' ? new RunCancelledError(request.jobId, request.byTick) : new RunTerminatedError(request.jobId, request.byTick);
 }
 
-function stoppedByTick(error: Error): boolean {
+function stoppedByTick(error: unknown): error is RunCancelledError | RunTerminatedError {
   return error instanceof RunCancelledError || error instanceof RunTerminatedError;
 }
 

@@ -863,7 +863,7 @@ describe('chaos findings: a schedule removed and created again while BullMQ fail
         return result;
       });
       const started: Array<{ tick: number; data: unknown }> = [];
-      const pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), mayStartStaged: stagedRunsHeldBy(ledger) });
+      const pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), ...stagedRunsHeldBy(ledger) });
       const types = (await loadJobs(SCHEDULE_JOBS)).jobs;
       const work = types.get('work')!;
       pool.update(new Map([['work', { ...work, handler: (job, ctx) => void started.push({ tick: ctx.tick.getTime(), data: ctx.data }) }]]));

@@ -243,11 +243,22 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     const [tick, dueAt] = [5_000, 5_000];
     await ledger.raiseFence(termA, 'a', Date.now());
     assert.equal(await ledger.pulse(termA), true);
-    const mayStart = (): Promise<boolean> => ledger.stagedRunMayStart(termA, job, tick, dueAt, 10_000);
+    const mayStart = () => ledger.stagedRunMayStart(termA, { job, jobId: `${job}@${tick}`, tick, dueAt }, 10_000);
     assert.equal((await ledger.claim(termA, job, tick, `${job}@${tick}`)).kind, 'claimed');
-    assert.equal(await mayStart(), false, 'claimed, its add not confirmed: held');
+    assert.deepEqual(await mayStart(), { start: false }, 'claimed, its add not confirmed: held');
     await ledger.confirm(termA, job, tick, `${job}@${tick}`, Date.now());
-    assert.equal(await mayStart(), true, 'confirmed by its live term: it starts');
+    assert.deepEqual(await mayStart(), { start: true, stop: undefined }, 'confirmed by its live term: it starts');
+  });
+
+  it('a staged run that may start gets the stop a leader asked of it in the same check', async () => {
+    const job = 'stopped';
+    const [tick, dueAt, jobId] = [5_000, 5_000, 'stopped@5000'];
+    await ledger.raiseFence(termA, 'a', Date.now());
+    assert.equal(await ledger.pulse(termA), true);
+    await ledger.claim(termA, job, tick, jobId);
+    await ledger.confirm(termA, job, tick, jobId, Date.now());
+    assert.equal(await ledger.requestRunStop(termA, { jobId, how: 'cancel', byTick: 10_000 }), true);
+    assert.deepEqual(await ledger.stagedRunMayStart(termA, { job, jobId, tick, dueAt }, 10_000), { start: true, stop: { jobId, how: 'cancel', byTick: 10_000 } });
   });
 
   it('prunes ledger entries older than the retention', async () => {

@@ -528,7 +528,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     const writes = writesThrough(redis.client, (write) => (failing ? Promise.reject(new Error('WAIT failed: failing over')) : write()));
     const { producer } = lead(1, { writes });
     const started: string[] = [];
-    const pool = testWorkerPool({ connection: redis.client, logger, mayStartStaged: stagedRunsHeldBy(ledger) });
+    const pool = testWorkerPool({ connection: redis.client, logger, ...stagedRunsHeldBy(ledger) });
     pool.update(new Map([['unpulled', job({ name: 'unpulled', handler: (run) => void started.push(run.id ?? '') })]]));
     try {
       const staged = await stagedRun('unpulled');
@@ -563,7 +563,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
     );
     const { producer } = lead(1, { writes });
     const started: number[] = [];
-    const pool = testWorkerPool({ connection: redis.client, logger, mayStartStaged: stagedRunsHeldBy(ledger) });
+    const pool = testWorkerPool({ connection: redis.client, logger, ...stagedRunsHeldBy(ledger) });
     pool.update(new Map([['stalled', job({ name: 'stalled', every: '1s', handler: (run) => void started.push(run.data.tick) })]]));
     try {
       // Two runs staged ahead, each with room before its tick. A run staged nearer its tick may come due

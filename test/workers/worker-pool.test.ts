@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { RunTimeoutError } from '../../src/workers/run-deadline.js';
 import { RunStopFeed } from '../../src/workers/run-stops.js';
 import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker-pool.js';
-import { testWorkerPool } from '../support/worker-pool.js';
+import { stagedRunsHeldBy, testWorkerPool } from '../support/worker-pool.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { KeySpace } from '../../src/redis/keys.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
@@ -84,7 +84,7 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     const warnings: Array<{ msg: string; jobId?: string; lateMs?: number }> = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line) as { msg: string }) });
     const asked: string[] = [];
-    pool = testWorkerPool({ connection: redis.client, logger: log, mayStartStaged: (name) => (asked.push(name), Promise.resolve(false)) });
+    pool = testWorkerPool({ connection: redis.client, logger: log, mayStartStaged: ({ job }) => (asked.push(job), Promise.resolve({ start: false })) });
     pool.update(new Map([['held', scheduledJob({ name: 'held', handler: () => assert.fail('a held run started') })]]));
     // Due 31 s ago (past the bound: its holds say so, once a minute), and 10 s ago (within a failover's time).
     await queue.add('held', { ...tickJobData(), dueAt: Date.now() - 31_000 }, { jobId: 'held@1' });
@@ -94,6 +94,36 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     assert.deepEqual(held.map((w) => w.jobId), ['held@1'], JSON.stringify(warnings));
     assert.ok(held[0]!.lateMs! >= 31_000);
     assert.equal((await queue.getJob('held@1'))?.attemptsMade, 0, 'a hold spends no attempt');
+  });
+
+  // One script per started run instead of two (issue 30): a burst's runs each paid a round trip for the
+  // check, and another for the stop request.
+  it("a staged run's take makes its check and reads its stop in the same script: held with no live term, started once one stands behind it, stopped if asked", async () => {
+    // A lease of its own: the fence it raises stays out of the other tests' way.
+    const ledger = new TickLedger(redis.client, new KeySpace('leasebeat', 'one-script'));
+    const term = { generation: 'g', leaderTransitions: 4 };
+    const started: string[] = [];
+    pool = testWorkerPool({ connection: redis.client, logger: pino({ level: 'silent' }), ...stagedRunsHeldBy(ledger), mayStartStaged: () => assert.fail('the two-step check ran') });
+    pool.update(new Map([['staged', scheduledJob({ name: 'staged', handler: (job) => void started.push(job.id ?? '') })]]));
+    const tick = Date.now();
+    const [runId, stoppedId] = [`staged@${tick}`, `staged@${tick + 1}`];
+    await ledger.raiseFence(term, 'a', Date.now());
+    for (const [at, id] of [[tick, runId], [tick + 1, stoppedId]] as const) {
+      await ledger.claim(term, 'staged', at, id);
+      await ledger.confirm(term, 'staged', at, id, Date.now());
+    }
+    assert.equal(await ledger.requestRunStop(term, { jobId: stoppedId, how: 'cancel', byTick: tick + 2 }), true);
+    // No stamp of the term yet: no live leader stands behind the runs, and they are held.
+    const run = await queue.add('staged', { ...tickJobData({}, tick), dueAt: tick }, { jobId: runId });
+    const stopped = await queue.add('staged', { ...tickJobData({}, tick + 1), dueAt: tick + 1 }, { jobId: stoppedId, attempts: 3 });
+    await until('both runs to be held', async () => (await run.getState()) === 'delayed' && (await stopped.getState()) === 'delayed', 10_000);
+    assert.deepEqual(started, []);
+    assert.equal((await queue.getJob(runId))?.attemptsMade, 0, 'a hold spends no attempt');
+    assert.equal(await ledger.pulse(term), true);
+    await run.waitUntilFinished(events, 10_000);
+    await assert.rejects(stopped.waitUntilFinished(events, 10_000), /cancelled by tick/);
+    assert.deepEqual(started, [runId], 'the run asked to stop never started');
+    assert.equal(await stopped.getState(), 'failed', 'a cancelled run is not retried');
   });
 
   // Chaos (Cluster seed 1, CI on 9d7b185): a take the replicas did not confirm was handed back, and the hand-back
@@ -107,9 +137,9 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       logger: pino({ level: 'silent' }),
       // The first check holds the run, and as it answers Redis turns busy for a second.
       mayStartStaged: async () => {
-        if (holds++ > 0) return true;
+        if (holds++ > 0) return { start: true, stop: undefined };
         busy = await busyFor(redis.server, 1_000);
-        return false;
+        return { start: false };
       },
     });
     pool.update(new Map([['handed', scheduledJob({ name: 'handed', handler: () => 'ran' })]]));

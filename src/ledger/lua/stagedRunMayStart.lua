@@ -15,32 +15,18 @@
       took the job over after the term that did and then applied its rules (a pause, the catch-up
       policy) to the runs earlier terms staged (markReviewed.lua).
   So a staged run whose leader died before its due time waits for the next leader's decision.
+  A run that may start also gets the stop a leader asked of it (requestRunStop.lua), read here rather
+  than in a round trip of its own: every run a burst starts would pay for it.
   KEYS[1] fence  KEYS[2] the job's state  KEYS[3] paused jobs  KEYS[4] the job's ledger
+  KEYS[5] the run's stop request
   ARGV[1] the staging term's generation  ARGV[2] its transitions  ARGV[3] the job's name
   ARGV[4] the run's due time (ms)  ARGV[5] how recent (ms) the term's stamp must be for it to count as
   alive (its RenewDeadline: a leader that has not renewed for that long has stopped producing)
   ARGV[6] the run's tick (ms)
-  Returns 1 to start, 0 to hand it back.
+  Returns { 1, stop request or nothing } to start, { 0 } to hand it back.
 ]]
-local record = redis.call('HGET', KEYS[4], ARGV[6])
-if not record or string.sub(record, 1, 9) ~= 'enqueued|' then
-  return 0
+--- @include "includes/staged-run"
+if not stagedRunMayStart(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]) then
+  return { 0 }
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local pause = redis.call('HGET', KEYS[3], ARGV[3])
-if pause and tonumber(cjson.decode(pause).at or 0) <= tonumber(ARGV[4]) then
-  return 0
-end
-local fence = redis.call('HMGET', KEYS[1], 'generation', 'transitions', 'aliveAt')
-local aliveAt = tonumber(fence[3] or '')
-if not fence[1] or not aliveAt or now - aliveAt >= tonumber(ARGV[5]) then
-  return 0
-end
-if fence[1] == ARGV[1] and tonumber(fence[2]) == tonumber(ARGV[2]) then
-  return 1
-end
-if redis.call('HGET', KEYS[2], 'reviewedBy') == fence[1] .. '|' .. fence[2] then
-  return 1
-end
-return 0
+return { 1, redis.call('GET', KEYS[5]) }

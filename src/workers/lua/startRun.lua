@@ -26,32 +26,5 @@
     { 3, finish }        a completed run was put back to run (an operator's retry from Bull Board or the
                          BullMQ API): refused; record its completion again, do not run
 ]]
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then
-  return { -1 }
-end
-local starts = tonumber(redis.call('HGET', KEYS[1], 'leasebeatStarts') or '0')
-local raw = redis.call('HGET', KEYS[1], 'leasebeatFinish')
-local finish = raw and cjson.decode(raw)
-local kind, runner = 'first', ''
-if finish and finish.s == starts then
-  local stalled = tonumber(redis.call('HGET', KEYS[1], 'stc') or '0')
-  local attempts = tonumber(redis.call('HGET', KEYS[1], 'atm') or '0')
-  -- BullMQ counts the attempt when it records the finish, and a stall when it recovers a run: a run back
-  -- from recovery with its attempt uncounted is one whose finish the server never got. (A handler that
-  -- moved its job itself is re-entered instead: it is written to be.)
-  if stalled > finish.stc and attempts == finish.atm and finish.o ~= 'moved' then
-    return { 2, raw }
-  end
-  if finish.o == 'completed' then
-    return { 3, raw }
-  end
-  if finish.o == 'moved' then
-    kind = 'continued'
-  else
-    kind = finish.f and 'operator-retry' or 'retry'
-  end
-elseif starts > 0 then
-  kind, runner = 'runner-lost', redis.call('HGET', KEYS[1], 'leasebeatRunner') or ''
-end
-redis.call('HSET', KEYS[1], 'leasebeatStarts', starts + 1, 'leasebeatRunner', ARGV[2])
-return { 1, kind, runner, starts + 1 }
+--- @include "includes/take-run"
+return takeRun(KEYS[1], KEYS[2], ARGV[1], ARGV[2])

@@ -1,0 +1,26 @@
+--[[
+  Whether a staged run may start now; see stagedRunMayStart.lua for the rules. Shared with the worker's
+  take (workers/lua/startStagedRun.lua), which makes the same check in its own script where every key is
+  on one server. `check` holds the keys fence, state, paused, ledger and the arguments generation,
+  transitions, job, dueAt, aliveWithin, tick (as stagedRunMayStart.lua's KEYS[1..4] and ARGV).
+  Returns true to start.
+]]
+local function stagedRunMayStart(fenceKey, stateKey, pausedKey, ledgerKey, generation, transitions, job, dueAt, aliveWithin, tick)
+  local record = redis.call('HGET', ledgerKey, tick)
+  if not record or string.sub(record, 1, 9) ~= 'enqueued|' then
+    return false
+  end
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local pause = redis.call('HGET', pausedKey, job)
+  if pause and tonumber(cjson.decode(pause).at or 0) <= tonumber(dueAt) then
+    return false
+  end
+  local fence = redis.call('HMGET', fenceKey, 'generation', 'transitions', 'aliveAt')
+  local aliveAt = tonumber(fence[3] or '')
+  if not fence[1] or not aliveAt or now - aliveAt >= tonumber(aliveWithin) then
+    return false
+  end
+  return (fence[1] == generation and tonumber(fence[2]) == tonumber(transitions))
+    or redis.call('HGET', stateKey, 'reviewedBy') == fence[1] .. '|' .. fence[2]
+end

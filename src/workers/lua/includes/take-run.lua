@@ -1,0 +1,36 @@
+--[[
+  A worker's take of a run (`thisStart`: '<ms>|<identity>'): see startRun.lua for the fields it keeps
+  and what it returns. Shared with
+  startStagedRun.lua, which first checks that a staged run may start.
+]]
+local function takeRun(jobKey, lockKey, token, thisStart)
+  if redis.call('GET', lockKey) ~= token then
+    return { -1 }
+  end
+  local starts = tonumber(redis.call('HGET', jobKey, 'leasebeatStarts') or '0')
+  local raw = redis.call('HGET', jobKey, 'leasebeatFinish')
+  local finish = raw and cjson.decode(raw)
+  local kind, runner = 'first', ''
+  if finish and finish.s == starts then
+    local stalled = tonumber(redis.call('HGET', jobKey, 'stc') or '0')
+    local attempts = tonumber(redis.call('HGET', jobKey, 'atm') or '0')
+    -- BullMQ counts the attempt when it records the finish, and a stall when it recovers a run: a run back
+    -- from recovery with its attempt uncounted is one whose finish the server never got. (A handler that
+    -- moved its job itself is re-entered instead: it is written to be.)
+    if stalled > finish.stc and attempts == finish.atm and finish.o ~= 'moved' then
+      return { 2, raw }
+    end
+    if finish.o == 'completed' then
+      return { 3, raw }
+    end
+    if finish.o == 'moved' then
+      kind = 'continued'
+    else
+      kind = finish.f and 'operator-retry' or 'retry'
+    end
+  elseif starts > 0 then
+    kind, runner = 'runner-lost', redis.call('HGET', jobKey, 'leasebeatRunner') or ''
+  end
+  redis.call('HSET', jobKey, 'leasebeatStarts', starts + 1, 'leasebeatRunner', thisStart)
+  return { 1, kind, runner, starts + 1 }
+end
