@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Duration } from '../scheduling/duration.js';
 import type { CatchupMode, OverlapPolicy, ScheduledJob } from '../scheduling/define-job.js';
-import { nextTick, nextTicks } from '../scheduling/plan.js';
+import { nextTickOnce, nextTicks } from '../scheduling/plan.js';
 import { closest, JOB_NAME_PATTERN, validateJobDefinition } from '../scheduling/schema.js';
 
 /**
@@ -80,7 +80,7 @@ const WRITER_CLOCK_MARGIN_MS = 60_000;
  * looked at by the leader at once.
  */
 export function firstReviewAt(job: ScheduledJob, now: number): number {
-  return nextTick(job, now - WRITER_CLOCK_MARGIN_MS) ?? now;
+  return nextTickOnce(job, now - WRITER_CLOCK_MARGIN_MS) ?? now;
 }
 
 /** A schedule's ticks when its job type is gone: recorded as skipped `no-handler`, never run. */

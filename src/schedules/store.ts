@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { AUDIT_IDS_PER_NAME, AUDIT_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
+import { sendBatched } from '../redis/batched-writes.js';
 import type { WritePath } from '../redis/durability.js';
 import { LuaScript } from '../util/lua.js';
 import type { FencingToken } from '../ledger/tick-ledger.js';
@@ -81,17 +82,12 @@ export class ScheduleStore {
    * see firstReviewAt); default now.
    */
   async upsert(id: string, spec: StoredSpec, who: string, options: { expectedVersion?: number; reviewAt?: number } = {}): Promise<UpsertOutcome> {
-    const [version, written] = await this.writes.script<[number, number]>(upsertSchedule, this.scriptKeys, [
-      id,
-      JSON.stringify(spec),
-      options.expectedVersion ?? '',
-      who,
-      SCHEDULE_FEED_MAXLEN,
-      options.reviewAt ?? '',
-      AUDIT_STREAM_MAXLEN,
-      AUDIT_IDS_PER_NAME,
-      // Every answer is confirmed, "unchanged" too: it reports a version only the old primary may hold.
-    ], () => `schedule ${id}`);
+    const args = [id, JSON.stringify(spec), options.expectedVersion ?? '', who, SCHEDULE_FEED_MAXLEN, options.reviewAt ?? '', AUDIT_STREAM_MAXLEN, AUDIT_IDS_PER_NAME];
+    // Upserts come in bulk (an import, a provisioning script, many API calls at once): their scripts share
+    // socket writes. Every answer is confirmed, "unchanged" too: it reports a version only the old primary may hold.
+    const [version, written] = await sendBatched(this.redis, () =>
+      this.writes.script<[number, number]>(upsertSchedule, this.scriptKeys, args, () => `schedule ${id}`),
+    );
     if (written === -1) throw new ScheduleVersionConflict(id, version);
     return { version, changed: written === 1 };
   }

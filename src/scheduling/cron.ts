@@ -1,4 +1,5 @@
 import { CronExpressionParser, type CronExpression } from 'cron-parser';
+import { BoundedCache } from '../util/bounded-cache.js';
 
 const DAY_MS = 86_400_000;
 const DAY_SECONDS = 86_400;
@@ -85,18 +86,14 @@ function parse(text: string, hashSeed: string): CronExpression {
  * all mistakes are reported at once.
  */
 export function cronProblems(expression: string): string[] {
-  let problems = checked.get(expression);
-  if (problems === undefined) {
-    if (checked.size >= MAX_CHECKED) checked.clear();
-    problems = findProblems(expression);
-    checked.set(expression, problems);
-  }
-  return [...problems];
+  return [...checked.getOrCompute(expression, findProblems)];
 }
 
-/** Expressions already checked: thousands of schedules loaded together mostly repeat a few. */
-const checked = new Map<string, readonly string[]>();
-const MAX_CHECKED = 1024;
+/**
+ * Expressions already checked, and their problems: thousands of schedules written together mostly repeat
+ * a few (100,000 daily schedules spread over the day have 1,440 minutes). A few hundred KiB when full.
+ */
+const checked = new BoundedCache<string, readonly string[]>(8192);
 
 function findProblems(expression: string): string[] {
   const parts = split(expression);
@@ -146,16 +143,18 @@ function parses(text: string): boolean {
 export class CronCalendar {
   private readonly levels: [number[], number[], number[]];
   private readonly months: ReadonlySet<number>;
-  private readonly everyDayOfMonth: boolean;
+  /** The parsed expression, to match days by; undefined when every day of the month and week matches. */
+  private readonly days: CronExpression | undefined;
   private readonly dayCache = new Map<number, boolean>();
 
-  private constructor(private readonly expression: CronExpression) {
+  private constructor(expression: CronExpression) {
     const { second, minute, hour, month, dayOfMonth, dayOfWeek } = expression.fields;
     const sorted = (values: readonly unknown[]): number[] =>
       values.filter((v): v is number => typeof v === 'number').sort((a, b) => a - b);
     this.levels = [sorted(hour.values), sorted(minute.values), sorted(second.values)];
     this.months = new Set(sorted(month.values));
-    this.everyDayOfMonth = dayOfMonth.isWildcard && dayOfWeek.isWildcard;
+    // Not kept when no day is excluded: the parsed expression is most of a calendar's 4 KB.
+    this.days = dayOfMonth.isWildcard && dayOfWeek.isWildcard ? undefined : expression;
   }
 
   /**
@@ -167,6 +166,12 @@ export class CronCalendar {
   private static readonly unused = new FinalizationRegistry<string>((key) => {
     if (CronCalendar.shared.get(key)?.deref() === undefined) CronCalendar.shared.delete(key);
   });
+  /**
+   * The calendars compiled last, held strongly: a burst of upserts compiles each schedule once to check it
+   * and drops it, and a weakly held calendar does not outlive the next collection, so without these every
+   * upsert parsed its expression again. At most 16 MiB, far less for expressions that match every day.
+   */
+  private static readonly recent = new BoundedCache<string, CronCalendar>(4096);
 
   /**
    * Compiles a valid expression (check it with {@link cronProblems} first). `hashSeed` makes `H`
@@ -179,11 +184,13 @@ export class CronCalendar {
     // Letters may be `H`, whose value depends on the seed: such an expression is named by what it parses to.
     const parsed = /[a-z]/i.test(text) ? parse(text, hashSeed) : undefined;
     const key = parsed ? parsed.stringify(true) : text;
-    const known = CronCalendar.shared.get(key)?.deref();
-    if (known) return known;
-    const calendar = new CronCalendar(parsed ?? parse(text, hashSeed));
-    CronCalendar.shared.set(key, new WeakRef(calendar));
-    CronCalendar.unused.register(calendar, key);
+    let calendar = CronCalendar.recent.get(key) ?? CronCalendar.shared.get(key)?.deref();
+    if (!calendar) {
+      calendar = new CronCalendar(parsed ?? parse(text, hashSeed));
+      CronCalendar.shared.set(key, new WeakRef(calendar));
+      CronCalendar.unused.register(calendar, key);
+    }
+    CronCalendar.recent.set(key, calendar);
     return calendar;
   }
 
@@ -231,12 +238,12 @@ export class CronCalendar {
 
   private dayMatches(day: number): boolean {
     if (!this.months.has(new Date(day * DAY_MS).getUTCMonth() + 1)) return false;
-    if (this.everyDayOfMonth) return true;
+    if (!this.days) return true;
     let matches = this.dayCache.get(day);
     if (matches === undefined) {
       // includesDate checks the time fields too, so ask about the day's first matching time.
       const [hours, minutes, seconds] = this.levels;
-      matches = this.expression.includesDate(new Date(Date.UTC(1970, 0, 1 + day, hours[0], minutes[0], seconds[0])));
+      matches = this.days.includesDate(new Date(Date.UTC(1970, 0, 1 + day, hours[0], minutes[0], seconds[0])));
       if (this.dayCache.size >= MAX_CACHED_DAYS) this.dayCache.clear();
       this.dayCache.set(day, matches);
     }

@@ -180,20 +180,24 @@ const seriesByJob = new WeakMap<ScheduledJob, TickSeries>();
 function seriesOf(job: ScheduledJob): TickSeries {
   let series = seriesByJob.get(job);
   if (!series) {
-    const { trigger } = job;
-    const ticks =
-      trigger.kind === 'every'
-        ? new IntervalSeries(job.startAt ?? 0, trigger.everyMs)
-        : trigger.kind === 'cron'
-          ? new CronSeries(CronCalendar.compile(trigger.expression, job.name), TimeZone.of(job.timezone))
-          : new SingleTickSeries(trigger.kind === 'once' ? trigger.at : undefined);
-    // A schedule's version owes no tick from before it was written; unlike startAt, that bound does not
-    // move an interval's alignment.
-    const from = job.owedAfter === undefined ? job.startAt : Math.max(job.startAt ?? -Infinity, job.owedAfter + 1);
-    series = from === undefined && job.endAt === undefined ? ticks : new BoundedSeries(ticks, from, job.endAt);
+    series = buildSeries(job);
     seriesByJob.set(job, series);
   }
   return series;
+}
+
+function buildSeries(job: ScheduledJob): TickSeries {
+  const { trigger } = job;
+  const ticks =
+    trigger.kind === 'every'
+      ? new IntervalSeries(job.startAt ?? 0, trigger.everyMs)
+      : trigger.kind === 'cron'
+        ? new CronSeries(CronCalendar.compile(trigger.expression, job.name), TimeZone.of(job.timezone))
+        : new SingleTickSeries(trigger.kind === 'once' ? trigger.at : undefined);
+  // A schedule's version owes no tick from before it was written; unlike startAt, that bound does not
+  // move an interval's alignment.
+  const from = job.owedAfter === undefined ? job.startAt : Math.max(job.startAt ?? -Infinity, job.owedAfter + 1);
+  return from === undefined && job.endAt === undefined ? ticks : new BoundedSeries(ticks, from, job.endAt);
 }
 
 const withEarlierTicksByJob = new WeakMap<ScheduledJob, ScheduledJob>();
@@ -221,6 +225,14 @@ export function withTicksBeforeCreation(job: ScheduledJob): ScheduledJob {
  */
 export function nextTick(job: ScheduledJob, after: number): number | undefined {
   return seriesOf(job).after(Math.floor(after));
+}
+
+/**
+ * {@link nextTick} of a job looked at once and dropped (a schedule checked before it is written): its
+ * series is not kept. A weak entry for a job that dies young costs the collector more than the series.
+ */
+export function nextTickOnce(job: ScheduledJob, after: number): number | undefined {
+  return (seriesByJob.get(job) ?? buildSeries(job)).after(Math.floor(after));
 }
 
 /** The next `count` nominal ticks later than `after`, oldest first (fewer if the schedule ends). */
