@@ -689,14 +689,13 @@ export class WorkerPool {
 
   private async runHandler(definition: ScheduledJob, job: Job, signal: AbortSignal): Promise<unknown> {
     const data = job.data as Partial<TickJobData>;
-    const logger = this.options.logger;
     const context: HandlerContext = {
       data: data.data,
       tick: new Date(data.tick ?? job.timestamp),
       runId: job.id ?? '',
       token: data.token ?? { generation: '', leaderTransitions: -1 },
       signal,
-      log: logger.child({ job: job.name, jobId: job.id }),
+      log: this.options.logger.child({ job: job.name, jobId: job.id }),
       manual: data.manual ?? false,
       backfill: data.backfill !== undefined,
     };
