@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import type { TickJobData } from '../ledger/job-data.js';
 import { NO_RUN_DETAILS, type RecentRun } from './run-views.js';
 
-/** BullMQ job hash field where leasebeat's workers record who started a run last: `<ms>|<identity>` (startRun.lua). */
+/** BullMQ job hash field where leasebeat's workers record who started a run last: `<ms>|<identity>` (startRuns.lua). */
 export const RUNNER_FIELD = 'leasebeatRunner';
 
 type RunDetails = Pick<RecentRun, keyof typeof NO_RUN_DETAILS>;

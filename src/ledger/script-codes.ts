@@ -40,11 +40,11 @@ export const SkipRangeCode = { Fenced: -1, Invalid: -2, Overlaps: -3, Recorded: 
 export const TriggerCode = { Fenced: -1, Settled: 0, Claimed: 1, Reclaimed: 2, Refused: 3 } as const;
 /** pullStagedRun.lua. */
 export const PullCode = { NotPulled: 0, Pulled: 1, Held: 2 } as const;
-/** startRun.lua (a worker's durable take). */
+/** startRuns.lua (a worker's durable take). */
 export const StartCode = { NotOurs: -1, Start: 1, FinishedLost: 2, RefusedCompleted: 3 } as const;
-/** startStagedRun.lua: startRun.lua's codes, and a hand-back when the staged run may not start yet. */
+/** startStagedRuns.lua: startRuns.lua's codes, and a hand-back when the staged run may not start yet. */
 export const StagedStartCode = { ...StartCode, HandBack: 0 } as const;
-/** finishRun.lua. */
+/** finishRuns.lua. */
 export const FinishCode = { LockLost: 0, Recorded: 1 } as const;
 /** stillHeld.lua. */
 export const HeldCode = { Released: 0, StillHeld: 1 } as const;

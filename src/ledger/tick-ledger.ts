@@ -548,7 +548,7 @@ export class TickLedger {
 
   /**
    * The keys and arguments of stagedRunMayStart.lua's check, for a worker's take to make it in its own
-   * script where the ledger and the run's queue are on one server (startStagedRun.lua). The current term
+   * script where the ledger and the run's queue are on one server (startStagedRuns.lua). The current term
    * counts as alive when its last stamp is less than `aliveWithinMs` old.
    */
   stagedRunCheck(token: FencingToken, run: StagedRun, aliveWithinMs: number): StagedRunCheck {

@@ -1,14 +1,15 @@
 import type { Job } from 'bullmq';
 import { LuaScript } from '../util/lua.js';
+import { Coalescer } from '../util/coalescer.js';
 import { DurabilityError, type WritePath } from '../redis/durability.js';
 import { FinishCode, HeldCode, scriptCode, StagedStartCode, StartCode } from '../ledger/script-codes.js';
 import { parseRunStop, type RunStopRequest } from '../ledger/run-stops.js';
 import type { StagedRunCheck } from '../ledger/tick-ledger.js';
 
-const startRunScript = new LuaScript(new URL('./lua/startRun.lua', import.meta.url));
-const startStagedRunScript = new LuaScript(new URL('./lua/startStagedRun.lua', import.meta.url));
+const startRunsScript = new LuaScript(new URL('./lua/startRuns.lua', import.meta.url));
+const startStagedRunsScript = new LuaScript(new URL('./lua/startStagedRuns.lua', import.meta.url));
 const abandonStartScript = new LuaScript(new URL('./lua/abandonStart.lua', import.meta.url));
-const finishRunScript = new LuaScript(new URL('./lua/finishRun.lua', import.meta.url));
+const finishRunsScript = new LuaScript(new URL('./lua/finishRuns.lua', import.meta.url));
 const stillHeldScript = new LuaScript(new URL('./lua/stillHeld.lua', import.meta.url));
 
 /**
@@ -28,6 +29,9 @@ const stillHeldScript = new LuaScript(new URL('./lua/stillHeld.lua', import.meta
  *   server has it and replicas hold it; when the server lost it, the worker records it again at once,
  *   while the run is still under its lock, instead of leaving it to stalled-job recovery a lock's
  *   duration later (meanwhile the run would count as unfinished: a `skip` job's ticks would be skipped).
+ * - **Batched.** The takes (and the finishes) a worker makes in one turn of the event loop go to Redis in
+ *   one script per queue, each run still checked on its own: a burst of runs costs a round trip, and on a
+ *   replicated topology a WAIT, per batch instead of per run. Each caller gets its own run's answer.
  * - **Operators.** A completed run put back by hand (Bull Board's retry, `job.retry()`) is refused the same
  *   way: its completion is recorded again and the handler does not run. A run that failed for good can be
  *   retried; that start is counted as `operator-retry`.
@@ -36,11 +40,27 @@ const stillHeldScript = new LuaScript(new URL('./lua/stillHeld.lua', import.meta
  *   start is counted as `runner-lost`, with who ran it before.
  */
 export class RunRecords {
+  private readonly takes: ScriptBatches<TakeReply>;
+  private readonly stagedTakes: ScriptBatches<TakeReply>;
+  private readonly finishes: ScriptBatches<number>;
+
   constructor(
     private readonly writes: WritePath,
     private readonly identity: string,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    // A batch is confirmed on replicas when one of its runs wrote: a take that started or found a finish, a finish recorded.
+    const taken = (replies: TakeReply[]): string | undefined => {
+      const wrote = replies.filter(([code]) => code !== StagedStartCode.NotOurs && code !== StagedStartCode.HandBack).length;
+      return wrote > 0 ? `takes of ${wrote} runs` : undefined;
+    };
+    this.takes = new ScriptBatches(writes, startRunsScript, taken);
+    this.stagedTakes = new ScriptBatches(writes, startStagedRunsScript, taken);
+    this.finishes = new ScriptBatches(writes, finishRunsScript, (codes) => {
+      const recorded = codes.filter((code) => code === FinishCode.Recorded).length;
+      return recorded > 0 ? `finishes of ${recorded} runs` : undefined;
+    });
+  }
 
   /**
    * Checks and counts a start of `job`'s handler under the lock `token`; see {@link RunStart}. With
@@ -51,19 +71,16 @@ export class RunRecords {
    */
   async start(job: Job, token: string, staged?: StagedRunCheck): Promise<RunStart> {
     const runner = `${this.now()}|${this.identity}`;
-    const [script, keys, args] = staged
-      ? [startStagedRunScript, [...runKeys(job), ...staged.keys], [token, runner, ...staged.args]]
-      : [startRunScript, runKeys(job), [token, runner]];
-    let reply: [number, string?, string?, number?, string?];
+    let reply: TakeReply;
     try {
-      reply = await this.writes.script<typeof reply>(script, keys, args, ([code]) =>
-        code === StagedStartCode.NotOurs || code === StagedStartCode.HandBack ? undefined : `take of ${job.id}`,
-      );
+      reply = staged
+        ? await this.stagedTakes.call(job.queueQualifiedName, [...runKeys(job), ...staged.keys], [token, runner, ...staged.args])
+        : await this.takes.call(job.queueQualifiedName, runKeys(job), [token, runner]);
     } catch (error) {
       if (error instanceof DurabilityError) await this.writes.script(abandonStartScript, runKeys(job), [token, runner]).catch(() => undefined);
       throw error;
     }
-    const code = staged ? scriptCode('startStagedRun', StagedStartCode, reply[0]) : scriptCode('startRun', StartCode, reply[0]);
+    const code = staged ? scriptCode('startStagedRuns', StagedStartCode, reply[0]) : scriptCode('startRuns', StartCode, reply[0]);
     switch (code) {
       case StartCode.NotOurs:
         return { kind: 'not-ours' };
@@ -88,13 +105,8 @@ export class RunRecords {
    * a replicated topology, confirmed); false when the lock is not ours any more.
    */
   async finish(job: Job, token: string, finish: FinishToRecord): Promise<boolean> {
-    const reply = await this.writes.script<number>(
-      finishRunScript,
-      runKeys(job),
-      [token, finish.outcome, finish.final ? '1' : '0', finish.value],
-      (code) => (code === FinishCode.Recorded ? `finish of ${job.id}` : undefined),
-    );
-    return scriptCode('finishRun', FinishCode, reply) === FinishCode.Recorded;
+    const code = await this.finishes.call(job.queueQualifiedName, runKeys(job), [token, finish.outcome, finish.final ? '1' : '0', finish.value]);
+    return scriptCode('finishRuns', FinishCode, code) === FinishCode.Recorded;
   }
 
   /** Whether finishes must be confirmed on replicas, and BullMQ's own record of them checked (a replicated topology). */
@@ -112,6 +124,40 @@ export class RunRecords {
     // Confirmed either way: the answer "released" is what BullMQ's finish wrote, on the server that says so.
     const reply = await this.writes.script<number>(stillHeldScript, [lock], [token], () => `BullMQ's record of the finish of ${job.id}`);
     return scriptCode('stillHeld', HeldCode, reply) === HeldCode.StillHeld;
+  }
+}
+
+/** A take's reply: its code, then what startRuns.lua (or startStagedRuns.lua) says with it. */
+type TakeReply = [number, string?, string?, number?, string?];
+
+/** One run's part of a batch script: its keys and arguments, in the script's stride. */
+interface RunPart {
+  keys: string[];
+  args: Array<string | number>;
+}
+
+/**
+ * A script over many runs (startRuns.lua, …), fed the calls of one turn as one batch per queue: a queue's
+ * keys share a slot on a Cluster, so one script may touch them all. `decides` names what a batch's WAIT
+ * confirms on a replicated topology, or undefined when the batch wrote nothing.
+ */
+class ScriptBatches<R> {
+  /** One per queue this worker takes runs of: a handful, for the process' life. */
+  private readonly byQueue = new Map<string, Coalescer<RunPart, R>>();
+
+  constructor(
+    private readonly writes: WritePath,
+    private readonly script: LuaScript,
+    private readonly decides: (replies: R[]) => string | undefined,
+  ) {}
+
+  call(queueKey: string, keys: string[], args: Array<string | number>): Promise<R> {
+    let batches = this.byQueue.get(queueKey);
+    if (!batches) {
+      batches = new Coalescer((parts) => this.writes.script<R[]>(this.script, parts.flatMap((part) => part.keys), parts.flatMap((part) => part.args), this.decides));
+      this.byQueue.set(queueKey, batches);
+    }
+    return batches.call({ keys, args });
   }
 }
 

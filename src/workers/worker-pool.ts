@@ -801,7 +801,7 @@ export class WorkerPool {
     }
     this.options.metrics?.notRunAgain(metricName(job), refused ? 'completed-retry-refused' : 'finish-lost');
     if (finish.outcome === 'completed') return finish.value === '' ? undefined : (JSON.parse(finish.value) as unknown);
-    // Only completed and failed runs come back finished: a moved one is re-entered (startRun.lua).
+    // Only completed and failed runs come back finished: a moved one is re-entered (startRuns.lua).
     throw finish.final ? new UnrecoverableError(finish.value) : new Error(finish.value);
   }
 

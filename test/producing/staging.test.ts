@@ -698,7 +698,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
       jobs.set('started', job({ name: 'started', catchup: { mode: 'none' } }));
       const { run, held, token } = await heldAtTakeover('started');
       assert.match((await state('started', run.data.tick)) ?? '', /^unstaging\|/);
-      // What startRun.lua records as the worker starts the handler; the others are handed back.
+      // What startRuns.lua records as the worker starts the handler; the others are handed back.
       await redis.client.hincrby(queue.toKey(run.id!), 'leasebeatStarts', 1);
       for (const each of held) if (each !== run) await each.moveToDelayed(Date.now() + 1_000, token);
       await until('the take-back to be settled', async () => !(await state('started', run.data.tick))?.startsWith('unstaging|'), 10_000);

@@ -15,7 +15,7 @@ export function testWorkerPool(options: Omit<ConstructorParameters<typeof Worker
 
 /**
  * A worker pool's staged-run checks that ask `ledger`, as an instance on one server does: the take makes
- * the check in its own script (`stagedCheck`, startStagedRun.lua), `mayStartStaged` being the check alone
+ * the check in its own script (`stagedCheck`, startStagedRuns.lua), `mayStartStaged` being the check alone
  * (a Cluster's way). A term counts as alive for 1.5 s after its last stamp, the RenewDeadline of the tests'
  * elections.
  */

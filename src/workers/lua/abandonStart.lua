@@ -1,5 +1,5 @@
 --[[
-  Takes back the count of a start whose take the replicas did not confirm (startRun.lua): the handler
+  Takes back the count of a start whose take the replicas did not confirm (startRuns.lua): the handler
   did not run, so the next take must not count it as a start that never finished.
   KEYS[1] the job's hash  KEYS[2] its lock
   ARGV[1] the worker's lock token  ARGV[2] leasebeatRunner as that start wrote it ('<ms>|<identity>')

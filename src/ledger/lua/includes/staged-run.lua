@@ -1,6 +1,6 @@
 --[[
   Whether a staged run may start now; see stagedRunMayStart.lua for the rules. Shared with the worker's
-  take (workers/lua/startStagedRun.lua), which makes the same check in its own script where every key is
+  take (workers/lua/startStagedRuns.lua), which makes the same check in its own script where every key is
   on one server. `check` holds the keys fence, state, paused, ledger and the arguments generation,
   transitions, job, dueAt, aliveWithin, tick (as stagedRunMayStart.lua's KEYS[1..4] and ARGV).
   Returns true to start.

@@ -1,7 +1,7 @@
 --[[
-  A worker's take of a run (`thisStart`: '<ms>|<identity>'): see startRun.lua for the fields it keeps
+  A worker's take of a run (`thisStart`: '<ms>|<identity>'): see startRuns.lua for the fields it keeps
   and what it returns. Shared with
-  startStagedRun.lua, which first checks that a staged run may start.
+  startStagedRuns.lua, which first checks that a staged run may start.
 ]]
 local function takeRun(jobKey, lockKey, token, thisStart)
   if redis.call('GET', lockKey) ~= token then

@@ -1,9 +1,10 @@
 --[[
-  A worker's take of a run, checked on the server that will record it, against what the run's own
-  record says (see src/workers/run-records.ts). In BullMQ's slot, on the job's hash, where the run's
-  history lives and dies with the job.
-  KEYS[1] the job's hash  KEYS[2] its lock
-  ARGV[1] the worker's lock token  ARGV[2] this start, as leasebeatRunner records it: '<ms>|<identity>'
+  Workers' takes of runs of one queue, each checked on the server that will record it against what the
+  run's own record says (see src/workers/run-records.ts). The takes a worker makes in one turn share this
+  script: one round trip for a burst's runs, not one each. In BullMQ's slot, on each job's hash, where the
+  run's history lives and dies with the job.
+  KEYS[2i-1] run i's job hash  KEYS[2i] its lock
+  ARGV[2i-1] the worker's lock token for run i  ARGV[2i] this start, as leasebeatRunner records it: '<ms>|<identity>'
   Fields of the job hash that leasebeat keeps:
     leasebeatStarts  how many times a leasebeat worker started the run's handler
     leasebeatRunner  who started it last: '<ms>|<identity>'
@@ -11,7 +12,7 @@
                      stalled count then, atm = its attempts made then, o = 'completed' | 'failed',
                      f = true when the failure was final (no retry left), v = the return value as JSON
                      text, or the error's message }
-  Returns:
+  Returns one reply per run, in order:
     { -1 }               the lock is not ours on this server: it does not have our take (a failover lost
                          it, or the lock expired): do not run
     { 1, kind, runner, starts }
@@ -27,4 +28,8 @@
                          BullMQ API): refused; record its completion again, do not run
 ]]
 --- @include "includes/take-run"
-return takeRun(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+local replies = {}
+for i = 1, #KEYS / 2 do
+  replies[i] = takeRun(KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i])
+end
+return replies
