@@ -144,11 +144,12 @@ class ScheduleApi implements Schedules {
   constructor(private readonly desk: ScheduleDesk) {}
 
   async upsert(id: string, spec: ScheduleSpec, options: { expectedVersion?: number; by?: string } = {}): Promise<UpsertResult> {
-    const { spec: stored, job, now } = await this.checked(id, spec);
+    const { spec: stored, json, job, now } = await this.checked(id, spec);
     try {
       const outcome = await this.desk.store.upsert(id, stored, options.by ?? this.desk.who, {
         ...(options.expectedVersion === undefined ? {} : { expectedVersion: options.expectedVersion }),
         reviewAt: firstReviewAt(job, now),
+        json,
       });
       return { id, ...outcome };
     } catch (error) {
@@ -162,7 +163,7 @@ class ScheduleApi implements Schedules {
   }
 
   /** The spec as it would be stored, compiled, and the time it was checked at. */
-  private async checked(id: string, spec: ScheduleSpec): Promise<{ spec: StoredSpec; job: ScheduledJob; now: number }> {
+  private async checked(id: string, spec: ScheduleSpec): Promise<{ spec: StoredSpec; json: string; job: ScheduledJob; now: number }> {
     const types = await this.requireTypes();
     const existing = types.get(id);
     if (existing && existing.type === undefined) {
@@ -174,7 +175,7 @@ class ScheduleApi implements Schedules {
     const now = timed ? await this.desk.redisNow() : Date.now();
     const check = checkScheduleSpec(id, spec, types, now);
     if (!check.ok) throw new ScheduleError('invalid', check.errors.join('\n'), check.errors);
-    return { spec: check.spec, job: check.job, now };
+    return { spec: check.spec, json: check.json, job: check.job, now };
   }
 
   async remove(id: string, options: { expectedVersion?: number; by?: string } = {}): Promise<boolean> {

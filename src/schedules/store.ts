@@ -79,10 +79,11 @@ export class ScheduleStore {
   /**
    * Stores `spec` as the schedule's next version, and `who` wrote it in the audit trail (see
    * upsertSchedule.lua). `reviewAt`: by when a leader must look at it (never later than its first tick;
-   * see firstReviewAt); default now.
+   * see firstReviewAt); default now. `json`: the spec as JSON when the caller has it (checkScheduleSpec
+   * gives it), so that it is not serialised again.
    */
-  async upsert(id: string, spec: StoredSpec, who: string, options: { expectedVersion?: number; reviewAt?: number } = {}): Promise<UpsertOutcome> {
-    const args = [id, JSON.stringify(spec), options.expectedVersion ?? '', who, SCHEDULE_FEED_MAXLEN, options.reviewAt ?? '', AUDIT_STREAM_MAXLEN, AUDIT_IDS_PER_NAME];
+  async upsert(id: string, spec: StoredSpec, who: string, options: { expectedVersion?: number; reviewAt?: number; json?: string } = {}): Promise<UpsertOutcome> {
+    const args = [id, options.json ?? JSON.stringify(spec), options.expectedVersion ?? '', who, SCHEDULE_FEED_MAXLEN, options.reviewAt ?? '', AUDIT_STREAM_MAXLEN, AUDIT_IDS_PER_NAME];
     // Upserts come in bulk (an import, a provisioning script, many API calls at once): their scripts share
     // socket writes. Every answer is confirmed, "unchanged" too: it reports a version only the old primary may hold.
     const [version, written] = await sendBatched(this.redis, () =>

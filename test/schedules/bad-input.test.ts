@@ -9,6 +9,8 @@ import { SCHEDULE_JOBS } from '../support/schedule-instance.js';
 /** An existing schedule that every refused edit tries to change. */
 const KEPT = 'kept';
 const KEPT_SPEC: ScheduleSpec = { job: 'work', schedule: '0 9 * * *', timezone: 'Europe/Berlin', data: { tenant: 1 } };
+/** A stored interval: its shape is compiled before the bad intervals and data are tried. */
+const EVERY_KEPT = 'every-kept';
 
 interface BadInput {
   /** What is wrong, as the `it` says it. */
@@ -36,6 +38,27 @@ const BAD_INPUTS: BadInput[] = [
     spec: () => ({ job: 'work', schedule: '0 9 * * *', timezone: 'Europe/Berlln' }),
     field: /timezone "Europe\/Berlln": unknown time zone/,
     fix: /use an IANA name like "Europe\/Berlin" \(did you mean "Europe\/Berlin"\?\)$/,
+    edit: true,
+  },
+  // Intervals and data beside a stored interval of the same shape (EVERY_KEPT): refused in the full check's words.
+  { what: 'an interval under a second', id: 'bad-every-short', spec: () => ({ job: 'work', every: '500ms' }), field: /every "500ms": /, fix: /must be at least 1s$/, edit: true },
+  {
+    what: 'an interval in bare milliseconds under a second',
+    id: 'bad-every-ms',
+    spec: () => ({ job: 'work', every: 500 }),
+    field: /every 500: /,
+    fix: /must be at least 1s; numbers are milliseconds — did you mean "500s"\?$/,
+    edit: true,
+  },
+  { what: 'an interval that is no duration', id: 'bad-every-text', spec: () => ({ job: 'work', every: 'an hour' }), field: /every "an hour": /, fix: /is not a duration; use milliseconds or a string like "30s", "5m" or "1h30m"$/, edit: true },
+  { what: 'an interval that is no number', id: 'bad-every-nan', spec: () => ({ job: 'work', every: NaN }), field: /every null: /, fix: /is not a duration/, edit: true },
+  { what: 'data JSON would change', id: 'bad-every-data', spec: () => ({ job: 'work', every: '1h', data: { tenant: NaN } }), field: /data: must be JSON-serialisable: /, fix: /data\.tenant is NaN, which JSON turns into null$/, edit: true },
+  {
+    what: 'data of a class',
+    id: 'bad-every-class',
+    spec: () => ({ job: 'work', every: '1h', data: new Map([['tenant', 1]]) }),
+    field: /data: must be JSON-serialisable: /,
+    fix: /data is a Map; use plain objects, arrays, strings, numbers, booleans and null$/,
     edit: true,
   },
   { what: '`at` in the past', id: 'bad-at', spec: () => ({ job: 'work', at: Date.now() - 60_000 }), field: /at "\d{4}-\d\d-\d\dT[\d:.]+Z": is in the past/, fix: /give a future instant, or trigger\(id\) to run now$/, edit: true },
@@ -107,6 +130,7 @@ describe('schedules: bad input is refused in one line and writes nothing (real R
     admin = createAdmin({ connection: redis.server.url, jobsDir: SCHEDULE_JOBS, who: 'test@ci', timeoutMs: 10_000 });
     const empty = await keyspaceSnapshot(redis.client);
     await admin.schedules.upsert(KEPT, KEPT_SPEC);
+    await admin.schedules.upsert(EVERY_KEPT, { job: 'work', every: '1h', data: { tenant: 2 } });
     kept = (await admin.schedules.get(KEPT))!;
     assert.equal(kept.version, 1);
     // The snapshot sees a write: the record, the indexes, the feed and the history.

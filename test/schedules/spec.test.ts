@@ -152,3 +152,89 @@ describe('checkScheduleSpec: bad input is one line naming the field and the fix'
     assert.deepEqual(errorsOf('a', 'every 5m'), ['schedule "a": spec: must be an object like { "job": "send-report", "schedule": "0 9 * * *" }']);
   });
 });
+
+/**
+ * Bulk writes repeat a few shapes (a job type with the same timing fields, other data): the full check's
+ * result for a shape is reused for the next spec of it (CompiledShapes). What it gives and refuses must
+ * be what the full check gives and refuses.
+ */
+describe('checkScheduleSpec: a spec of a shape checked before', () => {
+  it('compiles to what the full check makes of it, with its own id and data', () => {
+    const shapes = [
+      { job: 'send-report', every: '1h' },
+      { job: 'send-report', every: 3_600_000, overlap: 'skip', jitter: '1m', paused: true },
+      { job: 'send-report', every: '15m', startAt: '2027-01-01T00:00:00Z', endAt: '2027-02-01', note: 'per tenant' },
+      { job: 'send-report', schedule: '0 9 * * *', timezone: 'Europe/Berlin', overlap: 'bufferAll', bufferMax: 3 },
+    ];
+    for (const shape of shapes) {
+      for (const [id, data] of [['first', { tenant: 1 }], ['second', { tenant: 2, tags: ['a', null, true, 1.5] }], ['third', undefined]] as const) {
+        const spec = data === undefined ? shape : { ...shape, data };
+        const result = checkScheduleSpec(id, spec, types, NOW);
+        assert.ok(result.ok, JSON.stringify(spec));
+        const full = compileSchedule(id, result.spec, sendReport);
+        assert.ok(full.ok);
+        assert.deepEqual(result.job, full.job, JSON.stringify(spec));
+        assert.equal(result.job.name, id);
+        assert.deepEqual(result.job.data, data ?? sendReport.data);
+        assert.deepEqual(result.spec, { ...shape, ...(data === undefined ? {} : { data }) });
+        assert.equal(result.json, JSON.stringify(result.spec));
+      }
+    }
+  });
+
+  it('bad values of that shape are refused in the full check\'s words', () => {
+    assert.ok(checkScheduleSpec('good', { job: 'send-report', every: '1h', data: { tenant: 1 } }, types, NOW).ok);
+    const cyclic: Record<string, unknown> = { tenant: 1 };
+    cyclic.self = cyclic;
+    class Tenant {
+      id = 1;
+    }
+    const refusals: Array<[unknown, string]> = [
+      [{ job: 'send-report', every: '500ms' }, 'every "500ms": must be at least 1s'],
+      [{ job: 'send-report', every: 500 }, 'every 500: must be at least 1s; numbers are milliseconds — did you mean "500s"?'],
+      [{ job: 'send-report', every: 'an hour' }, 'every "an hour": is not a duration; use milliseconds or a string like "30s", "5m" or "1h30m"'],
+      [{ job: 'send-report', every: NaN }, 'every null: is not a duration; use milliseconds or a string like "30s", "5m" or "1h30m"'],
+      [{ job: 'send-report', every: Infinity }, 'every null: is not a duration; use milliseconds or a string like "30s", "5m" or "1h30m"'],
+      [{ job: 'send-report', every: { ms: 5 } }, 'every {"ms":5}: is not a duration; use milliseconds or a string like "30s", "5m" or "1h30m"'],
+      [{ job: 'send-report', every: '1h', schedule: '0 * * * *' }, 'schedule/every: set either schedule (cron) or every (an interval), not both'],
+      [{ job: 'send-report', every: '1h', timezone: 'Europe/Berlin' }, 'timezone "Europe/Berlin": has no effect on every, which is aligned to the Unix epoch; for local times use a schedule like "0 0 * * *" with the timezone'],
+      [{ job: 'send-report', every: '1h', paused: 'yes' }, 'paused "yes": must be true or false'],
+      [{ job: 'send-report', every: '1h', data: { n: NaN } }, 'data: must be JSON-serialisable: data.n is NaN, which JSON turns into null'],
+      [{ job: 'send-report', every: '1h', data: { when: new Date(0) } }, 'data: must be JSON-serialisable: data.when is a Date; use plain objects, arrays, strings, numbers, booleans and null'],
+      [{ job: 'send-report', every: '1h', data: new Tenant() }, 'data: must be JSON-serialisable: data is a Tenant; use plain objects, arrays, strings, numbers, booleans and null'],
+      [{ job: 'send-report', every: '1h', data: cyclic }, 'data: must be JSON-serialisable: data.self refers back to itself'],
+      [{ job: 'send-report', every: '1h', data: { n: 5n } }, 'data: must be JSON-serialisable: data.n is a BigInt (5n), which JSON cannot encode; use a number or a string'],
+      [{ job: 'send-report', every: '1h', data: { n: undefined } }, 'data: must be JSON-serialisable: data.n is undefined'],
+      [{ job: 'send-report', every: '1h', evry: '2h' }, 'evry: unknown field; did you mean "every"?'],
+      [{ job: 'send-report', every: '1h', note: 5 }, 'note: must be text of at most 500 characters'],
+      [{ job: 'send-reprt', every: '1h' }, 'job "send-reprt": unknown job type; did you mean "send-report"? job types are send-report'],
+      [{ job: 5, every: '1h' }, 'job: missing; name the job type (a definition in jobs/ without schedule or every) that runs the ticks'],
+      [{ job: 'send-report', every: '1h', data: { blob: 'x'.repeat(20_000) } }, 'data: the spec is over 16 KiB as JSON; keep large payloads elsewhere and pass a reference in data'],
+      [[{ job: 'send-report', every: '1h' }], 'spec: must be an object like { "job": "send-report", "schedule": "0 9 * * *" }'],
+      [Object.assign(new Tenant(), { job: 'send-report', every: '1h' }), 'spec: must be an object like { "job": "send-report", "schedule": "0 9 * * *" }'],
+      [{ job: 'send-report', every: '1h', [Symbol('tenant')]: 1 }, 'spec: must be an object like { "job": "send-report", "schedule": "0 9 * * *" }'],
+    ];
+    for (const [spec, error] of refusals) {
+      // Twice: the second meets whatever the first left behind.
+      assert.deepEqual(errorsOf('a', spec), [`schedule "a": ${error}`]);
+      assert.deepEqual(errorsOf('a', spec), [`schedule "a": ${error}`]);
+    }
+    assert.match(errorsOf('a:b', { job: 'send-report', every: '1h', data: { tenant: 1 } })[0]!, /^schedule "a:b": id: may contain only letters/);
+  });
+
+  it('an object without a prototype is a spec like any other', () => {
+    const spec = Object.assign(Object.create(null) as object, { job: 'send-report', every: '1h', data: { tenant: 1 } });
+    const result = checkScheduleSpec('bare', spec, types, NOW);
+    assert.ok(result.ok);
+    assert.deepEqual(result.spec, { job: 'send-report', every: '1h', data: { tenant: 1 } });
+  });
+
+  it('a job type loaded again is compiled against afresh', () => {
+    const reloaded = new Map(types).set('send-report', { ...sendReport, queue: 'reports-2' });
+    for (const [id, jobTypes, queue] of [['before', types, 'reports'], ['after', reloaded, 'reports-2']] as const) {
+      const result = checkScheduleSpec(id, { job: 'send-report', every: '1h' }, jobTypes, NOW);
+      assert.ok(result.ok);
+      assert.equal(result.job.queue, queue);
+    }
+  });
+});
