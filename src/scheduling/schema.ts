@@ -433,7 +433,8 @@ function jsonProblem(value: unknown, path: string, ancestors: Set<object>): stri
     return `${path} is a ${value.constructor?.name ?? 'non-plain object'}; use plain objects, arrays, strings, numbers, booleans and null`;
   }
   ancestors.add(value);
-  const entries = Array.isArray(value) ? value.map((v, i) => [`${path}[${i}]`, v] as const) : Object.entries(value).map(([k, v]) => [`${path}.${k}`, v] as const);
+  // Array.from visits an array's holes (map skips them): a hole is undefined to JSON, and named as such.
+  const entries = Array.isArray(value) ? Array.from(value, (v, i) => [`${path}[${i}]`, v] as const) : Object.entries(value).map(([k, v]) => [`${path}.${k}`, v] as const);
   for (const [childPath, child] of entries) {
     const problem = jsonProblem(child, childPath, ancestors);
     if (problem) return problem;
