@@ -27,8 +27,7 @@ import type { ProducerMetrics } from './producing/lane-term.js';
 import { Producer } from './producing/producer.js';
 import { QueueSet } from './redis/queue-set.js';
 import { bullPrefixFor, DEFAULT_KEY_PREFIX, isCluster, RedisConnections } from './redis/redis-topology.js';
-import { TickLedger, type StagedRun } from './ledger/tick-ledger.js';
-import type { TickJobData } from './ledger/job-data.js';
+import { TickLedger } from './ledger/tick-ledger.js';
 import { DEFAULT_STAGE_AHEAD_MS } from './producing/staging.js';
 import { RunRecords } from './workers/run-records.js';
 import { stayConnected } from './util/stay-connected.js';
@@ -171,11 +170,6 @@ export function resolveSchedulerOptions(options: SchedulerOptions, connections: 
 }
 
 /** `defaults` with every field `given` sets (a field set to undefined keeps its default). */
-/** A staged run as the ledger's check names it, from its BullMQ job and data. */
-function stagedRun(run: { job: string; jobId: string }, data: TickJobData): StagedRun {
-  return { ...run, tick: data.tick, dueAt: data.dueAt! };
-}
-
 function withDefaults<T extends object>(defaults: Required<T>, given: T | undefined): Required<T> {
   const merged = { ...defaults };
   for (const [field, value] of Object.entries(given ?? {}) as Array<[keyof T, Required<T>[keyof T] | undefined]>) {
@@ -354,9 +348,9 @@ class LeasebeatScheduler implements Scheduler {
         records: new RunRecords(durability?.on(this.workerRedis) ?? directWrites(this.workerRedis), this.identity),
         // A staged run starts only while a live term stands behind it: the one that staged it, or a newer one
         // once it has applied its pause and catch-up rules to it.
-        mayStartStaged: (run, data) => this.ledger.stagedRunMayStart(data.stagedBy ?? data.token, stagedRun(run, data), settings.election.renewDeadlineMs),
+        mayStartStaged: (run, data) => this.ledger.stagedRunMayStart(run, data, settings.election.renewDeadlineMs),
         // On one server the take makes that check in its own script; a Cluster keeps them in two slots.
-        ...(isCluster(this.workerRedis) ? {} : { stagedCheck: (run, data) => this.ledger.stagedRunCheck(data.stagedBy ?? data.token, stagedRun(run, data), settings.election.renewDeadlineMs) }),
+        ...(isCluster(this.workerRedis) ? {} : { stagedCheck: (run, data) => this.ledger.stagedRunCheck(run, data, settings.election.renewDeadlineMs) }),
         failedRuns: this.ledger,
         runStops: new RunStopFeed(this.workerRedis, keys, this.log),
         ...(settings.metrics.workers ? { metrics: settings.metrics.workers } : {}),

@@ -6,6 +6,7 @@ import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
 import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, StopCode, TriggerCode } from './script-codes.js';
 import { parseRunStop, RUN_STOP_KEEP_MS, type RunStopRequest } from './run-stops.js';
+import type { TickJobData } from './job-data.js';
 
 // The protocol's types and helpers live in records.ts; they are re-exported where callers found them.
 export { claimingTerm, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
@@ -34,11 +35,10 @@ const stepBackfillScript = new LuaScript(new URL('./lua/stepBackfill.lua', impor
 export type StagedRunVerdict = { start: false } | { start: true; stop: RunStopRequest | undefined };
 
 /** A staged run as its check names it: its job, BullMQ job id, tick and due time (ms). */
-export interface StagedRun {
+/** A run a worker is about to take, as BullMQ names it. */
+export interface RunIds {
   job: string;
   jobId: string;
-  tick: number;
-  dueAt: number;
 }
 
 /** stagedRunMayStart.lua's keys (the last one the run's stop request) and arguments, for another script to check with. */
@@ -535,12 +535,12 @@ export class TickLedger {
   }
 
   /**
-   * Whether a worker may start run `jobId` of `job` that `token` staged to be due at `dueAt` (see
-   * stagedRunMayStart.lua), and if so, the stop a leader asked of it; `start` false: hand it back for a
-   * moment, a leader has yet to apply its rules to it.
+   * Whether a worker may start staged run `run` with its job data `data` (see stagedRunMayStart.lua), and
+   * if so, the stop a leader asked of it; `start` false: hand it back for a moment, a leader has yet to
+   * apply its rules to it.
    */
-  async stagedRunMayStart(token: FencingToken, run: StagedRun, aliveWithinMs: number): Promise<StagedRunVerdict> {
-    const { keys, args } = this.stagedRunCheck(token, run, aliveWithinMs);
+  async stagedRunMayStart(run: RunIds, data: TickJobData, aliveWithinMs: number): Promise<StagedRunVerdict> {
+    const { keys, args } = this.stagedRunCheck(run, data, aliveWithinMs);
     const [code, stop] = await stagedRunMayStartScript.run<[number, string?]>(this.redis, keys, args);
     if (scriptCode('stagedRunMayStart', MayStartCode, code) === MayStartCode.HandBack) return { start: false };
     return { start: true, stop: parseRunStop(stop) };
@@ -551,11 +551,14 @@ export class TickLedger {
    * script where the ledger and the run's queue are on one server (startStagedRuns.lua). The current term
    * counts as alive when its last stamp is less than `aliveWithinMs` old.
    */
-  stagedRunCheck(token: FencingToken, run: StagedRun, aliveWithinMs: number): StagedRunCheck {
+  stagedRunCheck(run: RunIds, data: TickJobData, aliveWithinMs: number): StagedRunCheck {
     const k = this.keys;
+    // The term that staged the run: the one that enqueued it, unless a later term took it over.
+    const token = data.stagedBy ?? data.token;
     return {
       keys: [k.fence, k.jobState(run.job), k.paused, k.ledger(run.job), k.runStop(run.jobId)],
-      args: [token.generation, token.leaderTransitions, run.job, run.dueAt, aliveWithinMs, run.tick],
+      // A run without a due time of its own (no jitter) is due at its tick.
+      args: [token.generation, token.leaderTransitions, run.job, data.dueAt ?? data.tick, aliveWithinMs, data.tick],
     };
   }
 

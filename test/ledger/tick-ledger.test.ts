@@ -243,7 +243,7 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     const [tick, dueAt] = [5_000, 5_000];
     await ledger.raiseFence(termA, 'a', Date.now());
     assert.equal(await ledger.pulse(termA), true);
-    const mayStart = () => ledger.stagedRunMayStart(termA, { job, jobId: `${job}@${tick}`, tick, dueAt }, 10_000);
+    const mayStart = () => ledger.stagedRunMayStart({ job, jobId: `${job}@${tick}` }, { tick, dueAt, token: termA, data: undefined, manual: false }, 10_000);
     assert.equal((await ledger.claim(termA, job, tick, `${job}@${tick}`)).kind, 'claimed');
     assert.deepEqual(await mayStart(), { start: false }, 'claimed, its add not confirmed: held');
     await ledger.confirm(termA, job, tick, `${job}@${tick}`, Date.now());
@@ -258,7 +258,7 @@ describe('TickLedger: fence and tick claims on a real Redis', () => {
     await ledger.claim(termA, job, tick, jobId);
     await ledger.confirm(termA, job, tick, jobId, Date.now());
     assert.equal(await ledger.requestRunStop(termA, { jobId, how: 'cancel', byTick: 10_000 }), true);
-    assert.deepEqual(await ledger.stagedRunMayStart(termA, { job, jobId, tick, dueAt }, 10_000), { start: true, stop: { jobId, how: 'cancel', byTick: 10_000 } });
+    assert.deepEqual(await ledger.stagedRunMayStart({ job, jobId }, { tick, dueAt, token: termA, data: undefined, manual: false }, 10_000), { start: true, stop: { jobId, how: 'cancel', byTick: 10_000 } });
   });
 
   it('prunes ledger entries older than the retention', async () => {

@@ -1,6 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { StagedRun, TickLedger } from '../../src/ledger/tick-ledger.js';
-import type { TickJobData } from '../../src/ledger/job-data.js';
+import type { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { directWrites } from '../../src/redis/durability.js';
 import { RunRecords } from '../../src/workers/run-records.js';
 import { WorkerPool } from '../../src/workers/worker-pool.js';
@@ -20,9 +19,8 @@ export function testWorkerPool(options: Omit<ConstructorParameters<typeof Worker
  * elections.
  */
 export function stagedRunsHeldBy(ledger: TickLedger): Pick<PoolOptions, 'mayStartStaged' | 'stagedCheck'> {
-  const run = (ids: { job: string; jobId: string }, data: TickJobData): StagedRun => ({ ...ids, tick: data.tick, dueAt: data.dueAt! });
   return {
-    mayStartStaged: (ids, data) => ledger.stagedRunMayStart(data.stagedBy ?? data.token, run(ids, data), 1_500),
-    stagedCheck: (ids, data) => ledger.stagedRunCheck(data.stagedBy ?? data.token, run(ids, data), 1_500),
+    mayStartStaged: (run, data) => ledger.stagedRunMayStart(run, data, 1_500),
+    stagedCheck: (run, data) => ledger.stagedRunCheck(run, data, 1_500),
   };
 }
