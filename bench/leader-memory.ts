@@ -180,7 +180,7 @@ try {
   await until(
     'the end of the window',
     () => {
-      for (const s of measured.samples.slice(shown)) say(`  +${Math.round((s.at - windowStart) / 1000)} s: RSS ${s.rssMiB.toFixed(1)} MiB, heap ${s.heapUsedMiB.toFixed(1)} MiB`);
+      for (const s of measured.samples.slice(shown)) say(`  +${Math.round((s.at - windowStart) / 1000)} s: RSS ${s.rssMiB.toFixed(1)} MiB, heap ${s.heapUsedMiB.toFixed(1)} MiB of ${s.heapTotalMiB.toFixed(1)}, external ${s.externalMiB.toFixed(1)} MiB`);
       shown = measured.samples.length;
       return measured.samples.some((s) => s.at >= windowEnd);
     },
