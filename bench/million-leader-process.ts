@@ -5,7 +5,7 @@
  *
  *   {"started":<epoch ms>}                     the process start (`performance.timeOrigin`)
  *   {"takenOver":<ms>}                         process start → the producer logs "every job taken over"
- *   {"sample":{"at":<epoch ms>,"rssMiB":…,"heapUsedMiB":…,"cpuMs":…}}   its own memory and CPU, every <sample ms>
+ *   {"sample":{"at":<epoch ms>,"rssMiB":…,"heapUsedMiB":…,"heapTotalMiB":…,"externalMiB":…,"cpuMs":…}}   its own memory and CPU, every <sample ms>
  *
  * What it produced is read from Redis by the bench (bench/million-schedules.ts), not from this process.
  *
@@ -21,6 +21,9 @@ export interface MemorySample {
   at: number;
   rssMiB: number;
   heapUsedMiB: number;
+  /** The V8 heap's committed size, and the memory of C++ objects bound to JS ones (Buffers among them). */
+  heapTotalMiB: number;
+  externalMiB: number;
   /** CPU time (user + system) since the process start, ms. */
   cpuMs: number;
 }
@@ -28,7 +31,8 @@ export interface MemorySample {
 export function memorySample(): MemorySample {
   const memory = process.memoryUsage();
   const cpu = process.cpuUsage();
-  return { at: Date.now(), rssMiB: memory.rss / 2 ** 20, heapUsedMiB: memory.heapUsed / 2 ** 20, cpuMs: (cpu.user + cpu.system) / 1000 };
+  const mib = (bytes: number): number => bytes / 2 ** 20;
+  return { at: Date.now(), rssMiB: mib(memory.rss), heapUsedMiB: mib(memory.heapUsed), heapTotalMiB: mib(memory.heapTotal), externalMiB: mib(memory.external), cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
 if (process.argv[1] === new URL(import.meta.url).pathname) {

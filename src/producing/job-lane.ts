@@ -523,10 +523,11 @@ export class JobLane implements Sleeper {
    * (see planLateStaged). False when the term cannot write now, or is over.
    */
   private async takeBackLate(job: ScheduledJob, late: StagedRun[], plan: CatchupPlan, now: number, paused: boolean): Promise<boolean> {
-    // Only runs added ahead of their tick that no worker has started: a run added at its tick was decided
-    // by a leader alive at the tick, and one that started is past taking back.
+    // Only runs added ahead of their tick that no worker has started, by an earlier term: a run added at
+    // its tick, or by this term (a lane taken over again within its term, see PARKED_MARKS_KEPT), was
+    // decided by a leader alive at the tick, and one that started is past taking back.
     const waiting: StagedRun[] = [];
-    for (const run of late) if (await this.term.takeBack.waitingStaged(run)) waiting.push(run);
+    for (const run of late) if (await this.term.takeBack.waitingStaged(run, this.term.token)) waiting.push(run);
     const decided = planLateStaged(job, waiting.map((run) => run.tick), plan, now, paused);
     return this.takeBackRuns(job, decided.map(({ tick, reason }) => ({ run: waiting.find((candidate) => candidate.tick === tick)!, reason })), false);
   }

@@ -42,6 +42,11 @@ export interface ProducerOptions {
    */
   scheduleReviewLeadMs?: number;
   /**
+   * How many parked runtime schedules' marks a term keeps; default `PARKED_MARKS_KEPT` (10,000). A lane
+   * whose marks were dropped is taken over from the ledger when it is due again.
+   */
+  parkedMarksKept?: number;
+  /**
    * The local self-fence: false once RenewDeadline has passed since the last successful renewal. Checked
    * right before every claim and every BullMQ add, so a leader that was paused cannot enqueue before it
    * notices. While it is false the producer pauses (owed ticks stay owed, in order) and resumes once it
@@ -172,12 +177,12 @@ export class Producer {
 
   /**
    * How many lanes the current term holds: one per file job, and one per runtime schedule due soon (the
-   * others wait in the due index). Zeros between terms.
+   * others wait in the due index); and how many parked schedules' marks it keeps. Zeros between terms.
    */
-  laneCounts(): { files: number; schedules: number } {
+  laneCounts(): { files: number; schedules: number; parked: number } {
     const term = this.current;
-    if (!term || term.signal.aborted) return { files: 0, schedules: 0 };
-    return { files: term.fileLanes.size, schedules: term.schedules?.size ?? 0 };
+    if (!term || term.signal.aborted) return { files: 0, schedules: 0, parked: 0 };
+    return { files: term.fileLanes.size, schedules: term.schedules?.size ?? 0, parked: term.schedules?.parkedSize ?? 0 };
   }
 
   /** Produces for one term until `signal` aborts, or until the fence shows the term is over. */
@@ -511,7 +516,7 @@ export class Producer {
       },
       stop: () => term$.abort(),
     };
-    if (this.options.schedules) schedules = new ScheduleLanes(this.options.schedules, context, this.options.scheduleReviewLeadMs);
+    if (this.options.schedules) schedules = new ScheduleLanes(this.options.schedules, context, this.options.scheduleReviewLeadMs, this.options.parkedMarksKept);
     this.current = context;
     return context;
   }

@@ -5,6 +5,7 @@ import type { LaneTerm } from './lane-term.js';
 import { retentionMs } from './fenced-enqueue.js';
 import type { IdleSchedule, LoadedSchedule, RuntimeScheduleSource } from './runtime-schedules.js';
 import { backoffMs } from '../util/backoff.js';
+import { BoundedCache } from '../util/bounded-cache.js';
 
 /** A schedule as read: runnable, stored but idle, or not stored. */
 type Stored = LoadedSchedule | IdleSchedule | undefined;
@@ -26,6 +27,14 @@ export const REVIEW_LEAD_MS = 10_000;
  * then past what the scan has read (the authoritative clock may step back a little at a resync).
  */
 const PARK_MARGIN_MS = 2_000;
+/**
+ * How many parked lanes' marks a term keeps, the least recently parked dropped first (about 200 bytes
+ * each: 2 MiB). Kept for every schedule a term parked, they grew with each schedule that ticked until
+ * every one had (a million hourly schedules: some 200 MiB an hour into the term). A lane whose marks were
+ * dropped is taken over from the ledger when due, as every lane is in a term's first pass over the
+ * index; 10,000 schedules ticking every minute all keep theirs.
+ */
+export const PARKED_MARKS_KEPT = 10_000;
 /** Entries read per page of the due index, and specs per read. */
 const PAGE = 1_000;
 /** A stored schedule that does not run (shadowed, invalid) is looked at again this often: the job files may have changed. */
@@ -53,9 +62,10 @@ interface Parked {
  * The runtime schedules' lanes within one term. A leader keeps a lane only for the schedules whose next
  * tick is near: a lane whose next tick is far off, with nothing staged or pending, is dropped ("parked")
  * after writing when it must be looked at again into the due index in Redis (parkSchedule.lua), and is
- * made again from its marks when that instant draws near. So with a million schedules a leader holds
- * lanes for the few thousand due in the next seconds, their marks (a few numbers each), and nothing else
- * per schedule: specs are read, and compiled, only when a schedule falls due or changes.
+ * made again from its marks when that instant draws near (taken over from the ledger once its marks
+ * were dropped, see PARKED_MARKS_KEPT). So with a million schedules a leader holds lanes for the few
+ * thousand due in the next seconds, the marks (a few numbers each) of the last lanes it parked, and nothing
+ * else per schedule: specs are read, and compiled, only when a schedule falls due or changes.
  *
  * The due index never says later than a schedule's next owed tick: an upsert makes it due at once, a
  * lane parks with its next tick, a removal takes it out. So a new leader, which holds no marks, finds
@@ -65,8 +75,8 @@ interface Parked {
 export class ScheduleLanes {
   private readonly lanes = new Map<string, JobLane>();
   private readonly live = new Map<string, LoadedSchedule>();
-  /** Where this term's dropped lanes stood, by schedule: resumed from here rather than taken over again. */
-  private readonly parked = new Map<string, Parked>();
+  /** Where this term's last dropped lanes stood, by schedule: resumed from here rather than taken over again. */
+  private readonly parked: BoundedCache<string, Parked>;
   /** Every entry of the index due by this instant was read in this term (see scan). */
   private scannedTo = -Infinity;
   private wakeScan: (() => void) | undefined;
@@ -80,7 +90,9 @@ export class ScheduleLanes {
     private readonly source: RuntimeScheduleSource,
     private readonly term: ScheduleLanesTerm,
     private readonly reviewLeadMs = REVIEW_LEAD_MS,
+    parkedMarksKept = PARKED_MARKS_KEPT,
   ) {
+    this.parked = new BoundedCache(parkedMarksKept);
     this.parking = {
       afterMs: this.leadMs + PARK_MARGIN_MS,
       park: (lane, marks, reviewAt) => this.park(lane, marks, reviewAt),
@@ -104,6 +116,11 @@ export class ScheduleLanes {
   /** The schedules with a lane now. */
   get size(): number {
     return this.lanes.size;
+  }
+
+  /** How many parked lanes' marks are kept (at most the `parkedMarksKept` of the constructor). */
+  get parkedSize(): number {
+    return this.parked.size;
   }
 
   /** Ids of the schedules with a lane now. */

@@ -105,13 +105,17 @@ export class RunTakeBack {
 
   /**
    * Whether `run` was added ahead of its tick (its data says when it is due) and its handler never started:
-   * what a take-back could still pull (see pullStagedRun.lua).
+   * what a take-back could still pull (see pullStagedRun.lua). With `earlierThan`, only a run an earlier
+   * term staged: not one that term added itself, unless it finished an earlier term's claim (`stagedBy`).
    */
-  async waitingStaged(run: StagedRun): Promise<boolean> {
+  async waitingStaged(run: StagedRun, earlierThan?: FencingToken): Promise<boolean> {
     const queue = this.options.queues.get(run.queue);
     const [data, attempts, starts] = await this.options.redis.hmget(queue.toKey(run.jobId), 'data', 'atm', 'leasebeatStarts');
     if (data === null || data === undefined || Number(attempts ?? 0) > 0 || Number(starts ?? 0) > 0) return false;
-    return (JSON.parse(data) as Partial<TickJobData>).dueAt !== undefined;
+    const { dueAt, token, stagedBy } = JSON.parse(data) as Partial<TickJobData>;
+    const stager = stagedBy ?? token;
+    if (earlierThan && stager?.generation === earlierThan.generation && stager.leaderTransitions === earlierThan.leaderTransitions) return false;
+    return dueAt !== undefined;
   }
 
   /** Whether BullMQ holds a hash of the run: its add landed (or a take-back left its placeholder). */

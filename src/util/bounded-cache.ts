@@ -29,6 +29,11 @@ export class BoundedCache<K, V> {
     if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as K);
   }
 
+  /** Drops `key`'s entry, if held. */
+  delete(key: K): void {
+    this.entries.delete(key);
+  }
+
   /** The value of `key`, computed by `compute` (and kept) when it is not held. */
   getOrCompute(key: K, compute: (key: K) => V): V {
     let value = this.get(key);

@@ -86,9 +86,10 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     await store.upsert(id, checked.spec, 'test', asTheApi ? { reviewAt: firstReviewAt(checked.job, now) } : {});
   };
   const storedSchedules = (): StoredSchedules => new StoredSchedules(store, () => files, logger);
-  const producer = (onTakenOver?: (jobs: number) => void, schedules: RuntimeScheduleSource = storedSchedules(), writes?: WritePath): Producer =>
+  const producer = (onTakenOver?: (jobs: number) => void, schedules: RuntimeScheduleSource = storedSchedules(), writes?: WritePath, parkedMarksKept?: number): Producer =>
     new Producer({
       ...(writes && { writes }),
+      ...(parkedMarksKept !== undefined && { parkedMarksKept }),
       redis: redis.client,
       ledger: base.ledger,
       queues: base.queues,
@@ -216,6 +217,31 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     for (let i = 1; i < ticks.length; i++) assert.equal(ticks[i]! - ticks[i - 1]!, 5_000, `a tick lost or doubled between ${ticks[i - 1]} and ${ticks[i]}`);
     const { lastScheduledTick } = await base.ledger.jobState('every-5s');
     assert.equal(lastScheduledTick, ticks.at(-1), 'the ledger recorded every tick that ran, and no other');
+  });
+
+  it('keeps the marks of so many parked lanes only: the others are taken over from the ledger, every tick enqueued once', { timeout: 60_000 }, async () => {
+    // A term used to keep the marks of every schedule it parked: a million hourly ones grew the leader's
+    // heap by some 200 MiB over the hour. No worker runs here, so each staged run still waits when its lane
+    // is taken over again: with no catch-up, a takeover that took it for an earlier term's would pull it.
+    const ids = Array.from({ length: 30 }, (_, i) => `kept-${i}`);
+    for (const id of ids) await upsert(id, { every: '5s', catchup: { mode: 'none' } });
+    const made = producer(undefined, storedSchedules(), undefined, 10);
+    let mostKept = 0;
+    const startedAt = Date.now();
+    await producing(made, async () => {
+      // Sampled while the lanes come and go (made before each tick, parked between) over three ticks or more.
+      while (Date.now() < startedAt + 17_000) {
+        mostKept = Math.max(mostKept, made.laneCounts().parked);
+        await sleep(20);
+      }
+    });
+    assert.equal(mostKept, 10, 'marks kept up to the limit, and no more');
+    for (const id of ids) {
+      const ticks = ticksOf(await runIds(id));
+      assert.ok(ticks.length >= 3, `${id}: 3 ticks or more in 17 s, got ${ticks.length}`);
+      for (let i = 1; i < ticks.length; i++) assert.equal(ticks[i]! - ticks[i - 1]!, 5_000, `${id}: a tick lost or doubled between ${ticks[i - 1]} and ${ticks[i]}`);
+      assert.equal((await base.ledger.jobState(id)).lastScheduledTick, ticks.at(-1), `${id}: the ledger recorded every tick that ran, and no other`);
+    }
   });
 
   it('an edit of a parked schedule applies at once, and an edit the producer was not told of is found by a resync', { timeout: 60_000 }, async () => {

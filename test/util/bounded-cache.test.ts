@@ -34,6 +34,16 @@ describe('BoundedCache: at most `capacity` entries, the least recently used drop
     assert.equal(computed, 4);
   });
 
+  it('drops an entry on request, making room for another', () => {
+    const cache = new BoundedCache<string, number>(2);
+    cache.set('a', 1);
+    cache.set('b', 2);
+    cache.delete('a');
+    cache.set('c', 3);
+    assert.equal(cache.size, 2);
+    assert.deepEqual([cache.get('a'), cache.get('b'), cache.get('c')], [undefined, 2, 3]);
+  });
+
   it('refuses a capacity below 1', () => {
     assert.throws(() => new BoundedCache(0), RangeError);
   });
