@@ -32,11 +32,14 @@ const PAGE = 1_000;
 /**
  * The overdue part of a takeover (see ScheduleLanes.scan) makes this many lanes at a time, and waits until
  * they have taken their jobs over (or {@link OVERDUE_BATCH_WAIT_MS} has passed) before it makes more: the
- * Redis calls of the ticks that come due meanwhile queue behind those of a few hundred takeovers, not
- * behind tens of thousands.
+ * Redis calls of the ticks that come due meanwhile queue behind those of a thousand takeovers at most (two
+ * batched calls of each kind), not behind tens of thousands.
  */
-const OVERDUE_BATCH = 250;
-/** A takeover first reads the entries due by this long after the staging horizon: the ticks due in the next few seconds. */
+const OVERDUE_BATCH = 1_000;
+/**
+ * A takeover first reads the entries due from the staging horizon plus this long ago to as long after the
+ * horizon: the ticks due in the last and the next few seconds.
+ */
 const DUE_NOW_MS = 1_000;
 const OVERDUE_BATCH_WAIT_MS = 5_000;
 /** A stored schedule that does not run (shadowed, invalid) is looked at again this often: the job files may have changed. */
@@ -203,10 +206,11 @@ export class ScheduleLanes {
    * Reads the due index from where the last scan ended up to `until`, making lanes for what it finds.
    * A takeover (or a resync) reads the whole index up to there, which may hold tens of thousands of
    * overdue entries (schedules just written, due by a first tick before their write) ahead of the ticks
-   * due now. So it reads the entries due within the next few seconds first, then those due within the last
-   * lead (a stopped leader's lanes: an entry stays at its instant until its lane parks), then the rest of
-   * the lead, and leaves the older ones to readOverdue, in the background, once these lanes have taken
-   * their jobs over. The older ones are late already or owe nothing now, and owe the same ticks whenever
+   * due now. So it reads the entries due within the last and the next few seconds first (the ticks that
+   * came due while this leader started, and a stopped leader's lanes: an entry stays at its instant, a
+   * staging horizon before the tick, until its lane parks), then the rest of the last lead, then the rest
+   * of the lead ahead, and leaves the older ones to readOverdue, in the background, once these lanes have
+   * taken their jobs over. The older ones are late already or owe nothing now, and owe the same ticks whenever
    * they are looked at (a runtime schedule owes its ticks from its creation, see JobLane.takeOver).
    */
   private async scan(until: number): Promise<void> {
@@ -217,9 +221,10 @@ export class ScheduleLanes {
     }
     const now = this.term.now();
     const recent = now - this.leadMs;
+    const justDue = Math.max(recent, now - this.term.stageAheadMs - DUE_NOW_MS);
     const soon = Math.min(until, now + this.term.stageAheadMs + DUE_NOW_MS);
     const dueFirst = new TakeoverWait();
-    for (const [after, to] of [[now, soon], [recent, now], [soon, until]] as const) await this.readDue(after, to, (ids) => this.look(ids, dueFirst));
+    for (const [after, to] of [[justDue, soon], [recent, justDue], [soon, until]] as const) await this.readDue(after, to, (ids) => this.look(ids, dueFirst));
     dueFirst.seal();
     this.dueFirst = dueFirst;
     this.overdue = { after: -Infinity, until: Math.max(this.overdue?.until ?? -Infinity, recent) };

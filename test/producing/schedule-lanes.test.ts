@@ -339,11 +339,12 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     assert.equal(await dueAt('guarded'), undefined);
   });
 
-  it('a takeover enqueues the ticks due now before it reads the overdue rest of the index', { timeout: 60_000 }, async () => {
-    // Overdue for a minute and owing nothing now (their one tick an hour off), as a bulk write leaves
-    // schedules due by a first tick before their write; then three due now, as a stopped leader leaves the
-    // schedules it was looking at (the entry stays at its instant until the lane parks).
-    const overdue = Array.from({ length: 600 }, (_, i) => `overdue-${String(i).padStart(3, '0')}`);
+  it('a takeover enqueues the ticks due now before it reads the overdue rest of the index', { timeout: 90_000 }, async () => {
+    // Overdue for a minute and owing nothing now (their one tick an hour off; more than one batch of the
+    // background read), as a bulk write leaves schedules due by a first tick before their write; then three
+    // due now, as a stopped leader leaves the schedules it was looking at (the entry stays at its instant
+    // until the lane parks).
+    const overdue = Array.from({ length: 1_500 }, (_, i) => `overdue-${String(i).padStart(4, '0')}`);
     const dueNow = ['due-now-a', 'due-now-b', 'due-now-c'];
     const tick = tickIn(2_500);
     await seedOnce(overdue, tick + 3_600_000, () => Date.now() - 60_000);
