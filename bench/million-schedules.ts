@@ -22,7 +22,7 @@ import { startChild, type BenchChild } from './child.js';
 import type { MemorySample } from './million-leader-process.js';
 import { rate } from './rate.js';
 import { EventTail, firstEvent } from './event-tail.js';
-import { cronOf, dueTick, dueWindowLag, measureBullmqTakeover, type DueWindowLag } from './takeover-lag.js';
+import { cronOf, dueTick, dueWindowLag, measureBullmqTakeover, startPhase, type DueWindowLag } from './takeover-lag.js';
 import { BENCH_JOB_TYPE, jobTypeFolder } from './schedules-leader-process.js';
 
 /** The scale and window. */
@@ -241,6 +241,7 @@ async function leaderRun(
  */
 export async function firstLeaderRun(redis: Redis, url: string, count: number, progress: (line: string) => void): Promise<FirstLeaderRun> {
   const tail = await EventTail.start(redis, QUEUE);
+  await startPhase();
   const leader = await startLeader(url);
   try {
     // The stream was emptied before it started: its first event is this leader's first run.

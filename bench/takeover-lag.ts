@@ -19,6 +19,16 @@ const BULLMQ_QUEUE = 'bench-takeover';
 const WORKER_CONCURRENCY = 100;
 /** After the window, its last ticks are given this long to be promoted before the counts. */
 const TAIL_MS = 5_000;
+/**
+ * Both processes are started this long after a whole second: the ticks fall on whole seconds, so the ones
+ * due while a process starts (its p99 in a window of seconds) depend on that phase, which must be the same.
+ */
+const START_PHASE_MS = 100;
+
+/** Waits until the next instant {@link START_PHASE_MS} after a whole second. */
+export async function startPhase(): Promise<void> {
+  await sleep((START_PHASE_MS - (Date.now() % 1000) + 1000) % 1000);
+}
 
 /** Schedule i's second of the hour, and its 6-field cron (`S M * * * *`). */
 export const offsetOf = (i: number): number => i % 3600;
@@ -72,6 +82,7 @@ export async function measureBullmqTakeover(redis: Redis, url: string, count: nu
     await queue.close();
   }
   const tail = await EventTail.start(redis, BULLMQ_QUEUE);
+  await startPhase();
   const from = Date.now();
   const worker = startChild('./worker-process.ts', [url, BULLMQ_QUEUE, String(WORKER_CONCURRENCY)]);
   try {
