@@ -22,7 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createAdmin } from '../src/index.js';
 import type { MemorySample } from './million-leader-process.js';
-import { offsetOf } from './million-schedules.js';
+import { cronOf } from './takeover-lag.js';
 import { rate } from './rate.js';
 import { BENCH_JOB_TYPE, jobTypeFolder } from './schedules-leader-process.js';
 
@@ -35,7 +35,6 @@ const DUE_INDEX = 'leasebeat:{leasebeat}:schedule-due';
 const PARKED_HORIZON_MS = 60_000;
 const PARKED_SLACK_MS = 30_000;
 
-const cronOf = (i: number): string => `${offsetOf(i) % 60} ${Math.floor(offsetOf(i) / 60)} * * * *`;
 
 const children = new Set<ChildProcess>();
 /** Kills every process this run started (SIGKILL: nothing of theirs is kept). */

@@ -23,6 +23,7 @@ import { measureDurability, type DurabilityResult } from './durability.js';
 import { measureInstanceCost, type InstanceCost } from './instance.js';
 import { measureRuntimeSchedules, type RuntimeSchedulesResult } from './runtime-schedules.js';
 import { measureMillionSchedules, MILLION, MILLION_WINDOW_S, millionScale, SETTLE_MS, type MillionSchedulesResult } from './million-schedules.js';
+import { takeoverLagRow } from './takeover-lag.js';
 import { BACKFILL_RATE, BACKFILL_TICKS, measureBackfill, type BackfillResult } from './backfill.js';
 import { INSTANCE_ROUNDS, measureInstancePrecision, runtimeSize, type InstancePrecisionResult } from './instance-precision.js';
 import { BYTES_IN_FLIGHT, measureRedisBytes, type RedisBytesResult } from './redis-bytes.js';
@@ -498,6 +499,7 @@ function millionRows(m: MillionSchedulesResult): string[] {
           `| 8 | The first leader right after the bulk write of the ${n} (no leader had looked at them yet), until the due index held only the due soon${scale} | ` +
             `taken over ${s(m.first.takeoverMs)} (first run ${s(m.first.firstEnqueueMs)}); all but the due soon parked ${s(m.first.parkedMs)} after its process start; ` +
             `peak RSS ${m.first.peakRssMiB.toFixed(0)} MiB, heap ${m.first.peakHeapUsedMiB.toFixed(0)} MiB${m.first.stoppedCleanly ? '' : '; **killed at its stop**'} | | | (context) | |`,
+          ...takeoverLagRow(n, m.first.takeoverLag, m.first.bullmqTakeoverLag, scale, verdict),
         ]
       : []),
     `| 8 | Enqueue lag, ${n} hourly runtime schedules (${int(m.schedules / 3600)} ticks/s) over ${windowS} s: run available to workers − nominal tick (median / p99 / max; ` +

@@ -6,7 +6,8 @@
  * truth, not its logs). The measured leader is the second over the schedules: the first one, right after
  * the bulk write, meets schedules no leader has looked at yet (how much of them it takes over at once is
  * the due index's business: once all but the due soon wait in the index, it is stopped); a new leader
- * (a failover, a deploy) then finds them as a previous leader left them.
+ * (a failover, a deploy) then finds them as a previous leader left them. The ticks due while the first one
+ * takes over are issue 30's takeover row, against BullMQ's (bench/takeover-lag.ts), measured last.
  *
  * `LEASEBEAT_BENCH_MILLION_SCHEDULES` and `LEASEBEAT_BENCH_MILLION_WINDOW_S` shrink the run for a quick check
  * (the rows then say so, and claim no goal).
@@ -20,6 +21,8 @@ import { spread, type Spread } from '../scripts/chaos/report.js';
 import { startChild, type BenchChild } from './child.js';
 import type { MemorySample } from './million-leader-process.js';
 import { rate } from './rate.js';
+import { EventTail, firstEvent } from './event-tail.js';
+import { cronOf, dueTick, dueWindowLag, measureBullmqTakeover, startPhase, type DueWindowLag } from './takeover-lag.js';
 import { BENCH_JOB_TYPE, jobTypeFolder } from './schedules-leader-process.js';
 
 /** The issue's scale and window. */
@@ -41,8 +44,6 @@ const DUE_INDEX = 'leasebeat:{leasebeat}:schedule-due';
 const PARKED_HORIZON_MS = 60_000;
 const PARKED_SLACK_MS = 30_000;
 const PARK_WAIT_MS = 10 * 60_000;
-/** How often the queue's event stream is read while it grows (BullMQ trims it to about 10,000 entries: some 7 s of these runs). */
-const TAIL_POLL_MS = 250;
 const WORKER_CONCURRENCY = 100;
 const SAMPLE_MS = 5_000;
 /** After the takeover, the measured window starts this much later (on a whole second). */
@@ -55,10 +56,6 @@ const IDLE_WINDOW_MS = 120_000;
 const TAKEOVER_WAIT_MS = 20 * 60_000;
 const MISSING_EXAMPLES = 20;
 const SLOWEST = 10;
-
-/** Schedule i's second of the hour, and its 6-field cron. */
-export const offsetOf = (i: number): number => i % 3600;
-const cronOf = (i: number): string => `${offsetOf(i) % 60} ${Math.floor(offsetOf(i) / 60)} * * * *`;
 
 export interface MillionLeaderRun {
   schedules: number;
@@ -97,6 +94,13 @@ export interface FirstLeaderRun {
   peakHeapUsedMiB: number;
   /** It exited on SIGTERM by itself (false: killed after 10 s). */
   stoppedCleanly: boolean;
+  /**
+   * The ticks due from its process start until it was done (taken over and parked): how late they became
+   * available to workers. Absent from results stored before it was measured.
+   */
+  takeoverLag?: DueWindowLag;
+  /** BullMQ's over the same schedules and a window as long from its Worker's start (see takeover-lag.ts). */
+  bullmqTakeoverLag?: DueWindowLag;
 }
 
 export interface MillionSchedulesResult {
@@ -171,88 +175,6 @@ async function startLeader(url: string): Promise<LeaderChild> {
   };
 }
 
-const EVENTS = `${QUEUE_KEY}:events`;
-const streamId = (id: string): [number, number] => id.split('-').map(Number) as [number, number];
-const after = (a: string, b: string): boolean => {
-  const [am, as] = streamId(a);
-  const [bm, bs] = streamId(b);
-  return am > bm || (am === bm && as > bs);
-};
-
-/** The Redis time of the queue's first event, if any. */
-async function firstEvent(redis: Redis): Promise<number | undefined> {
-  const [first] = await redis.xrange(EVENTS, '-', '+', 'COUNT', 1);
-  return first ? streamId(first[0])[0] : undefined;
-}
-
-/**
- * Follows the queue's event stream (ground truth of what reached BullMQ) from its start on, reading it
- * every TAIL_POLL_MS as it grows, since BullMQ trims it to about 10,000 entries. Per job id: the Redis
- * time of its `added` event (the run was added) and of its first `waiting` (available to workers).
- */
-class EventTail {
-  readonly added = new Map<string, number>();
-  readonly waiting = new Map<string, number>();
-  /** Entries were trimmed before this tail read them: the counts from the stream are low. */
-  gap = false;
-  private last = '0-0';
-  private stopped = false;
-  private done: Promise<void> = Promise.resolve();
-
-  private constructor(private readonly redis: Redis) {}
-
-  /** From the stream's newest entry on. */
-  static async start(redis: Redis): Promise<EventTail> {
-    const tail = new EventTail(redis);
-    const [newest] = await redis.xrevrange(EVENTS, '+', '-', 'COUNT', 1);
-    if (newest) tail.last = newest[0];
-    tail.done = tail.follow();
-    return tail;
-  }
-
-  /** The Redis time of the first `added` event at or after `from`. */
-  firstAddedFrom(from: number): number | undefined {
-    let first: number | undefined;
-    for (const at of this.added.values()) if (at >= from && (first === undefined || at < first)) first = at;
-    return first;
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    await this.done;
-    await this.read();
-  }
-
-  private async follow(): Promise<void> {
-    while (!this.stopped) {
-      await this.read();
-      await sleep(TAIL_POLL_MS);
-    }
-  }
-
-  private async read(): Promise<void> {
-    const before = this.last;
-    for (;;) {
-      const entries = await this.redis.xrange(EVENTS, `(${this.last}`, '+', 'COUNT', 10_000);
-      for (const [id, fields] of entries) {
-        const at = streamId(id)[0];
-        const jobIndex = fields.indexOf('jobId');
-        if (jobIndex < 0) continue;
-        const jobId = fields[jobIndex + 1]!;
-        const event = fields[fields.indexOf('event') + 1];
-        if (event === 'added' && !this.added.has(jobId)) this.added.set(jobId, at);
-        if (event === 'waiting' && !this.waiting.has(jobId)) this.waiting.set(jobId, at);
-      }
-      if (entries.length > 0) this.last = entries.at(-1)![0];
-      if (entries.length < 10_000) break;
-    }
-    // Checked after the read: if the oldest entry left is still not past where the last read ended,
-    // nothing this read needed had been trimmed.
-    const [oldest] = await this.redis.xrange(EVENTS, '-', '+', 'COUNT', 1);
-    if (before !== '0-0' && oldest && after(oldest[0], before)) this.gap = true;
-  }
-}
-
 /**
  * Waits until the leader logs its takeover and (over schedules) has added its first run; answers both, from
  * the process start, and the Redis time of that first run. A leader that adds runs and does not log the
@@ -313,12 +235,17 @@ async function leaderRun(
   }
 }
 
-/** The first leader over freshly written schedules: until it has parked those not due soon; then it stops. */
-async function firstLeaderRun(redis: Redis, url: string, count: number, progress: (line: string) => void): Promise<FirstLeaderRun> {
+/**
+ * The first leader over freshly written schedules: until it has parked those not due soon; then it stops.
+ * What reached the queue meanwhile is read from its event stream, followed from before its start.
+ */
+export async function firstLeaderRun(redis: Redis, url: string, count: number, progress: (line: string) => void): Promise<FirstLeaderRun> {
+  const tail = await EventTail.start(redis, QUEUE);
+  await startPhase();
   const leader = await startLeader(url);
   try {
     // The stream was emptied before it started: its first event is this leader's first run.
-    const { takeoverMs, firstEnqueueMs } = await awaitTakeover(() => firstEvent(redis), leader, count);
+    const { takeoverMs, firstEnqueueMs } = await awaitTakeover(() => firstEvent(redis, QUEUE), leader, count);
     progress(`    first leader: takeover log ${takeoverMs ?? 'never'} ms, first enqueue ${firstEnqueueMs ?? 'none'} ms after its process start`);
     const dueByTicks = Math.ceil((count * (PARKED_HORIZON_MS + PARKED_SLACK_MS)) / HOUR_MS);
     let parkedMs: number | undefined;
@@ -337,23 +264,24 @@ async function firstLeaderRun(redis: Redis, url: string, count: number, progress
     progress(`    first leader: ${parkedMs === undefined ? 'never parked' : `parked all but the due soon ${parkedMs} ms`} after its process start`);
     await sleep(SAMPLE_MS);
     const peak = (pick: (s: MemorySample) => number): number => Math.max(...leader.samples.map(pick));
+    const done = Math.max(leader.takenOver() ?? takeoverMs ?? 0, parkedMs ?? PARK_WAIT_MS);
     const run = { takeoverMs: leader.takenOver() ?? takeoverMs, firstEnqueueMs, parkedMs, peakRssMiB: peak((s) => s.rssMiB), peakHeapUsedMiB: peak((s) => s.heapUsedMiB) };
     await leader.child.stop();
-    return { ...run, stoppedCleanly: leader.child.child.exitCode === 0 };
+    await tail.stop();
+    // The ticks due from its process start until it was done: the takeover's (what a failover meets too).
+    const from = Math.round(leader.started);
+    const takeoverLag = dueWindowLag(count, from, from + done, tail.waiting, (i, tick) => `t${i}@${tick}`);
+    const lag = takeoverLag.lagMs;
+    progress(`    first leader: ${takeoverLag.available} of ${takeoverLag.due} ticks due in its first ${done} ms available; lag ${lag ? `${lag.median} / ${lag.p99} / ${lag.max} ms` : 'n/a'}`);
+    return { ...run, stoppedCleanly: leader.child.child.exitCode === 0, takeoverLag };
   } finally {
     await leader.child.stop();
+    await tail.stop();
   }
 }
 
-/** The nominal tick of schedule i within [from, to), if it has one there (the window is at most an hour). */
-function dueTick(i: number, from: number, to: number): number | undefined {
-  let tick = from - (from % HOUR_MS) + offsetOf(i) * 1000;
-  if (tick < from) tick += HOUR_MS;
-  return tick < to ? tick : undefined;
-}
-
 /** Writes `count` hourly schedules through `schedules.upsert`, `inFlight` at once; answers upserts per second. */
-async function writeSchedules(url: string, dir: string, count: number, inFlight: number): Promise<number> {
+export async function writeSchedules(url: string, dir: string, count: number, inFlight: number): Promise<number> {
   const admin = createAdmin({ connection: url, jobsDir: dir });
   try {
     return await rate(count, inFlight, (i) => admin.schedules.upsert(`t${i}`, { job: BENCH_JOB_TYPE, schedule: cronOf(i), data: { tenant: i } }));
@@ -403,7 +331,7 @@ export async function measureMillionSchedules(
       progress('  million: the first leader over them, until it parked those not due soon');
       first = await firstLeaderRun(redis, url, schedules, progress);
       progress(`  million: a new leader over them, ${windowS} s`);
-      tail = await EventTail.start(redis);
+      tail = await EventTail.start(redis, QUEUE);
       measured = await leaderRun(tail, url, schedules, windowMs, progress);
     } finally {
       await tail?.stop();
@@ -454,6 +382,8 @@ export async function measureMillionSchedules(
       examples.push({ id, tick, job: exists ? 'job' : 'none', ledger: record ?? 'none' });
     }
     const lag = spread(lags);
+    // Last: it empties Redis for BullMQ's schedulers.
+    const bullmqTakeoverLag = first.takeoverLag && (await measureBullmqTakeover(redis, url, schedules, inFlight, first.takeoverLag.to - first.takeoverLag.from, progress));
     progress(`    ${due} due, ${enqueued} enqueued, ${due - notAvailable} available, ${unexpected} unexpected; enqueue lag ${lag ? `${lag.median} / ${lag.p99} / ${lag.max} ms` : 'n/a'}`);
     return {
       schedules,
@@ -461,7 +391,7 @@ export async function measureMillionSchedules(
       upsertsPerSecond,
       redisUsedMiB,
       idle,
-      first,
+      first: { ...first, ...(bullmqTakeoverLag ? { bullmqTakeoverLag } : {}) },
       loaded,
       windowStart,
       windowEnd,

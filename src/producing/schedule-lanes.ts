@@ -6,6 +6,7 @@ import { retentionMs } from './fenced-enqueue.js';
 import type { IdleSchedule, LoadedSchedule, RuntimeScheduleSource } from './runtime-schedules.js';
 import { backoffMs } from '../util/backoff.js';
 import { BoundedCache } from '../util/bounded-cache.js';
+import { TakeoverWait } from './takeover-wait.js';
 
 /** A schedule as read: runnable, stored but idle, or not stored. */
 type Stored = LoadedSchedule | IdleSchedule | undefined;
@@ -37,6 +38,19 @@ const PARK_MARGIN_MS = 2_000;
 export const PARKED_MARKS_KEPT = 10_000;
 /** Entries read per page of the due index, and specs per read. */
 const PAGE = 1_000;
+/**
+ * The overdue part of a takeover (see ScheduleLanes.scan) makes this many lanes at a time, and waits until
+ * they have taken their jobs over (or {@link OVERDUE_BATCH_WAIT_MS} has passed) before it makes more: the
+ * Redis calls of the ticks that come due meanwhile queue behind those of a thousand takeovers at most (two
+ * batched calls of each kind), not behind tens of thousands.
+ */
+const OVERDUE_BATCH = 1_000;
+/**
+ * A takeover first reads the entries due from the staging horizon plus this long ago to as long after the
+ * horizon: the ticks due in the last and the next few seconds.
+ */
+const DUE_NOW_MS = 1_000;
+const OVERDUE_BATCH_WAIT_MS = 5_000;
 /** A stored schedule that does not run (shadowed, invalid) is looked at again this often: the job files may have changed. */
 const IDLE_RECHECK_MS = 60_000;
 /** The longest sleep between scans of the due index, so that a write the feed did not deliver is found anyway. */
@@ -50,6 +64,12 @@ export interface ScheduleLanesTerm extends LaneTerm {
   startLane(lane: JobLane): void;
   /** A lane that ends now (its schedule was removed or no longer runs): it takes back its staged runs, then ends. */
   retireLane(lane: JobLane): void;
+}
+
+/** The overdue entries of the index a takeover has still to read: those due after `after` and by `until`. */
+interface Overdue {
+  after: number;
+  until: number;
 }
 
 interface Parked {
@@ -81,8 +101,13 @@ export class ScheduleLanes {
   private scannedTo = -Infinity;
   private wakeScan: (() => void) | undefined;
   private readonly parking: LaneParking;
-  /** The takeover that counts the lanes made while it is set (the term's first scan). */
+  /** The takeover that counts the lanes made while it is set (the term's first scan, and its overdue entries). */
   private counting: TakeoverTally | undefined;
+  /** Overdue entries a takeover (or a resync) has yet to read, and the reading of them in the background. */
+  private overdue: Overdue | undefined;
+  private readingOverdue: Promise<void> | undefined;
+  /** The lanes the takeover's read of the entries due now and soon made: the overdue ones wait for them. */
+  private dueFirst: TakeoverWait | undefined;
   /** Reads and their lane changes run one at a time, so an older read never overwrites a newer one. */
   private turn: Promise<void> = Promise.resolve();
 
@@ -134,18 +159,15 @@ export class ScheduleLanes {
   }
 
   /**
-   * Scans the due index until the term ends: every schedule due within the lead gets a lane. The lanes of
-   * the first scan are counted in `takeover`, sealed once that scan is done.
+   * Scans the due index until the term ends: every schedule due within the lead gets a lane. The lanes made
+   * until the first scan and its overdue entries are read (see scan) are counted in `takeover`, sealed then.
    */
   async run(takeover: TakeoverTally): Promise<void> {
     this.counting = takeover;
     for (let failures = 0; !this.term.signal.aborted; ) {
       try {
         await this.exclusive(() => this.scan(this.term.now() + this.leadMs));
-        if (this.counting) {
-          this.counting = undefined;
-          takeover.seal();
-        }
+        this.readingOverdue ??= this.readOverdue().finally(() => (this.readingOverdue = undefined));
         failures = 0;
         const next = await this.source.nextDue(this.scannedTo);
         this.term.reached();
@@ -158,6 +180,14 @@ export class ScheduleLanes {
         await this.sleep(retryInMs);
       }
     }
+    await this.readingOverdue;
+  }
+
+  /** The takeover is done once its overdue entries are read too, and every lane it made has taken its job over. */
+  private sealTakeover(): void {
+    const takeover = this.counting;
+    this.counting = undefined;
+    takeover?.seal();
   }
 
   /** Schedules `ids` were written or removed: their lanes follow at once (a new one is made if none runs). */
@@ -189,29 +219,108 @@ export class ScheduleLanes {
     await this.changed(this.ids(), true);
   }
 
-  /** Reads the due index from where the last scan ended up to `until`, making lanes for what it finds. */
+  /**
+   * Reads the due index from where the last scan ended up to `until`, making lanes for what it finds.
+   * A takeover (or a resync) reads the whole index up to there, which may hold tens of thousands of
+   * overdue entries (schedules just written, due by a first tick before their write) ahead of the ticks
+   * due now. So it reads the entries due within the last and the next few seconds first (the ticks that
+   * came due while this leader started, and a stopped leader's lanes: an entry stays at its instant, a
+   * staging horizon before the tick, until its lane parks), then the rest of the last lead, then the rest
+   * of the lead ahead, and leaves the older ones to readOverdue, in the background, once these lanes have
+   * taken their jobs over. The older ones are late already or owe nothing now, and owe the same ticks whenever
+   * they are looked at (a runtime schedule owes its ticks from its creation, see JobLane.takeOver).
+   */
   private async scan(until: number): Promise<void> {
-    let after = this.scannedTo;
+    if (this.scannedTo > -Infinity) {
+      await this.readDue(this.scannedTo, until, (ids) => this.look(ids));
+      this.scannedTo = Math.max(this.scannedTo, until);
+      return;
+    }
+    const now = this.term.now();
+    const recent = now - this.leadMs;
+    const justDue = Math.max(recent, now - this.term.stageAheadMs - DUE_NOW_MS);
+    const soon = Math.min(until, now + this.term.stageAheadMs + DUE_NOW_MS);
+    const dueFirst = new TakeoverWait();
+    for (const [after, to] of [[justDue, soon], [recent, justDue], [soon, until]] as const) await this.readDue(after, to, (ids) => this.look(ids, dueFirst));
+    dueFirst.seal();
+    this.dueFirst = dueFirst;
+    this.overdue = { after: -Infinity, until: Math.max(this.overdue?.until ?? -Infinity, recent) };
+    this.scannedTo = until;
+  }
+
+  /**
+   * Reads the entries of the index due after `after` and by `until`, earliest first, a page at a time,
+   * passing their ids to `take`; `read(instant)` is called once every entry due by that instant was passed.
+   */
+  private async readDue(after: number, until: number, take: (ids: string[]) => Promise<void>, read?: (instant: number) => void): Promise<void> {
     for (;;) {
       const page = await this.source.due(after, until, PAGE);
       this.term.reached();
       if (page.length < PAGE) {
-        await this.look(page.map((entry) => entry.id));
-        break;
+        await take(page.map((entry) => entry.id));
+        return;
       }
       // A page may end inside a group due at one instant (10,000 schedules firing together): read that
       // group whole (the source reads it in bounded batches, by member: none skipped or read twice, see
       // ScheduleStore.dueExactly), then go on past it: the cursor passes an instant only once all of it is read.
       const last = page.at(-1)!.at;
-      await this.look(page.filter((entry) => entry.at < last).map((entry) => entry.id));
-      await this.look(await this.source.dueExactly(last));
+      await take(page.filter((entry) => entry.at < last).map((entry) => entry.id));
+      await take(await this.source.dueExactly(last));
       after = last;
+      read?.(last);
     }
-    this.scannedTo = Math.max(this.scannedTo, until);
   }
 
-  /** Makes lanes for the due schedules `ids` that have none. */
-  private async look(ids: string[]): Promise<void> {
+  /**
+   * Reads the overdue entries a takeover left (see scan) and makes their lanes, {@link OVERDUE_BATCH} at a
+   * time, each batch once the last has taken its jobs over; then the takeover is done. A resync meanwhile
+   * reads them again from the start (see scan): the lanes made already are not made twice.
+   */
+  private async readOverdue(): Promise<void> {
+    for (let failures = 0; this.overdue && !this.term.signal.aborted; ) {
+      await this.takenOver(this.dueFirst);
+      const overdue = this.overdue;
+      try {
+        const done = (instant: number): void => {
+          if (this.overdue === overdue) overdue.after = instant;
+        };
+        await this.readDue(overdue.after, overdue.until, (ids) => this.lookInBatches(ids), done);
+        if (this.overdue === overdue) this.overdue = undefined;
+        failures = 0;
+      } catch (error) {
+        if (this.term.signal.aborted) return;
+        const retryInMs = backoffMs(failures++, RETRY_MS, MAX_RETRY_MS);
+        this.term.log.warn({ err: error, retryInMs }, 'could not read the overdue runtime schedules; retrying');
+        await this.term.timer.nap(retryInMs).done;
+      }
+    }
+    this.sealTakeover();
+  }
+
+  /** Makes lanes for `ids` as look does, {@link OVERDUE_BATCH} at a time, each batch once the last has taken its jobs over. */
+  private async lookInBatches(ids: string[]): Promise<void> {
+    for (let i = 0; i < ids.length && !this.term.signal.aborted; i += OVERDUE_BATCH) {
+      const batch = new TakeoverWait();
+      // Each batch reads its specs in its own turn: changes told meanwhile are followed in between.
+      await this.exclusive(() => this.look(ids.slice(i, i + OVERDUE_BATCH), batch));
+      batch.seal();
+      await this.takenOver(batch);
+    }
+  }
+
+  /**
+   * Waits until the lanes of `batch` have taken their jobs over, or {@link OVERDUE_BATCH_WAIT_MS} has passed
+   * (a lane that cannot take its job over, Redis failing, retries in its own time), or the term ended.
+   */
+  private async takenOver(batch: TakeoverWait | undefined): Promise<void> {
+    if (!batch) return;
+    const bound = this.term.timer.nap(OVERDUE_BATCH_WAIT_MS);
+    await Promise.race([batch.done, bound.done]);
+    bound.wake();
+  }
+
+  /** Makes lanes for the due schedules `ids` that have none (counted in `batch`, when given). */
+  private async look(ids: string[], batch?: TakeoverWait): Promise<void> {
     const waiting = ids.filter((id) => !this.lanes.has(id));
     // A group due at one instant may be any size (a million hourly schedules at hh:00): its specs are read
     // and compiled a page at a time, so no one read of Redis, nor its reply, grows with the group.
@@ -219,7 +328,7 @@ export class ScheduleLanes {
       const slice = waiting.slice(i, i + PAGE);
       const loaded = await this.source.load(slice);
       this.term.reached();
-      for (const [j, id] of slice.entries()) await this.apply(id, loaded[j], { refresh: false, found: true });
+      for (const [j, id] of slice.entries()) await this.apply(id, loaded[j], { refresh: false, found: true, batch });
     }
   }
 
@@ -227,7 +336,7 @@ export class ScheduleLanes {
    * Brings schedule `id`'s lane in step with what is stored: `found` by the scan (it is due), or told of
    * (a change); `refresh`: its lane reads its definition again even if the version did not change.
    */
-  private async apply(id: string, loaded: Stored, { refresh, found }: { refresh: boolean; found: boolean }): Promise<void> {
+  private async apply(id: string, loaded: Stored, { refresh, found, batch }: { refresh: boolean; found: boolean; batch?: TakeoverWait }): Promise<void> {
     const lane = this.lanes.get(id);
     if (loaded?.job === undefined) {
       // Removed, or stored but not runnable: a lane takes back its staged runs and ends.
@@ -253,10 +362,11 @@ export class ScheduleLanes {
     this.live.set(id, loaded);
     const parked = this.parked.get(id);
     this.parked.delete(id);
+    const counted = [this.counting?.expect(), batch?.expect()];
     const made = new JobLane(id, this.term, {
       parking: this.parking,
       ...(parked ? { resume: parked.marks } : {}),
-      ...(this.counting ? { onTakenOver: this.counting.expect() } : {}),
+      onTakenOver: () => counted.forEach((tookOver) => tookOver?.()),
     });
     // Edited while parked: as a sleeping lane would be told (its rewind floor is the new version's write).
     if (parked && (parked.version !== loaded.version || parked.updatedAt !== loaded.updatedAt)) made.wake();

@@ -140,7 +140,8 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     for (let i = 0; i < ids.length; i += 1_000) {
       await redis.client.zadd(store.keys.scheduleDue, 'XX', ...ids.slice(i, i + 1_000).flatMap((id, j) => [dueAt(i + j), id]));
     }
-    assert.equal(await redis.client.zcard(store.keys.scheduleDue), ids.length);
+    const entries = await redis.client.zmscore(store.keys.scheduleDue, ...ids);
+    assert.equal(entries.filter((entry) => entry !== null).length, ids.length);
   };
   /** A tick a few seconds off, on a whole second: `at` must be in the future when written. */
   const tickIn = (ms: number): number => Math.ceil((Date.now() + ms) / 1_000) * 1_000;
@@ -364,6 +365,36 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     assert.equal(await dueAt('guarded'), undefined);
   });
 
+  it('a takeover enqueues the ticks due now before it reads the overdue rest of the index', { timeout: 90_000 }, async () => {
+    // Overdue for a minute and owing nothing now (their one tick an hour off; more than one batch of the
+    // background read), as a bulk write leaves schedules due by a first tick before their write; then three
+    // due now, as a stopped leader leaves the schedules it was looking at (the entry stays at its instant
+    // until the lane parks).
+    const overdue = Array.from({ length: 1_500 }, (_, i) => `overdue-${String(i).padStart(4, '0')}`);
+    const dueNow = ['due-now-a', 'due-now-b', 'due-now-c'];
+    const tick = tickIn(2_500);
+    await seedOnce(overdue, tick + 3_600_000, () => Date.now() - 60_000);
+    await seedOnce(dueNow, tick, () => Date.now());
+    // The read of the overdue specs is held until the ticks due now are in BullMQ (at most 8 s): a takeover
+    // that reads the index in order meets them only after that read.
+    let dueFirst: boolean | undefined;
+    const source = new WatchedSource(storedSchedules(), async (read) => {
+      if (dueFirst !== undefined || !read.some((id) => id.startsWith('overdue-'))) return;
+      const enqueued = async (): Promise<boolean> => (await Promise.all(dueNow.map(runIds))).every((runs) => runs.length === 1);
+      dueFirst = await until('the ticks due now enqueued', enqueued, 8_000, 50).then(() => true, () => false);
+    });
+    let takenOver: number | undefined;
+    const made = producer((jobs) => (takenOver = jobs), source);
+    await producing(made, async () => {
+      await until('every schedule taken over', () => takenOver !== undefined, 30_000);
+      const parked = async (): Promise<boolean> => made.laneCounts().schedules === 0 && (await redis.client.zcount(store.keys.scheduleDue, '-inf', tick + 60_000)) === 0;
+      await until('the due now run and every overdue one parked at its tick', parked, 30_000, 100);
+    });
+    assert.equal(dueFirst, true, 'the ticks due now were enqueued before the overdue schedules were read');
+    assert.ok(takenOver! >= overdue.length + dueNow.length, `the takeover counted every lane it made, overdue ones too: ${takenOver}`);
+    await assertEachRanOnce(dueNow, tick);
+  });
+
   it('2,500 schedules due at one instant: read in bounded batches, each enqueued exactly once', { timeout: 60_000 }, async () => {
     const ids = Array.from({ length: 2_500 }, (_, i) => `same-${String(i).padStart(4, '0')}`);
     const tick = tickIn(5_000);
@@ -386,15 +417,16 @@ describe('runtime schedules parked in the due index (real Redis and BullMQ)', ()
     // Ids of mixed case and digits, so that the order within an instant is not the order they were written in.
     for (const [group, size] of sizes.entries()) for (let i = 0; i < size; i++, groupOf.push(group)) ids.push(`${'aZ0m'[i % 4]}${(i * 7919) % 10_007}-g${group}`);
     const tick = tickIn(5_000);
-    // Due long ago, a millisecond apart: the takeover's first scan reads them all, over four pages.
+    // Due long ago, a millisecond apart: the takeover reads them all, over four pages (after its read of
+    // the entries due from a lead ago on, which finds none).
     const dueFrom = Date.now() - 60_000;
     await seedOnce(ids, tick, (i) => dueFrom + groupOf[i]!);
     const source = new WatchedSource(storedSchedules());
     const made = producer(undefined, source);
     await producing(made, () => allRan(made, ids));
     await assertEachRanOnce(ids, tick);
-    const firstScan = source.pages.slice(0, 4).map((page) => page.length);
-    assert.deepEqual(firstScan.slice(0, 3), [PAGE, PAGE, PAGE], `the first scan read full pages: ${firstScan.join(', ')}`);
+    const overdueRead = source.pages.filter((page) => page.length > 0).slice(0, 4).map((page) => page.length);
+    assert.deepEqual(overdueRead.slice(0, 3), [PAGE, PAGE, PAGE], `the takeover read full pages: ${overdueRead.join(', ')}`);
     assert.ok(source.largestLoad <= PAGE, `specs read ${PAGE} at most at a time, not ${source.largestLoad}`);
   });
 
