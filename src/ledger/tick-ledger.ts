@@ -6,7 +6,7 @@ import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
 import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, StopCode, TriggerCode } from './script-codes.js';
 import { parseRunStop, RUN_STOP_KEEP_MS, type RunStopRequest } from './run-stops.js';
-import type { TickJobData } from './job-data.js';
+import { stagingTerm, type TickJobData } from './job-data.js';
 
 // The protocol's types and helpers live in records.ts; they are re-exported where callers found them.
 export { claimingTerm, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
@@ -553,8 +553,7 @@ export class TickLedger {
    */
   stagedRunCheck(run: RunIds, data: TickJobData, aliveWithinMs: number): StagedRunCheck {
     const k = this.keys;
-    // The term that staged the run: the one that enqueued it, unless a later term took it over.
-    const token = data.stagedBy ?? data.token;
+    const token = stagingTerm(data)!;
     return {
       keys: [k.fence, k.jobState(run.job), k.paused, k.ledger(run.job), k.runStop(run.jobId)],
       // A run without a due time of its own (no jitter) is due at its tick.

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LuaScript } from '../util/lua.js';
 import type { WritePath } from '../redis/durability.js';
-import type { TickJobData } from '../ledger/job-data.js';
+import { stagingTerm, type TickJobData } from '../ledger/job-data.js';
 import type { QueueSet } from '../redis/queue-set.js';
 import { PullCode, scriptCode } from '../ledger/script-codes.js';
 import type { TakeBackInProgress } from '../ledger/records.js';
@@ -112,10 +112,10 @@ export class RunTakeBack {
     const queue = this.options.queues.get(run.queue);
     const [data, attempts, starts] = await this.options.redis.hmget(queue.toKey(run.jobId), 'data', 'atm', 'leasebeatStarts');
     if (data === null || data === undefined || Number(attempts ?? 0) > 0 || Number(starts ?? 0) > 0) return false;
-    const { dueAt, token, stagedBy } = JSON.parse(data) as Partial<TickJobData>;
-    const stager = stagedBy ?? token;
+    const parsed = JSON.parse(data) as Partial<TickJobData>;
+    const stager = stagingTerm(parsed);
     if (earlierThan && stager?.generation === earlierThan.generation && stager.leaderTransitions === earlierThan.leaderTransitions) return false;
-    return dueAt !== undefined;
+    return parsed.dueAt !== undefined;
   }
 
   /** Whether BullMQ holds a hash of the run: its add landed (or a take-back left its placeholder). */

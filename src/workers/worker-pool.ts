@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { WorkerState } from './worker-state.js';
 import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
 import { DurabilityError } from '../redis/durability.js';
-import type { TickJobData } from '../ledger/job-data.js';
+import { stagingTerm, type TickJobData } from '../ledger/job-data.js';
 import type { FinishToRecord, RecordedFinish, RunRecords, RunStart, StartKind } from './run-records.js';
 import { RunCancelledError, RunTerminatedError, runWithDeadline, type RunStopError } from './run-deadline.js';
 import type { RunStops } from './run-stops.js';
@@ -753,9 +753,9 @@ export class WorkerPool {
 
   /** Warns of a staged run held past its due time by more than HELD_WARN_AFTER_MS, once per HELD_WARN_EVERY_MS. */
   private warnIfHeldLong(job: Job): void {
-    const { dueAt, stagedBy, token } = job.data as Partial<TickJobData>;
+    const data = job.data as Partial<TickJobData>;
     const now = Date.now();
-    const lateMs = now - (dueAt ?? Infinity);
+    const lateMs = now - (data.dueAt ?? Infinity);
     if (lateMs < HELD_WARN_AFTER_MS) return;
     // Runs not held again for a while were decided (started, or taken back): forgotten, once a minute (not
     // per hold: thousands of runs may be held at once while no leader produces), so the map stays small.
@@ -768,7 +768,7 @@ export class WorkerPool {
     if (warnedAt !== undefined && now - warnedAt < HELD_WARN_EVERY_MS) return;
     this.heldWarnedAt.set(key, now);
     this.options.logger.warn(
-      { job: job.name, jobId: job.id, lateMs, stagedBy: stagedBy ?? token },
+      { job: job.name, jobId: job.id, lateMs, stagedBy: stagingTerm(data) },
       'a staged run is still held past its due time: no leader has decided it yet (is one producing?)',
     );
   }
