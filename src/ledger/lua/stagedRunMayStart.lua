@@ -26,7 +26,7 @@
   Returns { 1, stop request or nothing } to start, { 0 } to hand it back.
 ]]
 --- @include "includes/staged-run"
-if not stagedRunMayStart(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]) then
+if not stagedRunMayStart(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], serverNowMs()) then
   return { 0 }
 end
 return { 1, redis.call('GET', KEYS[5]) }

@@ -13,11 +13,10 @@ local function finishRun(jobKey, lockKey, token, outcome, final, value)
   if redis.call('GET', lockKey) ~= token then
     return 0
   end
-  local starts = tonumber(redis.call('HGET', jobKey, 'leasebeatStarts') or '0')
-  local stalled = tonumber(redis.call('HGET', jobKey, 'stc') or '0')
-  local attempts = tonumber(redis.call('HGET', jobKey, 'atm') or '0')
-  redis.call('HSET', jobKey, 'leasebeatFinish',
-    cjson.encode({ s = starts, stc = stalled, atm = attempts, o = outcome, f = final == '1', v = value }))
+  local counts = redis.call('HMGET', jobKey, 'leasebeatStarts', 'stc', 'atm')
+  redis.call('HSET', jobKey, 'leasebeatFinish', cjson.encode({
+    s = tonumber(counts[1] or '0'), stc = tonumber(counts[2] or '0'), atm = tonumber(counts[3] or '0'),
+    o = outcome, f = final == '1', v = value }))
   return 1
 end
 

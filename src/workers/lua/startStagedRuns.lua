@@ -14,12 +14,12 @@
 ]]
 --- @include "includes/take-run"
 --- @include "../../ledger/lua/includes/staged-run"
-local function takeStaged(k, a)
+local function takeStaged(k, a, now)
   if redis.call('GET', KEYS[k + 2]) ~= ARGV[a + 1] then
     return { -1 }
   end
   if not stagedRunMayStart(KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6],
-      ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]) then
+      ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], now) then
     return { 0 }
   end
   local reply = takeRun(KEYS[k + 1], KEYS[k + 2], ARGV[a + 1], ARGV[a + 2])
@@ -29,8 +29,9 @@ local function takeStaged(k, a)
   return reply
 end
 
+local now = serverNowMs()
 local replies = {}
 for i = 1, #KEYS / 7 do
-  replies[i] = takeStaged(7 * (i - 1), 8 * (i - 1))
+  replies[i] = takeStaged(7 * (i - 1), 8 * (i - 1), now)
 end
 return replies

@@ -2,16 +2,20 @@
   Whether a staged run may start now; see stagedRunMayStart.lua for the rules. Shared with the worker's
   take (workers/lua/startStagedRuns.lua), which makes the same check in its own script where every key is
   on one server. `check` holds the keys fence, state, paused, ledger and the arguments generation,
-  transitions, job, dueAt, aliveWithin, tick (as stagedRunMayStart.lua's KEYS[1..4] and ARGV).
+  transitions, job, dueAt, aliveWithin, tick (as stagedRunMayStart.lua's KEYS[1..4] and ARGV), and `now`,
+  the server's time in ms (serverNowMs(): a script checking many runs reads it once).
   Returns true to start.
 ]]
-local function stagedRunMayStart(fenceKey, stateKey, pausedKey, ledgerKey, generation, transitions, job, dueAt, aliveWithin, tick)
+local function serverNowMs()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+local function stagedRunMayStart(fenceKey, stateKey, pausedKey, ledgerKey, generation, transitions, job, dueAt, aliveWithin, tick, now)
   local record = redis.call('HGET', ledgerKey, tick)
   if not record or string.sub(record, 1, 9) ~= 'enqueued|' then
     return false
   end
-  local time = redis.call('TIME')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   local pause = redis.call('HGET', pausedKey, job)
   if pause and tonumber(cjson.decode(pause).at or 0) <= tonumber(dueAt) then
     return false

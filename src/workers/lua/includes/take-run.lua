@@ -7,13 +7,15 @@ local function takeRun(jobKey, lockKey, token, thisStart)
   if redis.call('GET', lockKey) ~= token then
     return { -1 }
   end
-  local starts = tonumber(redis.call('HGET', jobKey, 'leasebeatStarts') or '0')
-  local raw = redis.call('HGET', jobKey, 'leasebeatFinish')
+  -- One read of the fields a take decides on: it runs for every run a burst starts.
+  local fields = redis.call('HMGET', jobKey, 'leasebeatStarts', 'leasebeatFinish', 'stc', 'atm')
+  local starts = tonumber(fields[1] or '0')
+  local raw = fields[2]
   local finish = raw and cjson.decode(raw)
   local kind, runner = 'first', ''
   if finish and finish.s == starts then
-    local stalled = tonumber(redis.call('HGET', jobKey, 'stc') or '0')
-    local attempts = tonumber(redis.call('HGET', jobKey, 'atm') or '0')
+    local stalled = tonumber(fields[3] or '0')
+    local attempts = tonumber(fields[4] or '0')
     -- BullMQ counts the attempt when it records the finish, and a stall when it recovers a run: a run back
     -- from recovery with its attempt uncounted is one whose finish the server never got. (A handler that
     -- moved its job itself is re-entered instead: it is written to be.)
