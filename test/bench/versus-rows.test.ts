@@ -15,9 +15,9 @@ const run = (system: InstanceRun['system'], scenario: InstanceRun['scenario'], s
   peakRssMiB: 200,
 });
 
-/** Three rounds at the issue's sizes: this commit's p99 `ours`, the baseline's `theirs`, BullMQ's 1,000 ms. */
+/** Three rounds at the issue's sizes: this commit's p99 `ours`, the baseline's `theirs`, BullMQ's 1,400 ms (ours under 700 meets the goal). */
 function instanceResult(ours: number, theirs: number): InstancePrecisionResult {
-  const round = [1000, 10_000].flatMap((size) => [run('leasebeat', 'file', size, ours), run('baseline', 'file', size, theirs), run('bullmq', 'file', size, 1000)]);
+  const round = [1000, 10_000].flatMap((size) => [run('leasebeat', 'file', size, ours), run('baseline', 'file', size, theirs), run('bullmq', 'file', size, 1400)]);
   const runtime = [run('leasebeat', 'runtime', 10_000, ours), { ...run('baseline', 'runtime', 10_000, 0), unsupported: 'no runtime schedules' }];
   return { commit: 'abc1234', baseline: { label: '7c89ce3', commit: '7c89ce3' }, sizes: [1000, 10_000], rounds: 3, runs: [round, round, round, runtime, runtime, runtime].flat() };
 }
@@ -35,9 +35,9 @@ describe('bench rows against a --baseline commit', () => {
   });
 
   it('the BullMQ goal is judged on the median ratio; without a baseline column the row has its seven cells', () => {
-    const rows = instancePrecisionRows(instanceResult(800, 800), false);
+    const rows = instancePrecisionRows(instanceResult(840, 840), false);
     assert.equal(cells(rows[0]!).length, 7);
-    assert.equal(cells(rows[0]!)[4], 'p99 0.80× (median; 0.80–0.80× over 3 runs)');
+    assert.equal(cells(rows[0]!)[4], 'p99 0.60× (median; 0.60–0.60× over 3 runs)');
     assert.equal(cells(rows[0]!)[6], '**no**');
   });
 
