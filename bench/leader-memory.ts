@@ -23,17 +23,13 @@ import { Redis } from 'ioredis';
 import { createAdmin } from '../src/index.js';
 import type { MemorySample } from './million-leader-process.js';
 import { cronOf } from './takeover-lag.js';
+import { firstLeaderParked } from './million-schedules.js';
 import { rate } from './rate.js';
 import { BENCH_JOB_TYPE, jobTypeFolder } from './schedules-leader-process.js';
 
 const SAMPLE_MS = 5_000;
 const SETTLE_MS = 10_000;
 const UPSERTS_IN_FLIGHT = 64;
-const HOUR_MS = 3_600_000;
-/** The due index, read only to see the first leader done (as bench/million-schedules.ts does). */
-const DUE_INDEX = 'leasebeat:{leasebeat}:schedule-due';
-const PARKED_HORIZON_MS = 60_000;
-const PARKED_SLACK_MS = 30_000;
 
 
 const children = new Set<ChildProcess>();
@@ -162,8 +158,7 @@ try {
   say(`  ${Math.round(perSecond)} upserts/s`);
 
   const first = leader(url, []);
-  const dueByTicks = Math.ceil((schedules * (PARKED_HORIZON_MS + PARKED_SLACK_MS)) / HOUR_MS);
-  await until('the first leader parked', async () => (await redis.zcount(DUE_INDEX, '-inf', String(Date.now() + PARKED_HORIZON_MS))) <= dueByTicks, first.child, 15 * 60_000);
+  await until('the first leader parked', async () => (await firstLeaderParked(redis, schedules)).parked, first.child, 15 * 60_000);
   say('  the first leader parked all but the due soon; stopping it');
   await stop(first.child);
 

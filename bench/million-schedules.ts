@@ -247,12 +247,11 @@ export async function firstLeaderRun(redis: Redis, url: string, count: number, p
     // The stream was emptied before it started: its first event is this leader's first run.
     const { takeoverMs, firstEnqueueMs } = await awaitTakeover(() => firstEvent(redis, QUEUE), leader, count);
     progress(`    first leader: takeover log ${takeoverMs ?? 'never'} ms, first enqueue ${firstEnqueueMs ?? 'none'} ms after its process start`);
-    const dueByTicks = Math.ceil((count * (PARKED_HORIZON_MS + PARKED_SLACK_MS)) / HOUR_MS);
     let parkedMs: number | undefined;
     let shown = Date.now();
     for (const deadline = Date.now() + PARK_WAIT_MS; Date.now() < deadline; await sleep(1000)) {
-      const soon = await redis.zcount(DUE_INDEX, '-inf', String(Date.now() + PARKED_HORIZON_MS));
-      if (soon <= dueByTicks) {
+      const { parked, soon, dueByTicks } = await firstLeaderParked(redis, count);
+      if (parked) {
         parkedMs = Math.round(Date.now() - leader.started);
         break;
       }
@@ -408,4 +407,14 @@ export async function measureMillionSchedules(
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Whether the first leader over `count` just-written schedules has parked all but the due soon: the due
+ * index holds, within PARKED_HORIZON_MS, no more than what the ticks make due there (with PARKED_SLACK_MS).
+ */
+export async function firstLeaderParked(redis: Redis, count: number): Promise<{ parked: boolean; soon: number; dueByTicks: number }> {
+  const dueByTicks = Math.ceil((count * (PARKED_HORIZON_MS + PARKED_SLACK_MS)) / HOUR_MS);
+  const soon = await redis.zcount(DUE_INDEX, '-inf', String(Date.now() + PARKED_HORIZON_MS));
+  return { parked: soon <= dueByTicks, soon, dueByTicks };
 }
