@@ -12,6 +12,7 @@ import { FencedEnqueue, retentionMs } from './fenced-enqueue.js';
 import { JobLane } from './job-lane.js';
 import type { RuntimeScheduleSource } from './runtime-schedules.js';
 import { ScheduleLanes, type ScheduleLanesTerm, type TakeoverTally } from './schedule-lanes.js';
+import { TakeoverWait } from './takeover-wait.js';
 import { producerMetricsByType, type LaneTerm, type ProducerMetrics } from './lane-term.js';
 import { TriggerDesk, type DeskTerm } from './manual-triggers.js';
 import { BackfillDesk } from './backfills.js';
@@ -288,9 +289,12 @@ export class Producer {
     // Once every job (and every schedule due at the start) is taken over, the staged runs of jobs this
     // leader did not load are taken back.
     const takeover = this.takeoverTally(context, () => (sweep = this.sweepRemovedJobs(context)));
-    const scanning = context.schedules?.run(takeover) ?? (takeover.seal(), Promise.resolve());
+    const scanning = context.schedules?.run(takeover) ?? Promise.resolve();
     try {
       reconcile(takeover);
+      // Without runtime schedules the file lanes are all the takeover waits for: sealed once they are made
+      // (the schedules' scan seals it itself, after its first read).
+      if (!context.schedules) takeover.seal();
       let nextResync = this.clock.monotonic() + CLOCK_RESYNC_MS;
       while (!context.signal.aborted) {
         this.wake = new AbortController();
@@ -372,34 +376,15 @@ export class Producer {
    */
   private takeoverTally(context: ProducerTerm, then: () => void): TakeoverTally {
     const started = this.clock.monotonic();
-    let expected = 0;
-    let waiting = 0;
-    let sealed = false;
-    const check = (): void => {
-      if (!sealed || waiting > 0 || context.signal.aborted) return;
-      sealed = false;
+    const tally = new TakeoverWait();
+    void tally.done.then(() => {
+      if (context.signal.aborted) return;
       const ms = this.clock.monotonic() - started;
-      context.log.info({ jobs: expected, ms }, 'every job taken over');
-      this.options.onTakenOver?.(expected, ms);
+      context.log.info({ jobs: tally.expected, ms }, 'every job taken over');
+      this.options.onTakenOver?.(tally.expected, ms);
       then();
-    };
-    return {
-      expect: () => {
-        expected++;
-        waiting++;
-        let called = false;
-        return () => {
-          if (called) return;
-          called = true;
-          waiting--;
-          check();
-        };
-      },
-      seal: () => {
-        sealed = true;
-        queueMicrotask(check);
-      },
-    };
+    });
+    return tally;
   }
 
   /** Takes back the staged runs of jobs this leader did not load (see takeBackRemovedJobs), retrying until the term ends. */
