@@ -6,6 +6,7 @@
  */
 import { rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { spread, type Spread } from '../scripts/chaos/report.js';
 import { startRedis } from '../test/support/redis-server.js';
@@ -29,8 +30,15 @@ const UPSERTS_IN_FLIGHT = 32;
 /** `file`: definitions in a job file; `runtime`: runtime schedules of one job type (BullMQ runs `file`'s). */
 export type InstanceScenario = 'file' | 'runtime';
 
+/**
+ * `floor`: BullMQ's own Worker (the same process as BullMQ's run) starting plain delayed jobs that a feeder
+ * added ahead of each tick, with no schedulers and no leasebeat: the least lag anything whose runs go
+ * through BullMQ's Worker can have on this machine, so the rows can say how far a goal is below it.
+ */
+export type InstanceSystem = System | 'floor';
+
 export interface InstanceRun {
-  system: System;
+  system: InstanceSystem;
   scenario: InstanceScenario;
   schedules: number;
   /** Handler start (`processedOn`) − nominal tick, over the measured bursts. */
@@ -67,7 +75,7 @@ export async function measureInstancePrecision(trees: Trees, sizes: number[], ro
   const runs: InstanceRun[] = [];
   const unsupported = new Set<string>();
   // A failed run is recorded and the others go on: one bad run should not cost the other half hour.
-  const measure = async (system: System, scenario: InstanceScenario, size: number, run: () => Promise<Measured>): Promise<void> => {
+  const measure = async (system: InstanceSystem, scenario: InstanceScenario, size: number, run: () => Promise<Measured>): Promise<void> => {
     const none = { system, scenario, schedules: size, startLagMs: undefined, delivered: 0, expected: size * MEASURED_BURSTS, setupMs: 0, peakRssMiB: undefined };
     let result: InstanceRun;
     try {
@@ -91,6 +99,7 @@ export async function measureInstancePrecision(trees: Trees, sizes: number[], ro
     for (const size of sizes) {
       await leasebeatRuns('file', size);
       await measure('bullmq', 'file', size, () => bullmqRun(size));
+      await measure('floor', 'file', size, () => floorRun(size));
     }
     await leasebeatRuns('runtime', runtimeSize(sizes));
   }
@@ -146,6 +155,56 @@ async function bullmqRun(count: number): Promise<Measured> {
     await worker?.stop();
     redis.disconnect();
     await server.close();
+  }
+}
+
+/** How long before its tick the floor's feeder adds a burst's jobs: leasebeat stages its runs as far ahead. */
+const FLOOR_FEED_AHEAD_MS = 2500;
+const FLOOR_QUEUE = 'floor';
+const FLOOR_BULK = 500;
+
+/** BullMQ's Worker alone over `count` plain delayed jobs per tick, added {@link FLOOR_FEED_AHEAD_MS} ahead by this process. */
+async function floorRun(count: number): Promise<Measured> {
+  const server = await startRedis();
+  const redis = server.client();
+  const queue = new Queue(FLOOR_QUEUE, { connection: server.client() });
+  const feeding = new AbortController();
+  let worker: BenchChild | undefined;
+  try {
+    const started = Date.now();
+    const running = startChild('./worker-process.ts', [server.url, FLOOR_QUEUE, String(WORKER_CONCURRENCY)]);
+    worker = running;
+    await running.line((l) => l === 'ready');
+    const fed = feed(queue, count, feeding.signal);
+    const { warmAt, ...lag } = await measureBursts(redis, `bull:${FLOOR_QUEUE}`, floorJobId, count, running);
+    feeding.abort();
+    await fed;
+    return { ...lag, setupMs: warmAt - started, peakRssMiB: running.peakRssMiB() };
+  } finally {
+    feeding.abort();
+    await worker?.stop();
+    await queue.close();
+    redis.disconnect();
+    await server.close();
+  }
+}
+
+const floorJobId = (i: number, tick: number): string => `s${i}@${tick}`;
+
+/** Adds every tick's `count` delayed jobs {@link FLOOR_FEED_AHEAD_MS} before it, until aborted. */
+async function feed(queue: Queue, count: number, signal: AbortSignal): Promise<void> {
+  let tick = Math.ceil((Date.now() + FLOOR_FEED_AHEAD_MS) / PERIOD_MS) * PERIOD_MS;
+  while (!signal.aborted) {
+    await sleep(Math.max(0, tick - FLOOR_FEED_AHEAD_MS - Date.now()), undefined, { signal }).catch(() => undefined);
+    for (let from = 0; from < count && !signal.aborted; from += FLOOR_BULK) {
+      const jobs = Array.from({ length: Math.min(FLOOR_BULK, count - from) }, (_, j) => ({
+        name: 'floor',
+        data: { tenant: from + j },
+        opts: { jobId: floorJobId(from + j, tick), delay: Math.max(0, tick - Date.now()) },
+      }));
+      await queue.addBulk(jobs);
+    }
+    tick += PERIOD_MS;
   }
 }
 

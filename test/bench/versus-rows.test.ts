@@ -41,6 +41,16 @@ describe('bench rows against a --baseline commit', () => {
     assert.equal(cells(rows[0]!)[6], '**no**');
   });
 
+  it("BullMQ's floor (its Worker alone) is shown beside BullMQ, and a goal below it is said to be", () => {
+    const result = instanceResult(840, 840);
+    result.runs.push(...[1, 2, 3].flatMap(() => [1000, 10_000].map((size) => run('floor', 'file', size, 980))));
+    const [row] = instancePrecisionRows(result, false).map(cells);
+    assert.match(row![3]!, /; its Worker alone on plain delayed jobs \(the floor\): 490 \/ 980 \/ 981 ms; 3,000\/3,000 runs; peak RSS 200 MiB, p99 0\.70× the Job Schedulers' \(median; 0\.70–0\.70× over 3 runs\)$/);
+    assert.equal(row![6], "**no**; the goal is below BullMQ's own floor (0.70×)");
+    const [withoutFloor] = instancePrecisionRows(instanceResult(840, 840), false).map(cells);
+    assert.doesNotMatch(withoutFloor![3]!, /floor/);
+  });
+
   it('Redis rows: more bytes or fewer upserts than the baseline is a regression; a reduced run claims no goal', () => {
     const result: RedisBytesResult = {
       commit: 'abc1234',
