@@ -4,7 +4,8 @@ FROM node:20-slim AS build
 WORKDIR /app
 # Dependencies first, so that editing the sources reuses the cached `npm ci` layer.
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# No scripts: `prepare` builds dist/ for a checkout, and the sources are not here yet (built below).
+RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY . .
 # `jobs/` may be absent from a fresh checkout (git keeps no empty folder); the runtime stage copies it from here.
 RUN npm run build && mkdir -p jobs
@@ -14,7 +15,7 @@ WORKDIR /app
 ENV NODE_ENV=production LEASEBEAT_HTTP_HOST=0.0.0.0
 COPY package.json package-lock.json ./
 # tsx is a production dependency: job files may be TypeScript and are loaded at run time.
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # Job files import the library as `../src/index.js`, which type-checks in the repository. Here the compiled
 # library answers that path, and since Node resolves the link to dist/, jobs and the CLI share each module.

@@ -117,6 +117,12 @@ function npmCi(stage: StageState, command: string): void {
   const cwd = hostPath(stage, '.');
   const lockFile = join(cwd, 'package-lock.json');
   assert.ok(existsSync(lockFile), `${command}: no package-lock.json in ${stage.workdir} yet (COPY it first)`);
+  // npm ci runs the package's own `prepare` unless told not to: in a stage that has only package.json and
+  // the lock yet, that build has nothing to compile and fails the image.
+  const { scripts } = JSON.parse(readFileSync(join(cwd, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
+  if (scripts?.prepare && !/--ignore-scripts\b/.test(command)) {
+    assert.ok(existsSync(join(cwd, 'src')), `${command}: runs \`prepare\` (${scripts.prepare}) before the sources are copied; add --ignore-scripts`);
+  }
   const omitDev = /--omit=dev\b/.test(command) || stage.env.NODE_ENV === 'production';
   const lock = JSON.parse(readFileSync(lockFile, 'utf8')) as { packages: Record<string, { dev?: boolean; optional?: boolean }> };
   const modules = join(cwd, 'node_modules');

@@ -64,11 +64,11 @@ void describe('@kubernetes/client-node loads only when a Kubernetes lock is used
   });
 
   void it('not by the CLI on the Redis lock (validate, the job files of the image)', { timeout: 60_000 }, async () => {
-    // bin/leasebeat.js registers tsx itself in a checkout, as it does for `npm start`.
+    // bin/leasebeat.js picks dist/ or the sources through tsx itself, as it does for `npm start`.
     const run = await runTraced(['bin/leasebeat.js', 'validate', 'jobs', '--count', '1'], { tsx: false, env: { LEASEBEAT_LOCK: 'redis' } });
     assert.equal(run.code, 0, run.stderr);
-    assert.ok(run.resolved.some((url) => url.endsWith('/src/cli/main.ts')), `the trace missed the CLI:\n${run.resolved.join('\n')}`);
-    assert.ok(run.resolved.some((url) => url.endsWith('/src/index.ts')), 'the trace missed the library');
+    assert.ok(run.resolved.some((url) => /\/(src\/cli\/main\.ts|dist\/cli\/main\.js)$/.test(url)), `the trace missed the CLI:\n${run.resolved.join('\n')}`);
+    assert.ok(run.resolved.some((url) => /\/(src\/index\.ts|dist\/index\.js)$/.test(url)), 'the trace missed the library');
     assert.deepEqual(run.resolved.filter((url) => url.includes(CLIENT_NODE)), []);
   });
 });
