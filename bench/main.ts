@@ -585,7 +585,7 @@ if (rev !== undefined && !sections.some((section) => BASELINE_SECTIONS.includes(
 }
 const baseline = rev === undefined ? undefined : await openBaseline(rev, progress);
 try {
-  await run(sections, { ...scale, trees: { current: currentTree(), ...(baseline ? { baseline: baseline.tree } : {}) } });
+  await run(sections, { ...scale, trees: { current: currentTree(progress), ...(baseline ? { baseline: baseline.tree } : {}) } });
 } finally {
   baseline?.remove();
 }

@@ -32,10 +32,26 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const git = (args: string[], cwd = ROOT): string => execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 
-export function currentTree(): Tree {
+/** This checkout, built as `npm ci` leaves it (its `prepare`), so that its `leasebeat start` is the one users run. */
+export function currentTree(progress: (line: string) => void): Tree {
   const commit = git(['rev-parse', 'HEAD']);
   const changed = git(['status', '--porcelain', '--untracked-files=no']) !== '';
-  return { label: `${commit.slice(0, 7)}${changed ? '+' : ''}`, commit, dir: ROOT };
+  const tree = { label: `${commit.slice(0, 7)}${changed ? '+' : ''}`, commit, dir: ROOT };
+  const failure = runPrepare(tree, progress);
+  if (failure !== undefined) throw new Error(`bench: this checkout's \`npm run prepare\` failed (${failure}); fix the build first`);
+  return tree;
+}
+
+/**
+ * What `npm ci` runs after installing: the tree's own `prepare` script, if it has one (a commit that builds
+ * dist/ there runs it from dist/). Undefined when done, else why it failed.
+ */
+function runPrepare(tree: Tree, progress: (line: string) => void): string | undefined {
+  const { scripts } = JSON.parse(readFileSync(path.join(tree.dir, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
+  if (!scripts?.prepare) return undefined;
+  progress(`${tree.label}: npm run prepare (${scripts.prepare}), as npm ci would`);
+  const build = spawnSync('npm', ['run', 'prepare'], { cwd: tree.dir, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
+  return build.status === 0 ? undefined : (build.stderr?.trim().split('\n').at(-1) ?? build.error?.message ?? `exit ${build.status}`);
 }
 
 /** A baseline checked out and ready to run, until `remove()` (safe to call twice, and from a signal handler). */
@@ -80,6 +96,9 @@ async function prepareBaseline(rev: string, progress: (line: string) => void): P
     };
     if (lock(dir) !== undefined && lock(dir) === lock(ROOT)) {
       symlinkSync(realpathSync(path.join(ROOT, 'node_modules')), path.join(dir, 'node_modules'));
+      // No install ran, so neither did its prepare.
+      const failure = runPrepare(tree, progress);
+      if (failure !== undefined) fail(`its \`npm run prepare\` failed (${failure})`, 'pick a rev that builds');
     } else {
       progress(`baseline ${tree.label}: npm ci in ${dir} (its package-lock.json differs from this checkout's)`);
       const install = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
