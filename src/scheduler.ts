@@ -35,7 +35,7 @@ import { RunStopFeed } from './workers/run-stops.js';
 import { DEFAULT_WORKER_TUNING, WorkerPool, type WorkerMetrics, type WorkerTuning } from './workers/worker-pool.js';
 import { describeTrigger } from './scheduling/define-job.js';
 import { JobRegistry } from './scheduling/loader.js';
-import { nextTicks } from './scheduling/plan.js';
+import { listedTicks } from './scheduling/plan.js';
 import { KubernetesLeaseLock } from './election/kubernetes-lock.js';
 import { HistoryReader, kubernetesHistoryNote, type HistorySnapshot } from './serving/history.js';
 import type { KnownLabels } from './serving/metrics.js';
@@ -514,7 +514,7 @@ class LeasebeatScheduler implements Scheduler {
         timezone: job.timezone,
         paused: job.paused || paused.has(job.name),
         pauseNote: paused.get(job.name)?.note ?? null,
-        nextRuns: nextTicks(job, now, 3).map((tick) => new Date(tick).toISOString()),
+        nextRuns: listedTicks(job, now, 3),
         lastTick: state.lastScheduledTick === undefined ? null : new Date(state.lastScheduledTick).toISOString(),
         lastJobId: state.lastJobId ?? null,
         enqueued: state.enqueued,

@@ -20,7 +20,7 @@ import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js'
 import { formatDuration } from '../scheduling/duration.js';
 import { JOB_DEFAULTS } from '../scheduling/schema.js';
 import { loadJobs, type LoadError, type LoadResult } from '../scheduling/loader.js';
-import { nextTicks } from '../scheduling/plan.js';
+import { listedTicks, nextTicks } from '../scheduling/plan.js';
 import { definitionHash } from '../scheduling/definition-hash.js';
 import { compileSpec } from '../schedules/catalog.js';
 import { systemClock } from '../util/clock.js';
@@ -209,7 +209,8 @@ export interface Admin {
    */
   runs(job: string, options?: { limit?: number }): Promise<RecentRun[]>;
   /**
-   * A job or runtime schedule in full: its status, its next `ticks` ticks (default 10), its newest `runs`
+   * A job or runtime schedule in full: its status, its next `ticks` ticks (default 10; at most 1,000, none
+   * more than 10 years ahead), its newest `runs`
    * runs (default 10) with duration, lag, term, instance and definition hash. Throws AdminError
    * `unknown-job` for a name neither the cluster nor the loaded definitions know.
    */
@@ -381,7 +382,7 @@ class ClusterAdmin implements Admin {
         ...status,
         kind: record && !definitions?.jobs.has(name) ? 'schedule' : 'job',
         definition: job ? definitionHash(job) : null,
-        nextTicks: job ? nextTicks(job, redisNow, Math.max(0, Math.min(options.ticks ?? 10, 1000))).map((tick) => new Date(tick).toISOString()) : [],
+        nextTicks: job ? listedTicks(job, redisNow, options.ticks ?? 10) : [],
         failedInARow: failures,
         runs,
         backfills: backfills.slice(0, DESCRIBED_BACKFILLS),

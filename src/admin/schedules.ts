@@ -1,5 +1,5 @@
 import { describeTrigger, type ScheduledJob } from '../scheduling/define-job.js';
-import { nextTicks } from '../scheduling/plan.js';
+import { listedTicks } from '../scheduling/plan.js';
 import type { RecentRun, TriggerResult } from './run-views.js';
 import { compileRecord, compileSpec, type ScheduleProblem } from '../schedules/catalog.js';
 import { checkScheduleSpec, firstReviewAt, type JobTypes, type ScheduleSpec, type StoredSpec } from '../schedules/spec.js';
@@ -93,10 +93,14 @@ export interface Schedules {
   /**
    * A page of schedules in id order, from after `cursor`: at most `limit` (default 100, at most 1,000),
    * only those of job type `job` and whose id contains `search` when given. `cursor` of the answer is
-   * where the next page starts, undefined after the last.
+   * where the next page starts, undefined after the last. A filtered page looks at no more than 5,000
+   * stored ids (`MAX_SCANNED`), so it may hold fewer than `limit` (none, even) and still have a cursor.
    */
   list(options?: { job?: string; search?: string; cursor?: string; limit?: number }): Promise<{ schedules: ScheduleView[]; cursor: string | undefined; total: number }>;
-  /** The schedule with its next `ticks` (default 5) and newest `runs` (default 10). Throws `not-found`. */
+  /**
+   * The schedule with its next `ticks` (default 5; at most 1,000, and none more than 10 years ahead) and
+   * newest `runs` (default 10). Throws `not-found`.
+   */
   describe(id: string, options?: { ticks?: number; runs?: number }): Promise<ScheduleDescription>;
   /** Pauses at run time, with a note; its staged runs are taken back. Throws `not-found`. */
   pause(id: string, note?: string, options?: { by?: string }): Promise<void>;
@@ -129,6 +133,8 @@ export interface ScheduleDesk {
 
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1_000;
+/** The most stored ids one `list` looks at while filtering (see `list`). */
+export const MAX_SCANNED = 5_000;
 
 export function createSchedules(desk: ScheduleDesk): Schedules {
   return new ScheduleApi(desk);
@@ -200,9 +206,14 @@ class ScheduleApi implements Schedules {
     const [types, paused, total] = await Promise.all([this.desk.types(), this.desk.pausedJobs(), this.desk.store.count()]);
     const schedules: ScheduleView[] = [];
     let after = options.cursor;
-    // Filters are applied to pages read in id order: a page is read until it is full or the ids end.
+    let scanned = 0;
+    // Filters are applied to pages read in id order: a page is read until it is full, the ids end, or it
+    // has looked at MAX_SCANNED ids; then it ends early with a cursor, so that a filter matching little
+    // among a million schedules costs each request a bounded read, not all of them.
     for (;;) {
+      if (scanned >= MAX_SCANNED) return { schedules, cursor: after, total };
       const ids = await this.desk.store.ids(after, limit);
+      scanned += ids.length;
       if (ids.length === 0) return { schedules, cursor: undefined, total };
       const wanted = options.search === undefined ? ids : ids.filter((id) => id.includes(options.search!));
       const records = await this.desk.store.getMany(wanted, () => undefined);
@@ -230,7 +241,7 @@ class ScheduleApi implements Schedules {
     const job = compiled.ok ? compiled.job : undefined;
     return {
       ...view,
-      next: job ? nextTicks(job, now, options.ticks ?? 5).map((tick) => new Date(tick).toISOString()) : [],
+      next: job ? listedTicks(job, now, options.ticks ?? 5) : [],
       timezone: job?.timezone ?? record.spec.timezone ?? 'UTC',
       runs,
       skipped: counts.skipped,

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Duration } from '../scheduling/duration.js';
 import type { CatchupMode, OverlapPolicy, ScheduledJob } from '../scheduling/define-job.js';
-import { nextTickOnce, nextTicks } from '../scheduling/plan.js';
+import { LOOKAHEAD_MS, nextTickOnce, nextTicks } from '../scheduling/plan.js';
 import { closest, JOB_NAME_PATTERN, validateJobDefinition } from '../scheduling/schema.js';
 import { CompiledShapes, isPlainJson, isPlainRecord } from './compiled-shapes.js';
 
@@ -93,7 +93,7 @@ const NO_WORK = undefined;
  * to. Every problem is one line: `schedule "<id>": <field> <value>: <what is wrong and the fix>`.
  */
 export function checkScheduleSpec(id: string, input: unknown, types: JobTypes, now: number): SpecCheck {
-  const check = checkCommonSpec(id, input, types) ?? checkSpec(id, input, types, now);
+  const check = checkCommonSpec(id, input, types, now) ?? checkSpec(id, input, types, now);
   // A field name or job type the client wrote is part of the line: a line break in it must not split it.
   return check.ok ? check : { ok: false, errors: check.errors.map(oneLine) };
 }
@@ -119,13 +119,19 @@ function checkSpec(id: string, input: unknown, types: JobTypes, now: number): Sp
   }
   const compiled = compileSchedule(id, stored, type);
   if (!compiled.ok) return compiled;
+  const from = Math.max(now, compiled.job.startAt === undefined ? now : compiled.job.startAt - 1);
+  const never = neverRuns(compiled.job, from);
+  if (never) return { ok: false, errors: [`${shown}: ${never}`] };
   const json = JSON.stringify(stored);
   if (Buffer.byteLength(json, 'utf8') > MAX_SPEC_BYTES) {
     return { ok: false, errors: [`${shown}: data: the spec is over ${MAX_SPEC_BYTES / 1024} KiB as JSON; keep large payloads elsewhere and pass a reference in data`] };
   }
   if (spec.limit !== undefined) {
-    const from = Math.max(now, compiled.job.startAt === undefined ? now : compiled.job.startAt - 1);
-    const ticks = nextTicks(compiled.job, from, spec.limit);
+    const until = from + LOOKAHEAD_MS;
+    const ticks = nextTicks(compiled.job, from, spec.limit, until);
+    if (ticks.length < spec.limit && nextTickOnce(compiled.job, ticks.at(-1) ?? from) !== undefined) {
+      return { ok: false, errors: [`${shown}: limit ${spec.limit}: its last tick would come after ${isoDay(until)}, more than ${LOOKAHEAD_YEARS} years ahead (as far as leasebeat plans); lower the limit, or end the schedule with endAt`] };
+    }
     // Fewer ticks than the limit: the schedule ends on its own first, and the limit changes nothing.
     if (ticks.length === spec.limit) {
       stored.limitEndsAt = ticks.at(-1)!;
@@ -135,6 +141,23 @@ function checkSpec(id: string, input: unknown, types: JobTypes, now: number): Sp
     }
   }
   return { ok: true, spec: stored, json, job: compiled.job };
+}
+
+const LOOKAHEAD_YEARS = Math.round(LOOKAHEAD_MS / (365.25 * 86_400_000));
+/** How far one search for a cron's next match goes (scheduling/cron.ts): 8 years. */
+const SEARCH_YEARS = 8;
+const isoDay = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+/**
+ * Why a schedule would never run from `from` on, or undefined when it has a tick: a spec that is accepted
+ * and then silently never fires is worse than a refusal.
+ */
+function neverRuns(job: ScheduledJob, from: number): string | undefined {
+  if (nextTickOnce(job, from) !== undefined) return undefined;
+  if (job.endAt !== undefined && job.endAt - from < SEARCH_YEARS * 365 * 86_400_000) {
+    return `endAt: it has no tick from ${new Date(from).toISOString()} to its endAt ${new Date(job.endAt).toISOString()} and would never run; move endAt later`;
+  }
+  return `schedule: it has no tick in the ${SEARCH_YEARS} years after ${isoDay(from)} and would never run; check its day-of-month, month and day-of-week fields (say, a 5th Monday in February, or 30 February)`;
 }
 
 /**
@@ -155,7 +178,7 @@ const compiledShapes = new CompiledShapes();
  * shape, when valid, for the next spec like it). The same result as the full check, at a fraction of
  * its cost: the id, the field names, the data and the size are checked here; the rest is the shape's.
  */
-function checkCommonSpec(id: string, input: unknown, types: JobTypes): SpecCheck | undefined {
+function checkCommonSpec(id: string, input: unknown, types: JobTypes, now: number): SpecCheck | undefined {
   if (!isPlainRecord(input) || !SCHEDULE_ID_PATTERN.test(id)) return undefined;
   for (const key of Object.keys(input)) if (!COMMON_FIELDS.has(key)) return undefined;
   const { job, note, data } = input;
@@ -178,7 +201,8 @@ function checkCommonSpec(id: string, input: unknown, types: JobTypes): SpecCheck
   const compiled = compiledShapes.get(type, key);
   if (compiled) return { ok: true, spec: stored, json, job: { ...compiled, name: id, data: data !== undefined ? data : type.data } };
   const first = compileSchedule(id, stored, type);
-  if (!first.ok) return undefined;
+  // A shape that never runs is refused by the full check; one kept here had a tick when it was compiled.
+  if (!first.ok || neverRuns(first.job, Math.max(now, first.job.startAt === undefined ? now : first.job.startAt - 1))) return undefined;
   // Kept without the data: it is this spec's, and may be large.
   compiledShapes.set(type, key, { ...first.job, data: undefined });
   return { ok: true, spec: stored, json, job: first.job };

@@ -235,13 +235,33 @@ export function nextTickOnce(job: ScheduledJob, after: number): number | undefin
   return (seriesByJob.get(job) ?? buildSeries(job)).after(Math.floor(after));
 }
 
-/** The next `count` nominal ticks later than `after`, oldest first (fewer if the schedule ends). */
-export function nextTicks(job: ScheduledJob, after: number, count: number): number[] {
+/**
+ * How far ahead a listing of next ticks (describe, the status page) and a schedule's `limit` look. A walk
+ * costs per day it crosses, not per tick: 1,000 ticks of `0 0 29 2 *` span 4,000 years and took half a
+ * second of the leader's event loop. Ten years (3,653 days) hold every tick of any cron that fires at all (the longest
+ * gap is 29 February across a skipped leap year, 8 years).
+ */
+export const LOOKAHEAD_MS = 3_653 * 86_400_000;
+
+/**
+ * The next `count` nominal ticks later than `after`, oldest first: fewer if the schedule ends, or if they
+ * would be later than `until` (none later is listed).
+ */
+export function nextTicks(job: ScheduledJob, after: number, count: number, until = Infinity): number[] {
   const ticks: number[] = [];
-  for (let tick = nextTick(job, after); tick !== undefined && ticks.length < count; tick = nextTick(job, tick)) {
+  for (let tick = nextTick(job, after); tick !== undefined && tick <= until && ticks.length < count; tick = nextTick(job, tick)) {
     ticks.push(tick);
   }
   return ticks;
+}
+
+/**
+ * The next ticks a describe lists, as ISO instants: at most {@link MAX_LISTED_TICKS} of them, and none
+ * beyond {@link LOOKAHEAD_MS}, whatever was asked, so that no request walks a calendar for long.
+ */
+export function listedTicks(job: ScheduledJob, after: number, count: number): string[] {
+  const capped = Math.max(0, Math.min(Math.floor(count), MAX_LISTED_TICKS));
+  return nextTicks(job, after, capped, after + LOOKAHEAD_MS).map((tick) => new Date(tick).toISOString());
 }
 
 /**
