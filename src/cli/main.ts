@@ -473,7 +473,9 @@ async function scheduleList(options: { job?: string; search?: string; limit?: st
       console.log(JSON.stringify(page, null, 2));
       return;
     }
-    if (page.schedules.length === 0) console.log(`no schedules${options.cursor !== undefined ? ' after the cursor' : ''}${options.job !== undefined || options.search !== undefined ? ' match' : ''} (${page.total} stored)`);
+    // A filtered page ends early after a stretch of ids (MAX_SCANNED): "none here" is not "none at all".
+    const where = page.cursor !== undefined ? ' in this stretch of ids' : options.cursor !== undefined ? ' after the cursor' : '';
+    if (page.schedules.length === 0) console.log(`no schedules${options.job !== undefined || options.search !== undefined ? ' match' : ''}${where} (${page.total} stored)`);
     else for (const line of formatScheduleTable(page.schedules)) console.log(line);
     if (page.cursor !== undefined) console.log(`next page: --cursor ${page.cursor}`);
   });
