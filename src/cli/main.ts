@@ -688,19 +688,29 @@ function usageError(error: CommanderError): string {
   return `${named ? `${named}: ` : ''}${problem}; see leasebeat${named ? ` ${named}` : ''} --help`;
 }
 
+/**
+ * Exits once stdout and stderr have handed all that was written to the OS. A pipe takes 64 KiB before its
+ * reader reads, and Node queues the rest: process.exit() alone dropped it (`schedules ls --json | jq`).
+ */
+async function exitWhenWritten(code?: number): Promise<never> {
+  // A write's callback runs after every earlier write is out (or failed: a reader gone, as `| head` does).
+  await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write('', () => resolve()))));
+  process.exit(code);
+}
+
 try {
   await program.parseAsync(process.argv);
   // Admin commands hold no handle past their work; exit now so a socket to a hung Redis cannot keep us.
-  if (!serving) process.exit();
+  if (!serving) await exitWhenWritten();
 } catch (error) {
   if (error instanceof CommanderError) {
     // --help, --version, and bare `leasebeat` (help on stderr) exit as commander means them to.
-    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') process.exit(error.exitCode);
+    if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') await exitWhenWritten(error.exitCode);
     console.error(`leasebeat: ${usageError(error)}`);
-    process.exit(2);
+    await exitWhenWritten(2);
   }
   const code = exitCodeOf(error);
   if (code === undefined) throw error;
   for (const line of describeFailure(error as Error)) console.error(`leasebeat: ${line}`);
-  process.exit(code);
+  await exitWhenWritten(code);
 }
