@@ -656,8 +656,34 @@ function exitCodeOf(error: unknown): number | undefined {
   // A refused schedule (a bad spec, an unknown id, a version conflict) is a refusal, as an unknown job is;
   // a write the replicas did not acknowledge in time hit a time bound, and may be repeated as it is.
   if (error instanceof ScheduleError) return error.code === 'unconfirmed' ? 3 : 2;
+  // The server's own refusal (the URL's user may not write, a replica, maxmemory) is the deployment's to fix.
+  if (redisRefusal(error) !== undefined) return 2;
   return undefined;
 }
+
+/** Replies by which Redis refuses a command for what the server or its user is, not for what was asked. */
+const REDIS_REFUSALS = /^(NOPERM|NOAUTH|WRONGPASS|READONLY|OOM|MISCONF)\b/;
+
+/** The refusal, when `error` is such a reply (ioredis' ReplyError), else undefined. */
+function redisRefusal(error: unknown): { kind: string; reply: string } | undefined {
+  if (!(error instanceof Error) || error.name !== 'ReplyError') return undefined;
+  // A transaction the server discarded (EXECABORT) names why among the errors of the commands it queued.
+  const causes = [error, ...((error as { previousErrors?: unknown[] }).previousErrors ?? [])];
+  for (const cause of causes) {
+    const kind = cause instanceof Error ? REDIS_REFUSALS.exec(cause.message)?.[1] : undefined;
+    if (kind !== undefined) return { kind, reply: (cause as Error).message.split('\n')[0]! };
+  }
+  return undefined;
+}
+
+const REFUSAL_FIX: Record<string, string> = {
+  NOPERM: "give the URL's user what the reply names (ACL SETUSER), or +@all -@dangerous +info on the deployment's keys and channel",
+  NOAUTH: 'put the password in the URL',
+  WRONGPASS: "fix the URL's user or password",
+  READONLY: 'point the URL at the primary (or at the sentinels, with ?sentinelMaster=)',
+  OOM: "free memory on the server or raise its maxmemory; a read-only command still works",
+  MISCONF: 'fix the server\'s persistence (its log says why it cannot save)',
+};
 
 /**
  * The lines for a failure: a server or user the URL cannot use is the URL's setting to fix; a refused
@@ -665,6 +691,8 @@ function exitCodeOf(error: unknown): number | undefined {
  */
 function describeFailure(error: Error): readonly string[] {
   if (error instanceof ScheduleError) return error.errors;
+  const refusal = redisRefusal(error);
+  if (refusal !== undefined) return [`LEASEBEAT_REDIS_URL: Redis refused the command: ${refusal.reply}; ${REFUSAL_FIX[refusal.kind]}`];
   const aboutUrl = error instanceof RedisTopologyError || (error instanceof AdminError && error.code === 'config');
   return [aboutUrl ? `LEASEBEAT_REDIS_URL: ${error.message}` : error.message];
 }

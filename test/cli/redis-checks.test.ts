@@ -120,6 +120,14 @@ describe('a Redis the URL cannot use is named, with the fix, before anything sta
     assert.match(oneLine(status), /may not use EVAL .*, EVALSHA .*ACL SETUSER noscripts \+eval \+evalsha/);
     assert.deepEqual(await client.keys('*'), [], 'nothing written');
 
+    // A user that may run every command leasebeat needs but write none: the writes of a command are refused by
+    // the server mid-way, and the CLI says so in one line with the fix, exit 2, instead of a stack trace.
+    const readOnly = await user('readonly', '+@all', '-@write', '-@dangerous', '+info', '~*', '&*');
+    const pause = await runCli(['pause', 'heartbeat'], { env: env(readOnly), timeoutMs: 60_000 });
+    assert.equal(pause.code, 2, pause.stderr);
+    assert.match(oneLine(pause), /^leasebeat: LEASEBEAT_REDIS_URL: Redis refused the command: NOPERM .*; give the URL's user what the reply names \(ACL SETUSER\)/);
+    assert.deepEqual(await client.keys('*'), [], 'nothing written');
+
     // The grant the message suggests is enough: the probes refuse nothing an instance uses.
     const granted = startInstance('acl-granted', env(await user('granted', '+@all', '-@dangerous', '+info', '~*', '&*')));
     try {
