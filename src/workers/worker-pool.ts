@@ -7,7 +7,7 @@ import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
 import { DurabilityError } from '../redis/durability.js';
 import { stagingTerm, type TickJobData } from '../ledger/job-data.js';
 import type { FinishToRecord, RecordedFinish, RunRecords, RunStart, StartKind } from './run-records.js';
-import { RunCancelledError, RunTerminatedError, runWithDeadline, type RunStopError } from './run-deadline.js';
+import { runWithDeadline, stopError, stoppedByTick } from './run-deadline.js';
 import type { RunStops } from './run-stops.js';
 import type { RunStopRequest } from '../ledger/run-stops.js';
 import type { StagedRunCheck, StagedRunVerdict } from '../ledger/tick-ledger.js';
@@ -638,7 +638,7 @@ export class WorkerPool {
         const asked = start.stopAsked ? start.stopAsked.request : await this.stopAsked(job.id ?? '', job.name);
         if (asked) throw stopError(asked);
         if (stoppedByTick(abort.signal.reason)) throw abort.signal.reason;
-        const deadline = { runId: job.id ?? '', timeoutMs: definition.timeoutMs, graceMs: definition.timeoutGraceMs, abort, log: this.options.logger };
+        const deadline = { runId: job.id ?? '', timeoutMs: definition.timeoutMs, graceMs: definition.timeoutGraceMs, abort, log: this.options.logger, clock: systemClock };
         // The run continues the trace of its enqueue (its data carries it), in this process or another.
         const attributes = () => ({ 'leasebeat.job': job.name, 'leasebeat.run_id': job.id ?? '', 'leasebeat.attempt': job.attemptsMade + 1, 'messaging.system': 'bullmq', 'messaging.destination.name': queue });
         result = await inSpan('leasebeat.run', attributes, () => runWithDeadline(timed, deadline), {
@@ -853,15 +853,6 @@ export class WorkerPool {
     }
     this.options.metrics?.finishUnrecorded(metricName(job));
   }
-}
-
-/** The error a run stopped by a newer tick fails with. */
-function stopError(request: RunStopRequest): RunStopError {
-  return request.how === 'cancel' ? new RunCancelledError(request.jobId, request.byTick) : new RunTerminatedError(request.jobId, request.byTick);
-}
-
-function stoppedByTick(error: unknown): error is RunCancelledError | RunTerminatedError {
-  return error instanceof RunCancelledError || error instanceof RunTerminatedError;
 }
 
 /** Whether BullMQ will not retry after this failure (no attempt left, or unrecoverable): as `Job.shouldRetryJob` decides. */
