@@ -142,6 +142,13 @@ export interface Deadline {
   log: Logger;
   /** Times the deadline and the grace (monotonic). */
   clock: Clock;
+  letGo?: LetGo;
+}
+
+/** Told of a handler let go (its run ended without it) while it still runs, and of its end. */
+export interface LetGo {
+  started(): void;
+  stopped(): void;
 }
 
 /**
@@ -177,7 +184,11 @@ export async function runWithDeadline(handler: () => Promise<unknown>, deadline:
     // The run ends now; its handler's end, whenever it comes, is logged, so a leaked one is seen to stop.
     const letGo = (error: Error): void => {
       const at = clock.monotonic();
-      const ended = (): void => deadline.log.warn({ jobId: deadline.runId, letGoMs: Math.round(clock.monotonic() - at) }, 'a handler that was let go has stopped');
+      deadline.letGo?.started();
+      const ended = (): void => {
+        deadline.letGo?.stopped();
+        deadline.log.warn({ jobId: deadline.runId, letGoMs: Math.round(clock.monotonic() - at) }, 'a handler that was let go has stopped');
+      };
       started.then(ended, ended);
       reject(error);
     };

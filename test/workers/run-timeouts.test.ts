@@ -5,7 +5,8 @@ import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { RunTimeoutError } from '../../src/workers/run-deadline.js';
-import type { WorkerPool } from '../../src/workers/worker-pool.js';
+import type { WorkerMetrics, WorkerPool } from '../../src/workers/worker-pool.js';
+import { createMetrics } from '../../src/serving/metrics.js';
 import type { HandlerContext } from '../../src/scheduling/define-job.js';
 import { testWorkerPool } from '../support/worker-pool.js';
 import { useRedis } from '../support/redis-server.js';
@@ -25,11 +26,11 @@ describe("Run timeouts (a definition's `timeout`) on a real Redis and BullMQ", (
   let pools: WorkerPool[] = [];
 
   /** `n` pools on the suite's server, standing in for `n` instances, each running `jobs`. */
-  const instances = (n: number, jobs: Array<ReturnType<typeof scheduledJob>>, logger = silent): WorkerPool[] => {
+  const instances = (n: number, jobs: Array<ReturnType<typeof scheduledJob>>, logger = silent, metrics?: WorkerMetrics): WorkerPool[] => {
     // A short lock: a timed-out run whose lock were not renewed while its handler goes on would be
     // handed to another instance by the stalled-job check within a second.
     pools = Array.from({ length: n }, (_, i) =>
-      testWorkerPool({ connection: redis.client, logger, identity: `instance-${i}`, tuning: { lockDurationMs: 1_000, stalledIntervalMs: 500 } }),
+      testWorkerPool({ connection: redis.client, logger, metrics, identity: `instance-${i}`, tuning: { lockDurationMs: 1_000, stalledIntervalMs: 500 } }),
     );
     for (const pool of pools) pool.update(new Map(jobs.map((job) => [job.name, job])));
     return pools;
@@ -98,7 +99,9 @@ describe("Run timeouts (a definition's `timeout`) on a real Redis and BullMQ", (
     const log = pino({ level: 'error' }, { write: (line: string) => void errors.push((JSON.parse(line) as { msg: string }).msg) });
     let release: () => void = () => undefined;
     const stuck = new Promise<void>((resolve) => (release = resolve));
-    instances(2, [scheduledJob({ name: 'stubborn', timeout: '1s', timeoutGrace: '200ms', attempts: 3, handler: recorder.handler('any', () => stuck) })], log);
+    const { registry, workerMetrics } = createMetrics();
+    const letGo = async (): Promise<string | undefined> => (await registry.metrics()).split('\n').find((line) => line.startsWith('leasebeat_handlers_let_go{job="stubborn"}'));
+    instances(2, [scheduledJob({ name: 'stubborn', timeout: '1s', timeoutGrace: '200ms', attempts: 3, handler: recorder.handler('any', () => stuck) })], log, workerMetrics);
     try {
       const run = await queue.add('stubborn', tickJobData(), { jobId: 'stubborn@1', attempts: 3 });
       await assert.rejects(run.waitUntilFinished(events, 20_000));
@@ -114,10 +117,12 @@ describe("Run timeouts (a definition's `timeout`) on a real Redis and BullMQ", (
       const record = JSON.parse((await redis.client.hget('bull:leasebeat:stubborn@1', 'leasebeatFinish')) ?? '{}') as { o?: string; f?: boolean; v?: string };
       assert.deepEqual({ o: record.o, f: record.f, v: record.v }, { o: 'failed', f: true, v: failed?.failedReason });
       assert.ok(errors.some((msg) => msg.startsWith('a handler past its timeout did not stop within its grace')), errors.join(' | '));
+      assert.equal(await letGo(), 'leasebeat_handlers_let_go{job="stubborn"} 1', 'reported as let go');
     } finally {
       release();
     }
     await until('the handler let go to stop', () => recorder.runs.every((r) => r.end !== undefined));
+    await until('the gauge to count it stopped', async () => (await letGo()) === 'leasebeat_handlers_let_go{job="stubborn"} 0');
   });
 
   it("a handler let go is not waited on: the job's next run starts in its slot", async () => {
