@@ -14,6 +14,9 @@ import { scheduledJob, tickJobData } from '../support/scheduled-job.js';
 import { RunRecorder } from '../support/run-recorder.js';
 import { until } from '../support/until.js';
 
+/** The workers' lock duration: renewed every half of it, it outlasts a loaded machine's stalls of the event loop. */
+const LOCK_MS = 2_000;
+
 /** Resolves once `ctx.signal` has aborted; a handler that awaits it and then goes on ignores its signal. */
 const aborted = (ctx: HandlerContext): Promise<void> => new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
 
@@ -28,9 +31,9 @@ describe("Run timeouts (a definition's `timeout`) on a real Redis and BullMQ", (
   /** `n` pools on the suite's server, standing in for `n` instances, each running `jobs`. */
   const instances = (n: number, jobs: Array<ReturnType<typeof scheduledJob>>, logger = silent, metrics?: WorkerMetrics): WorkerPool[] => {
     // A short lock: a timed-out run whose lock were not renewed while its handler goes on would be
-    // handed to another instance by the stalled-job check within a second.
+    // handed to another instance by the stalled-job check within LOCK_MS and a half.
     pools = Array.from({ length: n }, (_, i) =>
-      testWorkerPool({ connection: redis.client, logger, metrics, identity: `instance-${i}`, tuning: { lockDurationMs: 1_000, stalledIntervalMs: 500 } }),
+      testWorkerPool({ connection: redis.client, logger, metrics, identity: `instance-${i}`, tuning: { lockDurationMs: LOCK_MS, stalledIntervalMs: 500 } }),
     );
     for (const pool of pools) pool.update(new Map(jobs.map((job) => [job.name, job])));
     return pools;
@@ -77,8 +80,8 @@ describe("Run timeouts (a definition's `timeout`) on a real Redis and BullMQ", (
     const job = scheduledJob({ name: 'slow', timeout: '1s', timeoutGrace: '10s', attempts: 3, handler: recorder.handler('any', async (job, ctx) => {
       if (job.attemptsMade === 2) return 'done';
       await aborted(ctx);
-      // Ignores its signal for 1.5 s, longer than the lock lasts unrenewed.
-      await sleep(1_500);
+      // Ignores its signal for longer than the lock lasts unrenewed.
+      await sleep(LOCK_MS + 500);
       if (pools.some((pool) => pool.activeJobIds().includes(`leasebeat/${job.id}`))) heldPastDeadline++;
       return 'too late';
     }) });
