@@ -44,7 +44,7 @@ export {
   type FenceToken,
 } from './scheduling/define-job.js';
 export type { Duration } from './scheduling/duration.js';
-export { RunCancelledError, RunTerminatedError, RunTimeoutError } from './workers/run-deadline.js';
+export { RunCancelledError, RunTerminatedError, RunTimeoutError, RunTimeoutFinalError } from './workers/run-deadline.js';
 
 // Operating a cluster.
 export {

@@ -127,10 +127,15 @@ interface JobDefinitionFields<TData> {
   concurrency?: number;
   /**
    * How long a run may take (at least 1 s): at the deadline its `ctx.signal` aborts, and the run fails with
-   * a RunTimeoutError once it stops, or once `timeoutGrace` has passed; no deadline by default.
+   * a RunTimeoutError (retried per `attempts`) once its handler stops; if it has not stopped when
+   * `timeoutGrace` ends, the run fails for good (RunTimeoutFinalError) and the handler is let go. No
+   * deadline by default.
    */
   timeout?: Duration;
-  /** How long a run whose deadline passed (or that a newer tick cancelled) may take to stop before it is failed anyway; default 10 s. */
+  /**
+   * How long a run whose deadline passed (or that a newer tick cancelled) may take to stop; default 10 s.
+   * Its worker holds the run until then, so no retry of it starts while its handler runs.
+   */
   timeoutGrace?: Duration;
   /** Pauses the job (at run time, with a note saying why) after this many of its runs in a row failed for good. */
   pauseOnFailure?: number;

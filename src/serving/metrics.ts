@@ -32,6 +32,8 @@ export interface WorkerMetricsHooks {
   finishUnrecorded(job: string): void;
   finished(job: string, outcome: RunOutcome, run: { durationSeconds: number; endedAt: number }): void;
   late(job: string): void;
+  letGo(job: string): void;
+  letGoStopped(job: string): void;
 }
 
 /** How a run's handler ended (`leasebeat_runs_finished_total{outcome}`): `retried` is a failed attempt BullMQ runs again. */
@@ -73,6 +75,7 @@ export interface LeasebeatInstruments {
   lastSuccess: Gauge<'job'>;
   lastFailure: Gauge<'job'>;
   runsLate: Counter<'job'>;
+  handlersLetGo: Gauge<'job'>;
 }
 
 /** Every reason a tick is skipped for; `satisfies` makes adding a reason to `SkipReason` fail here until listed. */
@@ -252,6 +255,12 @@ export function createMetrics(): LeasebeatMetrics {
       labelNames: ['job'] as const,
       registers,
     }),
+    handlersLetGo: new Gauge({
+      name: 'leasebeat_handlers_let_go',
+      help: 'Handlers still running on this instance after their run ended without them: past timeoutGrace after a timeout or a cancelOther, or terminated (terminateOther). Each may run beside its job\'s next run',
+      labelNames: ['job'] as const,
+      registers,
+    }),
   };
   // Only the leader judges members: the others export no sample rather than a misleading 0 (Normal).
   instruments.disruptionState.remove();
@@ -272,6 +281,7 @@ export function createMetrics(): LeasebeatMetrics {
       instruments.finishUnrecorded.inc({ job }, 0);
       for (const outcome of RUN_OUTCOMES) instruments.runsFinished.inc({ job, outcome }, 0);
       instruments.runsLate.inc({ job }, 0);
+      instruments.handlersLetGo.inc({ job }, 0);
     }
     for (const queue of labels.queues ?? []) instruments.queueMetricsErrors.inc({ queue }, 0);
   };
@@ -328,6 +338,8 @@ export function createMetrics(): LeasebeatMetrics {
       if (outcome === 'failed') instruments.lastFailure.set({ job }, run.endedAt / 1000);
     },
     late: (job) => instruments.runsLate.inc({ job }),
+    letGo: (job) => instruments.handlersLetGo.inc({ job }),
+    letGoStopped: (job) => instruments.handlersLetGo.dec({ job }),
   };
 
   const scheduleMetrics: ScheduleMetrics = {

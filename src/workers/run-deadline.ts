@@ -1,23 +1,44 @@
 import { UnrecoverableError } from 'bullmq';
 import type { Logger } from 'pino';
 import { formatDuration } from '../scheduling/duration.js';
+import type { Clock } from '../util/clock.js';
+import type { RunStopRequest } from '../ledger/run-stops.js';
 
 /**
- * A run outlived its definition's `timeout`: its `ctx.signal` was aborted at the deadline (with this
- * error as the reason), and the run failed. `ignoredSignal`: the handler had not stopped when the grace
- * period ended, so the run was failed without it; it may still be running in its process.
+ * A run outlived its definition's `timeout`: the reason its `ctx.signal` aborts with at the deadline and,
+ * with `stoppedAfterMs` (how long after the deadline its handler stopped), the error the run fails with
+ * once the handler has stopped. Retried per `attempts`: no attempt of the run is running any more.
  */
 export class RunTimeoutError extends Error {
   override readonly name = 'RunTimeoutError';
   constructor(
     readonly runId: string,
     readonly timeoutMs: number,
-    readonly ignoredSignal: boolean,
+    readonly stoppedAfterMs?: number,
   ) {
     super(
-      ignoredSignal
-        ? `run ${runId} timed out after ${formatDuration(timeoutMs)} and its handler did not stop within the grace period (it ignores ctx.signal); failed without it, it may still be running`
-        : `run ${runId} timed out after ${formatDuration(timeoutMs)}`,
+      stoppedAfterMs === undefined
+        ? `run ${runId} timed out after ${formatDuration(timeoutMs)}`
+        : `run ${runId} timed out after ${formatDuration(timeoutMs)}; its handler stopped ${Math.round(stoppedAfterMs)} ms after the deadline`,
+    );
+  }
+}
+
+/**
+ * A run outlived its `timeout` and its handler did not stop within `timeoutGrace`: the run fails for good
+ * (an UnrecoverableError, so BullMQ does not retry it: a retry would run beside the handler, which is let
+ * go and may still be running in its process).
+ */
+export class RunTimeoutFinalError extends UnrecoverableError {
+  override readonly name = 'RunTimeoutFinalError';
+  constructor(
+    readonly runId: string,
+    readonly timeoutMs: number,
+    readonly graceMs: number,
+  ) {
+    super(
+      `run ${runId} timed out after ${formatDuration(timeoutMs)}; its handler did not stop within its ${formatDuration(graceMs)} grace (it ignores ctx.signal): ` +
+        'the run is made final, not retried, and the handler is let go (it may still be running)',
     );
   }
 }
@@ -58,29 +79,53 @@ export class RunTerminatedError extends UnrecoverableError {
   }
 }
 
+/** The error a run stopped by a newer tick fails with. */
+export function stopError(request: RunStopRequest): RunStopError {
+  return request.how === 'cancel' ? new RunCancelledError(request.jobId, request.byTick) : new RunTerminatedError(request.jobId, request.byTick);
+}
+
+export function stoppedByTick(error: unknown): error is RunCancelledError | RunTerminatedError {
+  return error instanceof RunCancelledError || error instanceof RunTerminatedError;
+}
+
 /** How an error that stops a run (the reason its signal aborts with) decides the run's end. */
 interface RunStop {
+  /** The error the run fails with once its handler has stopped, `afterMs` after the stop. */
+  stopped(afterMs: number): Error;
   /**
    * Set when the run waits for its handler to stop, up to the grace period: the error the run fails with
-   * when the handler is still running then, and what is logged. Unset: the run fails at once.
+   * when the handler is still running then, and how that is logged. Unset: the run fails at once.
    */
-  ignored?: { error: Error; warning: string };
+  unstopped?: { error: Error; level: 'error' | 'warn'; message: string };
 }
 
 /** Why a run stops before its handler is done: its deadline, or a newer tick of its job. */
 export type RunStopError = RunTimeoutError | RunCancelledError | RunTerminatedError;
 
 /** How `reason`, the reason a run's signal aborted with, ends the run; undefined when it is no stop (a shutdown's). */
-function stopOf(reason: unknown): RunStop | undefined {
+function stopOf(reason: unknown, graceMs: number): RunStop | undefined {
   if (reason instanceof RunTimeoutError) {
-    const error = new RunTimeoutError(reason.runId, reason.timeoutMs, true);
-    return { ignored: { error, warning: 'a handler past its deadline ignored its signal; the run is failed without it' } };
+    return {
+      stopped: (afterMs) => new RunTimeoutError(reason.runId, reason.timeoutMs, afterMs),
+      // Final, not retried: a retry, here or on another instance, would run beside the handler let go.
+      unstopped: {
+        error: new RunTimeoutFinalError(reason.runId, reason.timeoutMs, graceMs),
+        level: 'error',
+        message: 'a handler past its timeout did not stop within its grace (it ignores its signal): its run is made final, not retried, and the handler is let go, still running in this process',
+      },
+    };
   }
   if (reason instanceof RunCancelledError) {
-    const error = new RunCancelledError(reason.runId, reason.byTick, true);
-    return { ignored: { error, warning: 'a handler whose run was cancelled by a newer tick ignored its signal; the run is failed without it' } };
+    return {
+      stopped: () => reason,
+      unstopped: {
+        error: new RunCancelledError(reason.runId, reason.byTick, true),
+        level: 'warn',
+        message: 'a handler whose run was cancelled by a newer tick ignored its signal; the run is failed without it',
+      },
+    };
   }
-  return reason instanceof RunTerminatedError ? {} : undefined;
+  return reason instanceof RunTerminatedError ? { stopped: () => reason } : undefined;
 }
 
 /** What {@link runWithDeadline} needs of the run. */
@@ -95,53 +140,77 @@ export interface Deadline {
    */
   abort: AbortController;
   log: Logger;
+  /** Times the deadline and the grace (monotonic). */
+  clock: Clock;
+  letGo?: LetGo;
+}
+
+/** Told of a handler let go (its run ended without it) while it still runs, and of its end. */
+export interface LetGo {
+  started(): void;
+  stopped(): void;
 }
 
 /**
  * Runs `handler` under the run's deadline (Kubernetes' `activeDeadlineSeconds`), and lets the run be
- * stopped (overlap `cancelOther`, `terminateOther`): at the deadline, or when stopped, the signal aborts;
- * whatever the handler then does, the run fails with the stop's error, as soon as the handler stops or when
- * the grace period ends, whichever comes first (at once for a termination). A handler that ignores its
- * signal is reported and let go, not waited on for ever. Timers are monotonic (setTimeout), so a stepped
- * wall clock neither shortens nor lengthens a deadline.
+ * stopped (overlap `cancelOther`, `terminateOther`): at the deadline, or when stopped, the signal aborts,
+ * and the run fails with the stop's error once the handler has stopped, whatever it returns then. Until
+ * then the run stays pending, so its worker keeps its slot and renews its lock: no retry of it can start
+ * anywhere. A handler that has not stopped when the grace period ends (at once for a termination) is let
+ * go, not waited on for ever: the run fails then (for good, for a timeout), this is logged, and so is the
+ * handler's eventual end.
  */
 export async function runWithDeadline(handler: () => Promise<unknown>, deadline: Deadline): Promise<unknown> {
-  const { timeoutMs, abort } = deadline;
-  let stoppedBy: Error | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
+  const { timeoutMs, abort, clock } = deadline;
+  let stopped: { how: RunStop; at: number } | undefined;
+  // Aborted when the run ends: cancels the deadline's and the grace's sleeps.
+  const timers = new AbortController();
+  const after = (ms: number, then: () => void): void => void clock.sleep(ms, timers.signal).then(then, () => undefined);
+  const started = handler();
   // Once stopped, a result or an error of the handler's (often the abort it was told of) is the stop's error.
-  const running = handler().then(
+  const stoppedError = (): Error | undefined => stopped && stopped.how.stopped(clock.monotonic() - stopped.at);
+  const running = started.then(
     (value) => {
-      if (stoppedBy) throw stoppedBy;
+      const error = stoppedError();
+      if (error) throw error;
       return value;
     },
     (error: unknown) => {
-      throw stoppedBy ?? error;
+      throw stoppedError() ?? error;
     },
   );
+  let onAbort: (() => void) | undefined;
   const cutOff = new Promise<never>((_, reject) => {
+    // The run ends now; its handler's end, whenever it comes, is logged, so a leaked one is seen to stop.
+    const letGo = (error: Error): void => {
+      const at = clock.monotonic();
+      deadline.letGo?.started();
+      const ended = (): void => {
+        deadline.letGo?.stopped();
+        deadline.log.warn({ jobId: deadline.runId, letGoMs: Math.round(clock.monotonic() - at) }, 'a handler that was let go has stopped');
+      };
+      started.then(ended, ended);
+      reject(error);
+    };
     onAbort = () => {
-      const reason: unknown = abort.signal.reason;
-      const stop = stopOf(reason);
-      if (!stop || stoppedBy) return;
-      stoppedBy = reason as Error;
-      clearTimeout(timer);
-      const { ignored } = stop;
-      if (!ignored) return reject(stoppedBy);
-      timer = setTimeout(() => {
-        deadline.log.warn({ jobId: deadline.runId, err: ignored.error, graceMs: deadline.graceMs }, ignored.warning);
-        reject(ignored.error);
-      }, deadline.graceMs);
+      const how = stopOf(abort.signal.reason, deadline.graceMs);
+      if (!how || stopped) return;
+      stopped = { how, at: clock.monotonic() };
+      const { unstopped } = how;
+      if (!unstopped) return letGo(how.stopped(0));
+      after(deadline.graceMs, () => {
+        deadline.log[unstopped.level]({ jobId: deadline.runId, err: unstopped.error, graceMs: deadline.graceMs }, unstopped.message);
+        letGo(unstopped.error);
+      });
     };
     if (abort.signal.aborted) onAbort();
     else abort.signal.addEventListener('abort', onAbort, { once: true });
-    if (timeoutMs !== undefined && !stoppedBy) timer = setTimeout(() => abort.abort(new RunTimeoutError(deadline.runId, timeoutMs, false)), timeoutMs);
+    if (timeoutMs !== undefined && !stopped) after(timeoutMs, () => abort.abort(new RunTimeoutError(deadline.runId, timeoutMs)));
   });
   try {
     return await Promise.race([running, cutOff]);
   } finally {
-    clearTimeout(timer);
+    timers.abort();
     if (onAbort) abort.signal.removeEventListener('abort', onAbort);
   }
 }

@@ -3,15 +3,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerState } from './worker-state.js';
-import type { HandlerContext, ScheduledJob } from '../scheduling/define-job.js';
+import type { ScheduledJob } from '../scheduling/define-job.js';
 import { DurabilityError } from '../redis/durability.js';
 import { stagingTerm, type TickJobData } from '../ledger/job-data.js';
 import type { FinishToRecord, RecordedFinish, RunRecords, RunStart, StartKind } from './run-records.js';
-import { RunCancelledError, RunTerminatedError, runWithDeadline, type RunStopError } from './run-deadline.js';
+import { stopError, stoppedByTick } from './run-deadline.js';
+import { HandlerCall } from './run-handler.js';
 import type { RunStops } from './run-stops.js';
 import type { RunStopRequest } from '../ledger/run-stops.js';
 import type { StagedRunCheck, StagedRunVerdict } from '../ledger/tick-ledger.js';
-import { inSpan, SpanKind, traceOf } from '../util/traces.js';
 import { backoffMs } from '../util/backoff.js';
 import { withTimeout } from '../util/abort.js';
 import { systemClock } from '../util/clock.js';
@@ -128,6 +128,9 @@ export interface WorkerMetrics {
   finished?(job: string, outcome: RunOutcome, run: { durationSeconds: number; endedAt: number }): void;
   /** A run's first start came later after its tick than its definition's `lateAfter`. */
   late?(job: string): void;
+  /** A handler was let go while still running (its run ended without it: see runWithDeadline), and when it stopped. */
+  letGo?(job: string): void;
+  letGoStopped?(job: string): void;
 }
 
 /** How a run's handler ended (`leasebeat_runs_finished_total{outcome}`). */
@@ -609,28 +612,20 @@ export class WorkerPool {
       }
       const { tick = job.timestamp, dueAt } = job.data as Partial<TickJobData>;
       const startedAt = job.processedOn ?? Date.now();
-      this.options.metrics?.started(metricName(job), start.start, { tick, startedAt });
+      const name = metricName(job);
+      this.options.metrics?.started(name, start.start, { tick, startedAt });
       // Late is about the first start only (a retry starts when its backoff says), from when the run was
       // due: a staged run's due time includes its jitter.
-      if (start.start === 'first' && definition.lateAfterMs !== undefined && startedAt - (dueAt ?? tick) > definition.lateAfterMs) this.options.metrics?.late?.(metricName(job));
+      if (start.start === 'first' && definition.lateAfterMs !== undefined && startedAt - (dueAt ?? tick) > definition.lateAfterMs) this.options.metrics?.late?.(name);
       // BullMQ's own cancellation (Worker.cancelJob) reaches the handler too.
       signal?.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
       let result: unknown;
       let value: string;
-      const began = performance.now();
-      // Taken when the handler settles: recording the finish (its WAIT on replicas) is not the run's time.
-      // A handler let go past its deadline has not settled: the run ended when it was failed.
-      let handlerEnded: { at: number; ms: number } | undefined;
+      const letGo = { started: () => this.options.metrics?.letGo?.(name), stopped: () => this.options.metrics?.letGoStopped?.(name) };
+      const handler = new HandlerCall(definition, job, { queue, abort, logger: this.options.logger, letGo });
       const ended = (outcome: RunOutcome): void => {
-        const end = handlerEnded ?? { at: Date.now(), ms: performance.now() - began };
-        this.options.metrics?.finished?.(metricName(job), outcome, { durationSeconds: end.ms / 1000, endedAt: end.at });
-      };
-      const timed = async (): Promise<unknown> => {
-        try {
-          return await this.runHandler(definition, job, abort.signal);
-        } finally {
-          handlerEnded = { at: Date.now(), ms: performance.now() - began };
-        }
+        const end = handler.end();
+        this.options.metrics?.finished?.(name, outcome, { durationSeconds: end.ms / 1000, endedAt: end.at });
       };
       try {
         // Stopped by a newer tick before it started (it waited while that tick came due): it never starts.
@@ -638,13 +633,7 @@ export class WorkerPool {
         const asked = start.stopAsked ? start.stopAsked.request : await this.stopAsked(job.id ?? '', job.name);
         if (asked) throw stopError(asked);
         if (stoppedByTick(abort.signal.reason)) throw abort.signal.reason;
-        const deadline = { runId: job.id ?? '', timeoutMs: definition.timeoutMs, graceMs: definition.timeoutGraceMs, abort, log: this.options.logger };
-        // The run continues the trace of its enqueue (its data carries it), in this process or another.
-        const attributes = () => ({ 'leasebeat.job': job.name, 'leasebeat.run_id': job.id ?? '', 'leasebeat.attempt': job.attemptsMade + 1, 'messaging.system': 'bullmq', 'messaging.destination.name': queue });
-        result = await inSpan('leasebeat.run', attributes, () => runWithDeadline(timed, deadline), {
-          kind: SpanKind.CONSUMER,
-          parent: traceOf((job.data as Partial<TickJobData>).trace),
-        });
+        result = await handler.call();
         // What BullMQ will store, and what a finish recorded again returns.
         value = JSON.stringify(result) ?? '';
       } catch (error) {
@@ -685,23 +674,6 @@ export class WorkerPool {
     } catch (error) {
       this.options.logger.warn({ job: job.name, jobId: job.id, err: error }, 'could not count the outcome of a run for pauseOnFailure');
     }
-  }
-
-  private async runHandler(definition: ScheduledJob, job: Job, signal: AbortSignal): Promise<unknown> {
-    const data = job.data as Partial<TickJobData>;
-    const context: HandlerContext = {
-      data: data.data,
-      tick: new Date(data.tick ?? job.timestamp),
-      runId: job.id ?? '',
-      token: data.token ?? { generation: '', leaderTransitions: -1 },
-      signal,
-      log: this.options.logger.child({ job: job.name, jobId: job.id }),
-      manual: data.manual ?? false,
-      backfill: data.backfill !== undefined,
-    };
-    if (definition.handler) return definition.handler(job as Job<TickJobData>, context);
-    // A flow parent without a handler completes with its children's results.
-    return job.getChildrenValues();
   }
 
   /**
@@ -853,15 +825,6 @@ export class WorkerPool {
     }
     this.options.metrics?.finishUnrecorded(metricName(job));
   }
-}
-
-/** The error a run stopped by a newer tick fails with. */
-function stopError(request: RunStopRequest): RunStopError {
-  return request.how === 'cancel' ? new RunCancelledError(request.jobId, request.byTick) : new RunTerminatedError(request.jobId, request.byTick);
-}
-
-function stoppedByTick(error: unknown): error is RunCancelledError | RunTerminatedError {
-  return error instanceof RunCancelledError || error instanceof RunTerminatedError;
 }
 
 /** Whether BullMQ will not retry after this failure (no attempt left, or unrecoverable): as `Job.shouldRetryJob` decides. */

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job } from 'bullmq';
+import type { HandlerContext, JobHandler, TickRunData } from '../../src/scheduling/define-job.js';
 
 /** One run of a tick's job, as its handler saw it. */
 export interface RecordedRun {
@@ -7,6 +8,8 @@ export interface RecordedRun {
   worker: string;
   start: number;
   end: number | undefined;
+  /** BullMQ's attempts made before this one (leasebeat handlers only). */
+  attempt?: number;
 }
 
 /**
@@ -17,13 +20,32 @@ export interface RecordedRun {
 export class RunRecorder {
   readonly runs: RecordedRun[] = [];
 
+  /** `now`: the clock runs are timed on; the monotonic one where no start is compared with a tick. */
+  constructor(private readonly now: () => number = Date.now) {}
+
   /** A BullMQ processor that takes `durationMs` per run and records it under `worker`. */
   processor(worker: string, durationMs: number): (job: Job) => Promise<void> {
     return async (job) => {
-      const run: RecordedRun = { tick: (job.data as { tick: number }).tick, worker, start: Date.now(), end: undefined };
+      const run: RecordedRun = { tick: (job.data as { tick: number }).tick, worker, start: this.now(), end: undefined };
       this.runs.push(run);
       await sleep(durationMs);
-      run.end = Date.now();
+      run.end = this.now();
+    };
+  }
+
+  /**
+   * A leasebeat handler that records each run of `body` under `worker`, from its call until it settles,
+   * whatever leasebeat did with the run meanwhile (a handler let go past its timeout still counts).
+   */
+  handler(worker: string, body: (job: Job<TickRunData>, ctx: HandlerContext) => Promise<unknown>): JobHandler {
+    return async (job, ctx) => {
+      const run: RecordedRun = { tick: job.data.tick, worker, start: this.now(), end: undefined, attempt: job.attemptsMade };
+      this.runs.push(run);
+      try {
+        return await body(job, ctx);
+      } finally {
+        run.end = this.now();
+      }
     };
   }
 

@@ -4,7 +4,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { FlowProducer, Queue, QueueEvents, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { RunTimeoutError } from '../../src/workers/run-deadline.js';
 import { RunStopFeed } from '../../src/workers/run-stops.js';
 import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker-pool.js';
 import { stagedRunsHeldBy, testWorkerPool } from '../support/worker-pool.js';
@@ -185,52 +184,6 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
     await busy.over;
     const run = await queue.add('opened-busy', tickJobData(), { jobId: 'opened-busy@1' });
     assert.equal(await run.waitUntilFinished(events, 15_000), 'ran');
-  });
-
-  describe('run timeouts (a definition\'s `timeout`)', () => {
-    const silent = pino({ level: 'silent' });
-
-    it('aborts the signal at the deadline and fails the run with a timeout error, whatever the handler returns then', async () => {
-      let reason: unknown;
-      pool = testWorkerPool({ connection: redis.client, logger: silent });
-      pool.update(new Map([['bounded', scheduledJob({ name: 'bounded', timeout: '1s', handler: (_job, ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', () => resolve((reason = ctx.signal.reason, 'stopped late')))) })]]));
-      const run = await queue.add('bounded', tickJobData(), { jobId: 'bounded@1', attempts: 1 });
-      const started = performance.now();
-      await assert.rejects(run.waitUntilFinished(events, 10_000), /run bounded@1 timed out after 1s$/);
-      assert.ok(performance.now() - started >= 950, 'not before its deadline');
-      assert.ok(reason instanceof RunTimeoutError && !reason.ignoredSignal, 'the handler is told why its signal aborted');
-      assert.equal((await queue.getJob('bounded@1'))?.failedReason, 'run bounded@1 timed out after 1s');
-    });
-
-    it('fails a run whose handler ignores its signal once the grace period ends, says so, and lets the handler go', async () => {
-      const warnings: string[] = [];
-      const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push((JSON.parse(line) as { msg: string }).msg) });
-      let release: () => void = () => undefined;
-      const stuck = new Promise<void>((resolve) => (release = resolve));
-      let started = 0;
-      pool = testWorkerPool({ connection: redis.client, logger: log });
-      pool.update(new Map([['stubborn', scheduledJob({ name: 'stubborn', timeout: '1s', timeoutGrace: '200ms', handler: async () => {
-        started++;
-        await stuck;
-      } })]]));
-      try {
-        const run = await queue.add('stubborn', tickJobData(), { jobId: 'stubborn@1', attempts: 1 });
-        await assert.rejects(run.waitUntilFinished(events, 10_000), /did not stop within the grace period/);
-        assert.ok(warnings.includes('a handler past its deadline ignored its signal; the run is failed without it'), warnings.join(' | '));
-        // Its slot is free (concurrency 1): the next run starts while the first handler still hangs.
-        await queue.add('stubborn', tickJobData(), { jobId: 'stubborn@2', attempts: 1 });
-        await until('the next run to start', () => started === 2, 5_000);
-      } finally {
-        release();
-      }
-    });
-
-    it('leaves a run that ends in time alone', async () => {
-      pool = testWorkerPool({ connection: redis.client, logger: silent });
-      pool.update(new Map([['quick', scheduledJob({ name: 'quick', timeout: '5s', handler: () => 'done' })]]));
-      const run = await queue.add('quick', tickJobData(), { jobId: 'quick@1' });
-      assert.equal(await run.waitUntilFinished(events, 10_000), 'done');
-    });
   });
 
   describe('pauseOnFailure: a job paused after N failed runs in a row', () => {
