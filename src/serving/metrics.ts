@@ -4,6 +4,7 @@ import { CONDITIONS, type DisruptionState } from '../members/health.js';
 import type { MemberMetrics } from '../members/monitor.js';
 import type { SkipReason } from '../scheduling/plan.js';
 import type { ScheduleMetrics } from '../schedules/feed.js';
+import type { RunOutcome } from '../workers/worker-pool.js';
 
 /**
  * The producer's metric hooks. Structurally the same as the queueing producer's `ProducerMetrics`, so
@@ -36,9 +37,7 @@ export interface WorkerMetricsHooks {
   letGoStopped(job: string): void;
 }
 
-/** How a run's handler ended (`leasebeat_runs_finished_total{outcome}`): `retried` is a failed attempt BullMQ runs again. */
-export type RunOutcome = 'completed' | 'failed' | 'retried';
-export const RUN_OUTCOMES: RunOutcome[] = ['completed', 'failed', 'retried'];
+export const RUN_OUTCOMES: RunOutcome[] = ['completed', 'failed', 'timed-out', 'retried', 'stopped'];
 /** Buckets of `leasebeat_run_duration_seconds`: 10 ms to an hour. */
 export const RUN_DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600];
 
@@ -226,7 +225,9 @@ export function createMetrics(): LeasebeatMetrics {
     }),
     runsFinished: new Counter({
       name: 'leasebeat_runs_finished_total',
-      help: 'Handlers that ended on this instance, by outcome: completed, failed (for good) or retried (a failed attempt BullMQ runs again)',
+      help:
+        'Handlers that ended on this instance, by outcome: completed, failed (for good), timed-out (failed for good by its timeout), ' +
+        'retried (a failed attempt BullMQ runs again) or stopped (by a newer tick: overlap cancelOther, terminateOther)',
       labelNames: ['job', 'outcome'] as const,
       registers,
     }),
@@ -335,7 +336,8 @@ export function createMetrics(): LeasebeatMetrics {
       instruments.runsFinished.inc({ job, outcome });
       if (Number.isFinite(run.durationSeconds)) instruments.runDuration.observe({ job }, Math.max(0, run.durationSeconds));
       if (outcome === 'completed') instruments.lastSuccess.set({ job }, run.endedAt / 1000);
-      if (outcome === 'failed') instruments.lastFailure.set({ job }, run.endedAt / 1000);
+      // A timeout is the job's failure (its work was not done); a stop by a newer tick is its policy at work.
+      if (outcome === 'failed' || outcome === 'timed-out') instruments.lastFailure.set({ job }, run.endedAt / 1000);
     },
     late: (job) => instruments.runsLate.inc({ job }),
     letGo: (job) => instruments.handlersLetGo.inc({ job }),

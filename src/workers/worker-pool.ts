@@ -7,7 +7,7 @@ import type { ScheduledJob } from '../scheduling/define-job.js';
 import { DurabilityError } from '../redis/durability.js';
 import { stagingTerm, type TickJobData } from '../ledger/job-data.js';
 import type { FinishToRecord, RecordedFinish, RunRecords, RunStart, StartKind } from './run-records.js';
-import { stopError, stoppedByTick } from './run-deadline.js';
+import { RunTimeoutError, RunTimeoutFinalError, stopError, stoppedByTick } from './run-deadline.js';
 import { HandlerCall } from './run-handler.js';
 import type { RunStops } from './run-stops.js';
 import type { RunStopRequest } from '../ledger/run-stops.js';
@@ -121,10 +121,7 @@ export interface WorkerMetrics {
   notRunAgain(job: string, reason: 'finish-lost' | 'completed-retry-refused'): void;
   /** A finish could not be recorded (the lock was lost, or the pool closed first): the run may run again. */
   finishUnrecorded(job: string): void;
-  /**
-   * A handler ended: `completed`, `failed` for good, or `retried` (a failed attempt BullMQ runs again);
-   * how long it ran (monotonic), and when it ended (epoch ms).
-   */
+  /** A handler ended, with its {@link RunOutcome}; how long it ran (monotonic), and when it ended (epoch ms). */
   finished?(job: string, outcome: RunOutcome, run: { durationSeconds: number; endedAt: number }): void;
   /** A run's first start came later after its tick than its definition's `lateAfter`. */
   late?(job: string): void;
@@ -133,8 +130,18 @@ export interface WorkerMetrics {
   letGoStopped?(job: string): void;
 }
 
-/** How a run's handler ended (`leasebeat_runs_finished_total{outcome}`). */
-export type RunOutcome = 'completed' | 'failed' | 'retried';
+/**
+ * How a run's handler ended (`leasebeat_runs_finished_total{outcome}`): `retried` is a failed attempt BullMQ
+ * runs again; `timed-out` failed for good by its `timeout`; `stopped` was ended by a newer tick of its job
+ * (overlap `cancelOther`, `terminateOther`), as its policy asks: no failure of the job's own.
+ */
+export type RunOutcome = 'completed' | 'failed' | 'timed-out' | 'retried' | 'stopped';
+
+/** The outcome of a run that failed for good with `error`. */
+function finalOutcome(error: Error): RunOutcome {
+  if (stoppedByTick(error)) return 'stopped';
+  return error instanceof RunTimeoutError || error instanceof RunTimeoutFinalError ? 'timed-out' : 'failed';
+}
 
 /**
  * BullMQ workers for every queue the loaded jobs use, dispatching each run to its definition's handler.
@@ -641,7 +648,7 @@ export class WorkerPool {
         const moved = MOVED_ERRORS.has(failure.name);
         const final = !moved && isFinal(job, failure);
         await this.recordFinish(job, token, moved ? { outcome: 'moved', final: false, value: failure.message } : { outcome: 'failed', final, value: failure.message });
-        if (!moved) ended(final ? 'failed' : 'retried');
+        if (!moved) ended(final ? finalOutcome(failure) : 'retried');
         // A run a newer tick stopped did not fail by itself: it neither counts towards pauseOnFailure nor clears the count.
         if (final && !stoppedByTick(failure)) await this.countOutcome(definition, job, failure);
         throw error;

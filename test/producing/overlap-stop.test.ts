@@ -7,7 +7,7 @@ import { KeySpace } from '../../src/redis/keys.js';
 import type { JobHandler, OverlapPolicy, ScheduledJob } from '../../src/scheduling/define-job.js';
 import { RunCancelledError, RunTerminatedError } from '../../src/workers/run-deadline.js';
 import { RunStopFeed } from '../../src/workers/run-stops.js';
-import type { WorkerPool } from '../../src/workers/worker-pool.js';
+import type { RunOutcome, WorkerPool } from '../../src/workers/worker-pool.js';
 import { useFreshLedger } from '../support/fresh-ledger.js';
 import { useRedis } from '../support/redis-server.js';
 import { scheduledJob } from '../support/scheduled-job.js';
@@ -39,8 +39,11 @@ describe('Overlap cancelOther / terminateOther: the previous run is stopped thro
   const pools: WorkerPool[] = [];
   const connections: Redis[] = [];
   const producing: Array<{ stop: AbortController; run: Promise<void> }> = [];
+  /** Every handler's end on any instance, as `leasebeat_runs_finished_total{outcome}` counts it. */
+  const outcomes: RunOutcome[] = [];
 
   afterEach(async () => {
+    outcomes.splice(0);
     const leaders = producing.splice(0);
     for (const { stop } of leaders) stop.abort();
     await Promise.all(leaders.map(({ run }) => run));
@@ -55,7 +58,8 @@ describe('Overlap cancelOther / terminateOther: the previous run is stopped thro
   function instance(name: string, definition: (handler: JobHandler) => ScheduledJob, handler: (instance: string) => JobHandler, logger: Logger = silent): void {
     const connection = redis.server.client();
     connections.push(connection);
-    const pool = testWorkerPool({ connection, logger, identity: name, runStops: new RunStopFeed(connection, new KeySpace(), logger) });
+    const metrics = { started: () => undefined, notRunAgain: () => undefined, finishUnrecorded: () => undefined, finished: (job: string, outcome: RunOutcome) => outcomes.push(outcome) };
+    const pool = testWorkerPool({ connection, logger, identity: name, runStops: new RunStopFeed(connection, new KeySpace(), logger), metrics });
     const job = definition(handler(name));
     pool.update(new Map([[job.name, job]]));
     pools.push(pool);
@@ -119,6 +123,7 @@ describe('Overlap cancelOther / terminateOther: the previous run is stopped thro
     }, 10_000);
     assert.match(cancelled.failedReason, new RegExp(`^run sync@${first.tick} was cancelled by tick ${new Date(second.tick).toISOString()} \\(overlap cancelOther\\)$`));
     assert.equal(cancelled.attemptsMade, 1, 'a cancelled run is not retried');
+    assert.ok(outcomes.includes('stopped') && !outcomes.includes('failed'), `counted as stopped by its policy, no failure: ${outcomes.join(', ')}`);
     const added = await bullJob(second.tick);
     assert.ok(added && added.timestamp >= cancelled.finishedOn!, 'the new tick was added only after the cancelled run failed');
     await until('a third tick to run', () => seen.length >= 3, 10_000);
@@ -218,6 +223,7 @@ describe('Overlap cancelOther / terminateOther: the previous run is stopped thro
       }, 10_000);
       assert.match(terminated.failedReason, new RegExp(`^run sync@${first.tick} was terminated by tick ${new Date(second.tick).toISOString()} \\(overlap terminateOther\\)`));
       assert.equal(terminated.attemptsMade, 1, 'a terminated run is not retried');
+      assert.ok(outcomes.includes('stopped') && !outcomes.includes('failed'), `counted as stopped by its policy, no failure: ${outcomes.join(', ')}`);
       await until('a third tick to run', () => seen.length >= 3, 10_000);
       const ticks = seen.map((run) => run.tick);
       assert.deepEqual(ticks, [...new Set(ticks)].sort((a, b) => a - b), 'no tick ran twice');

@@ -121,6 +121,8 @@ describe("Run timeouts (a definition's `timeout`) on a real Redis and BullMQ", (
       assert.deepEqual({ o: record.o, f: record.f, v: record.v }, { o: 'failed', f: true, v: failed?.failedReason });
       assert.ok(errors.some((msg) => msg.startsWith('a handler past its timeout did not stop within its grace')), errors.join(' | '));
       assert.equal(await letGo(), 'leasebeat_handlers_let_go{job="stubborn"} 1', 'reported as let go');
+      const finished = (await registry.metrics()).split('\n').filter((line) => line.startsWith('leasebeat_runs_finished_total{job="stubborn"') && !line.endsWith(' 0'));
+      assert.deepEqual(finished, ['leasebeat_runs_finished_total{job="stubborn",outcome="timed-out"} 1'], 'told from a thrown error');
     } finally {
       release();
     }
