@@ -857,6 +857,8 @@ export function formatRuns(job: string, runs: readonly RecentRun[]): string[] {
       run.term !== null && `term ${run.term}`,
       run.definition !== null && `definition ${run.definition}`,
       run.backfill !== null && `backfill ${run.backfill}`,
+      // Last: a message may be long; on one line, so that a listing stays one line per run.
+      run.error !== null && `error: ${run.error.replace(/\s*\n\s*/g, ' ')}`,
     ].filter((detail): detail is string => typeof detail === 'string');
     return [when, `${what}${run.reason ? ` (${run.reason})` : ''}`, run.jobId ?? '', run.state ?? '', ...details].join('  ').trimEnd();
   });

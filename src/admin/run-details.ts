@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import type { TickJobData } from '../ledger/job-data.js';
-import { NO_RUN_DETAILS, type RecentRun } from './run-views.js';
+import { MAX_ERROR_LENGTH, NO_RUN_DETAILS, type RecentRun } from './run-views.js';
 
 /** BullMQ job hash field where leasebeat's workers record who started a run last: `<ms>|<identity>` (startRuns.lua). */
 export const RUNNER_FIELD = 'leasebeatRunner';
@@ -29,5 +29,8 @@ export function runDetails(job: Job | undefined, runner: string | null): RunDeta
     definition: data.definition ?? null,
     attempts: job.attemptsMade,
     backfill: data.backfill ?? null,
+    error: job.failedReason ? clip(job.failedReason) : null,
   };
 }
+
+const clip = (text: string): string => (text.length > MAX_ERROR_LENGTH ? `${text.slice(0, MAX_ERROR_LENGTH - 1)}…` : text);

@@ -43,10 +43,19 @@ export interface RecentRun {
   attempts: number | null;
   /** The backfill that ran it (`leasebeat backfill`), by id; null for a live or manual run. */
   backfill: string | null;
+  /**
+   * Why its last failed attempt failed, from BullMQ's `failedReason`: the handler's error, a timeout, a stop
+   * by a newer tick (overlap `cancelOther`, `terminateOther`); at most {@link MAX_ERROR_LENGTH} characters.
+   * Null when no attempt failed. A run retried and then completed keeps its last failure here.
+   */
+  error: string | null;
 }
 
+/** How much of a failure's message a run view carries: a thrown error's message may be any size. */
+export const MAX_ERROR_LENGTH = 500;
+
 /** A RecentRun's details from BullMQ, none known: a tick without a run, or a run no queue holds any more. */
-export const NO_RUN_DETAILS: Pick<RecentRun, 'startedAt' | 'finishedAt' | 'durationMs' | 'lagMs' | 'term' | 'instance' | 'definition' | 'attempts' | 'backfill'> = Object.freeze({
+export const NO_RUN_DETAILS: Pick<RecentRun, 'startedAt' | 'finishedAt' | 'durationMs' | 'lagMs' | 'term' | 'instance' | 'definition' | 'attempts' | 'backfill' | 'error'> = Object.freeze({
   startedAt: null,
   finishedAt: null,
   durationMs: null,
@@ -56,6 +65,7 @@ export const NO_RUN_DETAILS: Pick<RecentRun, 'startedAt' | 'finishedAt' | 'durat
   definition: null,
   attempts: null,
   backfill: null,
+  error: null,
 });
 
 export interface TriggerResult {

@@ -65,7 +65,7 @@ ${PAGE_HELPERS}
       h('td', {}, time(run.tick), run.to ? h('span', { class: 'sub' }, '… ' + run.to) : null),
       h('td', {}, what, run.reason ? h('span', { class: 'sub' }, run.reason) : null, run.backfill ? h('span', { class: 'sub' }, 'backfill') : null),
       h('td', {}, runLink(run)),
-      h('td', {}, run.state || h('span', { class: 'empty' }, '—')),
+      h('td', {}, run.state || h('span', { class: 'empty' }, '—'), run.error ? h('span', { class: 'sub' + (run.state === 'failed' ? ' bad' : '') }, run.error) : null),
       h('td', {}, run.startedAt ? time(run.startedAt) : h('span', { class: 'empty' }, '—')),
       h('td', { class: 'num' }, duration(run.durationMs)),
       h('td', { class: 'num' }, duration(run.lagMs)),

@@ -234,7 +234,7 @@ export const SCHEDULES_SCRIPT = `
     function runOutcome(run) {
       if (run.fate === 'skipped') return h('span', { class: 'muted' }, 'skipped' + (run.reason ? ' (' + run.reason + ')' : '') + (run.count > 1 ? ' × ' + run.count : ''));
       if (run.state === 'completed') return h('span', { class: 'ok' }, 'completed');
-      if (run.state === 'failed') return h('span', { class: 'bad' }, 'failed');
+      if (run.state === 'failed') return h('span', { class: 'bad', title: run.error || '' }, 'failed' + (run.error ? ': ' + run.error : ''));
       if (run.state === 'unknown') return h('span', { class: 'muted' }, 'no longer in BullMQ');
       return h('span', {}, run.state || run.fate);
     }

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Queue } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { createAdmin, formatRuns, type Admin, type RecentRun } from '../../src/admin/admin.js';
 import { tickJobId } from '../../src/ledger/job-data.js';
 import { KeySpace } from '../../src/redis/keys.js';
@@ -142,6 +142,23 @@ describe('runs: the ticks, skipped ranges and manual runs of a job, each run wit
     const text = await runCli(['runs', 'sweep'], { env: { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: '' }, cwd: elsewhere });
     assert.equal(text.code, 0, text.stderr);
     assert.deepEqual(text.stdout.trimEnd().split('\n'), formatRuns('sweep', runs));
+  });
+
+  it("a failed run says why, as BullMQ recorded it: on one line in the listing, cut at 500 characters", async () => {
+    // Runs the two `sweep` runs in `ops`: the older fails with a two-line message, the newer with a huge one.
+    const long = 'x'.repeat(2_000);
+    const worker = new Worker('ops', (job) => Promise.reject(new Error(job.id === `sweep@${t0}` ? 'disk full\n  on /var' : long)), { connection: redis.server.client() });
+    try {
+      await until('both runs to fail', async () => (await ops.getFailedCount()) === 2, 10_000);
+    } finally {
+      await worker.close();
+    }
+    const failed = (await admin.runs('sweep')).filter((run) => run.jobId);
+    assert.deepEqual(failed.map((run) => [run.jobId, run.state, run.error]), [
+      [`sweep@${t0 + 4 * SECOND}`, 'failed', `${'x'.repeat(499)}…`],
+      [`sweep@${t0}`, 'failed', 'disk full\n  on /var'],
+    ]);
+    assert.match(formatRuns('sweep', failed).at(-1)!, new RegExp(`^${new Date(t0).toISOString()}  enqueued  sweep@${t0}  failed  .*  error: disk full on /var$`));
   });
 
   it('still refuses a name nothing is recorded for', async () => {
