@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
 import { describeTicks, directWrites, type WritePath } from '../redis/durability.js';
-import { LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
+import { AUDIT_IDS_PER_NAME, AUDIT_STREAM_MAXLEN, LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
 import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, StopCode, TriggerCode } from './script-codes.js';
@@ -26,6 +26,8 @@ const markReviewedScript = new LuaScript(new URL('./lua/markReviewed.lua', impor
 const pulseScript = new LuaScript(new URL('./lua/pulse.lua', import.meta.url));
 const requestRunStopScript = new LuaScript(new URL('./lua/requestRunStop.lua', import.meta.url));
 const countFailedRunScript = new LuaScript(new URL('./lua/countFailedRun.lua', import.meta.url));
+/** Who a pause by `pauseOnFailure` is by, in the job's history. */
+const AUTOMATIC_PAUSE_BY = 'leasebeat (pauseOnFailure)';
 const stepBackfillScript = new LuaScript(new URL('./lua/stepBackfill.lua', import.meta.url));
 
 /**
@@ -788,11 +790,18 @@ export class TickLedger {
    * the one call that paused it.
    */
   async countFailedRun(job: string, pauseAfter: number, note: string): Promise<{ streak: number; paused: boolean }> {
-    const k = this.keys;
-    const [streak, paused] = await this.writes.script<[number, number]>(countFailedRunScript, [k.failureStreaks, k.paused, k.triggers], [job, pauseAfter, note, LEADER_STREAM_MAXLEN], ([, made]) =>
-      made === 1 ? `pause of ${job} after ${pauseAfter} failed runs` : undefined,
+    const [streak, paused] = await this.writes.script<[number, number]>(
+      countFailedRunScript,
+      this.failedRunKeys(),
+      [job, pauseAfter, note, LEADER_STREAM_MAXLEN, AUDIT_STREAM_MAXLEN, AUDIT_IDS_PER_NAME, AUTOMATIC_PAUSE_BY],
+      ([, made]) => (made === 1 ? `pause of ${job} after ${pauseAfter} failed runs` : undefined),
     );
     return { streak, paused: paused === 1 };
+  }
+
+  private failedRunKeys(): string[] {
+    const k = this.keys;
+    return [k.failureStreaks, k.paused, k.triggers, k.audit, k.auditIndex];
   }
 
   /** How many runs of `job` in a row failed for good, as countFailedRun counts them (0 once one completed). */
@@ -802,7 +811,7 @@ export class TickLedger {
 
   /** A run of `job` completed: its failed runs in a row start again from 0. */
   async clearFailedRuns(job: string): Promise<void> {
-    await this.writes.script(countFailedRunScript, [this.keys.failureStreaks, this.keys.paused, this.keys.triggers], [job, 0, '', LEADER_STREAM_MAXLEN], () => undefined);
+    await this.writes.script(countFailedRunScript, this.failedRunKeys(), [job, 0, '', LEADER_STREAM_MAXLEN, AUDIT_STREAM_MAXLEN, AUDIT_IDS_PER_NAME, AUTOMATIC_PAUSE_BY], () => undefined);
   }
 
   async resume(job: string): Promise<boolean> {

@@ -9,6 +9,8 @@ import { DEFAULT_WORKER_TUNING, type WorkerPool } from '../../src/workers/worker
 import { stagedRunsHeldBy, testWorkerPool } from '../support/worker-pool.js';
 import { TickLedger } from '../../src/ledger/tick-ledger.js';
 import { KeySpace } from '../../src/redis/keys.js';
+import { AuditLog } from '../../src/admin/audit-log.js';
+import { directWrites } from '../../src/redis/durability.js';
 import { startRedis, useRedis } from '../support/redis-server.js';
 import { jobType, scheduledJob, tickJobData } from '../support/scheduled-job.js';
 import { until } from '../support/until.js';
@@ -213,7 +215,11 @@ describe('WorkerPool on a real Redis and BullMQ', () => {
       await runInTurn('fragile', ['fail']);
       assert.equal(await ledger.isPaused('fragile'), false, 'one failure does not pause it');
       await runInTurn('fragile', ['fail']);
-      assert.match((await ledger.pausedJobs()).get('fragile')?.note ?? '', /^paused after 2 failed runs in a row \(pauseOnFailure\); the last, fragile@1: the database is down$/);
+      const { note } = (await ledger.pausedJobs()).get('fragile') ?? { note: '' };
+      assert.match(note, /^paused after 2 failed runs in a row \(pauseOnFailure\); the last, fragile@1: the database is down$/);
+      // In the job's history as an operator's pause is, by the rule that made it.
+      const [entry] = await new AuditLog(redis.client, ledger.keys, directWrites(redis.client)).history('fragile', 10);
+      assert.deepEqual([entry?.action, entry?.by, entry?.detail], ['pause', 'leasebeat (pauseOnFailure)', { note, pauseOnFailure: 2 }]);
       assert.equal(await redis.client.hget(ledger.keys.failureStreaks, 'fragile'), null, 'after a resume it gets 2 more runs');
     });
 
