@@ -185,16 +185,16 @@ function mapScheduler(scheduler: JobSchedulerJson, job: string, note: string, ma
     const startAt = intervalStart(scheduler.every, scheduler.offset ?? scheduler.next ?? 0, scheduler.startDate);
     if (startAt !== undefined) spec.startAt = iso(startAt);
   } else {
-    return { ok: false, reason: 'neither pattern nor every is set: BullMQ cannot run it either', dropped };
+    return { ok: false, reason: 'neither pattern nor every is set: BullMQ cannot run it either; remove it from BullMQ', dropped };
   }
   if (scheduler.template?.data !== undefined) spec.data = scheduler.template.data;
   if (scheduler.endDate !== undefined) {
-    if (scheduler.endDate <= now) return { ok: false, reason: `endDate ${iso(scheduler.endDate)}: has passed, so it has no runs left`, dropped };
+    if (scheduler.endDate <= now) return { ok: false, reason: `endDate ${iso(scheduler.endDate)}: has passed, so it has no runs left; remove it from BullMQ`, dropped };
     spec.endAt = iso(scheduler.endDate);
   }
   if (scheduler.limit !== undefined) {
     const left = scheduler.limit - made;
-    if (left <= 0) return { ok: false, reason: `limit ${scheduler.limit}: already used up by BullMQ, so it has no runs left`, dropped };
+    if (left <= 0) return { ok: false, reason: `limit ${scheduler.limit}: already used up by BullMQ, so it has no runs left; remove it from BullMQ`, dropped };
     spec.limit = left;
   }
   spec.note = note;

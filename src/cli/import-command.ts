@@ -71,9 +71,20 @@ async function importBullmq(flags: ImportFlags, command: Command, hooks: ImportC
     }
     if (flags.json) console.log(JSON.stringify(report, null, 2));
     else for (const line of formatImportReport(report, { prefix: flags.bullmqPrefix, remove: flags.remove === true })) console.log(line);
-    // Some schedulers were left behind (or none was found): a script must not take it for done.
-    if (report.counts.unmapped > 0 || report.rows.length === 0) process.exitCode = 1;
+    process.exitCode = importExitCode(report);
   });
+}
+
+/**
+ * What a script can act on: 0 every scheduler found is a schedule now (or would be, in a dry run); 4 some
+ * were not imported, the others were (each unmapped row says what to do); 1 none was found (the queue, its
+ * prefix or --name is wrong). Not 2: that is a refused setting or argument, with nothing done.
+ */
+export const IMPORT_EXIT = { done: 0, noneFound: 1, partly: 4 } as const;
+
+export function importExitCode(report: BullmqImportReport): number {
+  if (report.rows.length === 0) return IMPORT_EXIT.noneFound;
+  return report.counts.unmapped > 0 ? IMPORT_EXIT.partly : IMPORT_EXIT.done;
 }
 
 /** The table of an import, one row per scheduler, then the summary line. */

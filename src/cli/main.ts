@@ -723,7 +723,8 @@ function usageError(error: CommanderError): string {
 async function exitWhenWritten(code?: number): Promise<never> {
   // A write's callback runs after every earlier write is out (or failed: a reader gone, as `| head` does).
   await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write('', () => resolve()))));
-  process.exit(code);
+  // Not process.exit(undefined): Node 20 takes that for 0, not for the exitCode a command set.
+  process.exit(code ?? process.exitCode);
 }
 
 try {

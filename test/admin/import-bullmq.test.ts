@@ -233,14 +233,14 @@ describe('importBullmqSchedulers: Job Schedulers made by BullMQ become runtime s
     assert.deepEqual(await snapshot(), before);
   });
 
-  it('leasebeat import bullmq prints the table and the summary, and exits 1 when one was not imported', { timeout: 60_000 }, async () => {
+  it('leasebeat import bullmq prints the table and the summary, and exits 4 when some were imported and one was not', { timeout: 60_000 }, async () => {
     const queue = bullmq('cli');
     await queue.upsertJobScheduler('ok', { every: 60_000 });
     await queue.upsertJobScheduler('bad:key', { every: 60_000 });
     const result = await runCli(['import', 'bullmq', '--queue', 'cli', '--job', 'work', '--id-prefix', 'cli.', '--remove'], {
       env: { LEASEBEAT_REDIS_URL: redis.server.url, LEASEBEAT_JOBS_DIR: SCHEDULE_JOBS },
     });
-    assert.equal(result.code, 1, result.stderr);
+    assert.equal(result.code, 4, result.stderr);
     const lines = result.stdout.trim().split('\n');
     assert.match(lines[0]!, /^BULLMQ SCHEDULER +SCHEDULE +OUTCOME/);
     assert.match(lines.find((line) => line.startsWith('ok '))!, /cli\.ok +created +every 1m\b.*removed from BullMQ$/);
