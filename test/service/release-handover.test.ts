@@ -57,9 +57,11 @@ describe('a graceful handover just before a tick (issue 31, finding 3)', () => {
     instances.push(next);
     await next.waitForLog((line) => line.msg === 'attempting to acquire the leader lease', 30_000);
 
-    // T: a tick far enough ahead for the release to come RELEASE_BEFORE_MS before it, staged with the ones after it.
-    const T = Math.ceil((Date.now() + RELEASE_BEFORE_MS + 1_500) / 1_000) * 1_000;
-    await until('the old leader to stage T and the tick after it', async () => (await ledger.tickState(JOB, T + 1_000))?.startsWith('enqueued|'), 15_000);
+    // T: a tick staged with the one after it, far enough ahead for the release to come RELEASE_BEFORE_MS before it.
+    const T = await until('a staged tick with room for the release', async () => {
+      const staged = ((await ledger.jobState(JOB)).lastScheduledTick ?? 0) - 1_000;
+      return staged - Date.now() >= RELEASE_BEFORE_MS + 300 && staged;
+    }, 15_000);
     await until(`${RELEASE_BEFORE_MS} ms before T`, () => Date.now() >= T - RELEASE_BEFORE_MS, 15_000);
     hold.until = T + LATE_MS;
     old.child.kill('SIGTERM');
