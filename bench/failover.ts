@@ -4,14 +4,19 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import type { TickJobData } from '../src/ledger/job-data.js';
+import { TickLedger } from '../src/ledger/tick-ledger.js';
+import { KeySpace } from '../src/redis/keys.js';
 import { ChaosCluster, type Incarnation } from '../scripts/chaos/cluster.js';
 import { EventTail } from '../scripts/chaos/events.js';
 import type { ElectionTimings, LockKind } from '../scripts/chaos/plan.js';
+import { addFates, describeFates, NO_FATES, tickFates, type TickFates } from './tick-fates.js';
 
 const TICK_JOBS = fileURLToPath(new URL('./fixtures/failover/', import.meta.url));
 /** The instances' logs of each failover run go here, for looking into a slow trial. */
 const LOG_DIR = fileURLToPath(new URL('../test-results/bench/', import.meta.url));
 const QUEUE = 'leasebeat';
+/** The fixture's job: it ticks every second. */
+const JOB = 'tick';
 /** The fault lands this long before a tick, so the old leader misses it and the new one catches it up at once. */
 const BEFORE_TICK_MS = 50;
 /** A restarted instance must have watched the lease this long before it counts as a ready follower. */
@@ -23,6 +28,8 @@ export type FailoverKind = 'crash' | 'release' | 'stop';
 const KINDS: FailoverKind[] = ['crash', 'release', 'stop'];
 /** After a takeover, how long the old term is watched for a stale enqueue (a stopped leader is resumed first). */
 const FENCE_WATCH_MS = 1500;
+/** How long a release trial waits for the ticks due around the handover to have run (or be recorded skipped). */
+const SETTLE_MS = 5_000;
 
 export interface FailoverResult {
   lock: LockKind;
@@ -31,13 +38,20 @@ export interface FailoverResult {
   samplesMs: number[];
   /** Jobs written under an older term after the newer term's first enqueue, over all trials: must be 0. */
   staleEnqueues: number;
+  /**
+   * Release trials: what became of the ticks due around each handover (the one before the fault, the one
+   * due just after it, the next), over all trials, from the ledger and BullMQ: every one must have run.
+   */
+  dueTicks?: TickFates;
 }
 
 /**
  * Failover trials on one lock: three real instances ticking every second; each trial kills the leader
  * (SIGKILL), stops it gracefully (SIGTERM: it releases the lease) or freezes it (SIGSTOP, resumed once
  * the next leader enqueued), in rotation, `trials` times each, and measures from the signal to the first
- * job the next leader writes. Every trial also checks the fence: no job of the old term after that.
+ * job the next leader writes. Every trial also checks the fence: no job of the old term after that. A
+ * release hands over with no tick missed, so each release trial also checks that the ticks due around it
+ * ran (issue 31: one was once taken back as `catchup-limit`).
  */
 export async function measureFailover(lock: LockKind, trials: number, timings: ElectionTimings, log: (line: string) => void): Promise<FailoverResult[]> {
   const cluster = await ChaosCluster.start({ lock, instances: 3, jobsDir: TICK_JOBS, timings });
@@ -45,6 +59,8 @@ export async function measureFailover(lock: LockKind, trials: number, timings: E
   const queue = new Queue(QUEUE, { connection: cluster.client });
   const results: Record<FailoverKind, number[]> = { crash: [], release: [], stop: [] };
   const stale: Record<FailoverKind, number> = { crash: 0, release: 0, stop: 0 };
+  const ledger = new TickLedger(cluster.client, new KeySpace());
+  let dueTicks = NO_FATES;
   try {
     tail.start();
     cluster.startAll();
@@ -61,6 +77,8 @@ export async function measureFailover(lock: LockKind, trials: number, timings: E
       if (kind === 'stop') cluster.resume(leader);
       await sleep(FENCE_WATCH_MS);
       stale[kind] += await staleEnqueues(tail, queue, faultAt + gap, fence);
+      const fates = kind === 'release' ? await settledFates(cluster, ledger, queue, [tick - 1000, tick, tick + 1000]) : undefined;
+      if (fates) dueTicks = addFates(dueTicks, fates);
       if (exited) {
         await exited;
         // The next trial waits for the replacement to be up: its start-up CPU would slow the trial down.
@@ -68,7 +86,8 @@ export async function measureFailover(lock: LockKind, trials: number, timings: E
       }
       results[kind].push(gap);
       const load = loadavg()[0]!.toFixed(2);
-      log(`  ${lock} ${kind} #${results[kind].length}: ${Number.isNaN(gap) ? `no enqueue within ${GIVE_UP_MS} ms` : `${gap} ms`} (fault at ${new Date(faultAt).toISOString()}, load ${load})`);
+      const ran = fates ? `, ${describeFates(fates)}` : '';
+      log(`  ${lock} ${kind} #${results[kind].length}: ${Number.isNaN(gap) ? `no enqueue within ${GIVE_UP_MS} ms` : `${gap} ms`}${ran} (fault at ${new Date(faultAt).toISOString()}, load ${load})`);
     }
     await mkdir(LOG_DIR, { recursive: true });
     await writeFile(`${LOG_DIR}failover-${lock}.ndjson`, cluster.logs().map(({ identity, line }) => JSON.stringify({ identity, ...line })).join('\n') + '\n');
@@ -78,7 +97,17 @@ export async function measureFailover(lock: LockKind, trials: number, timings: E
     tail.close();
     await cluster.close();
   }
-  return KINDS.map((kind) => ({ lock, kind, samplesMs: results[kind], staleEnqueues: stale[kind] }));
+  return KINDS.map((kind) => ({ lock, kind, samplesMs: results[kind], staleEnqueues: stale[kind], ...(kind === 'release' && { dueTicks }) }));
+}
+
+/** The fates of `ticks` once each has run or been recorded skipped, or as they stand after {@link SETTLE_MS}. */
+async function settledFates(cluster: ChaosCluster, ledger: TickLedger, queue: Queue, ticks: number[]): Promise<TickFates> {
+  const deadline = Date.now() + SETTLE_MS;
+  for (;;) {
+    const fates = await tickFates(cluster.client, ledger, queue, JOB, ticks);
+    if (fates.unrun === 0 || Date.now() > deadline) return fates;
+    await sleep(100);
+  }
 }
 
 /** Jobs written at or after `since` under a term no newer than `transitions`: enqueues the fence should have stopped. */

@@ -376,7 +376,8 @@ export class JobLane implements Sleeper {
     this.term.reached();
     // Runs staged by earlier terms stay valid (they are recorded `enqueued`): this term neither stages them
     // again nor loses them, but takes back those a pause or a new schedule no longer wants (below), and
-    // decides those that came due without a worker starting them as missed ticks.
+    // decides those that came due without a worker starting them: as missed ticks if they came due before
+    // this term raised the fence, as its own ticks (kept) after (see planLateStaged).
     const now0 = this.term.now();
     let late = this.staged.takeOver(stagedBefore(job, taken.recent), now0);
     for (const { tick, state } of taken.pending) {
@@ -430,7 +431,10 @@ export class JobLane implements Sleeper {
     // definition's: the missed ticks are `paused`, not lost to the catch-up limit or window.
     const paused = job.paused || taken.paused;
     if (!(await this.reviewStaged(job, paused))) return false;
-    const now = this.term.now();
+    // Missed ticks are counted up to the instant the ledger was read, which its answers describe (the newest
+    // tick recorded by then): counted up to a later now, a tick recorded meanwhile (staged) would count as
+    // missed twice, once unrecorded and once as a late staged run. The ticks due since are walked as on time.
+    const now = taken.readAt;
     // The watermark is the ledger's; the walk starts where takeoverCursor says (a job no term ticked yet
     // owes its ticks since a leader first saw it; with ticks staged past now, from the newest recorded by now).
     const { lastScheduledTick } = taken.state;
@@ -528,7 +532,7 @@ export class JobLane implements Sleeper {
     // decided by a leader alive at the tick, and one that started is past taking back.
     const waiting: StagedRun[] = [];
     for (const run of late) if (await this.term.takeBack.waitingStaged(run, this.term.token)) waiting.push(run);
-    const decided = planLateStaged(job, waiting.map((run) => run.tick), plan, now, paused);
+    const decided = planLateStaged(job, waiting.map((run) => run.tick), plan, { now, fencedAt: this.term.fencedAt, paused });
     return this.takeBackRuns(job, decided.map(({ tick, reason }) => ({ run: waiting.find((candidate) => candidate.tick === tick)!, reason })), false);
   }
 

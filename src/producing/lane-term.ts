@@ -28,6 +28,11 @@ export function producerMetricsByType(hooks: ProducerMetrics, labelOf: (job: str
   };
 }
 
+/** What the takeover of a job reads, and when: the instant (authoritative time) its answers describe. */
+export interface TakeoverRead extends TakeOverState {
+  readAt: number;
+}
+
 /** What a lane needs from the leadership term it runs in. */
 export interface LaneTerm {
   readonly token: FencingToken;
@@ -45,6 +50,11 @@ export interface LaneTerm {
    * delayed job, so that at the tick only BullMQ's promotion remains; 0 stages nothing.
    */
   readonly stageAheadMs: number;
+  /**
+   * When the term raised the fence (authoritative time): from then on workers hold the runs earlier terms
+   * staged until this term has reviewed their job (stagedRunMayStart.lua).
+   */
+  readonly fencedAt: number;
   /** Takes back staged runs that a pause, a removal or a new schedule no longer wants. */
   readonly takeBack: RunTakeBack;
   readonly metrics: ProducerMetrics | undefined;
@@ -64,7 +74,7 @@ export interface LaneTerm {
   /** The ticks of the versions replaced or removed by writes up to `endedAt` are recorded: they may be forgotten. */
   forgetReplaced(name: string, endedAt: number): Promise<void>;
   /** What the takeover of a job reads (batched with the other lanes' takeovers). */
-  takeOverState(job: string): Promise<TakeOverState>;
+  takeOverState(job: string): Promise<TakeoverRead>;
   /**
    * Records that this term applied its rules to the runs earlier terms staged for the job, so that
    * workers may start them (batched with the other lanes'). False when fenced.

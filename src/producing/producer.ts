@@ -101,6 +101,8 @@ const DEFAULT_PULSE_INTERVAL_MS = 1_000;
 
 /** The term as the producer and its lanes see it. */
 interface ProducerTerm extends LaneTerm, DeskTerm, ScheduleLanesTerm {
+  /** Set once the fence is raised, before any lane starts. */
+  fencedAt: number;
   /** Ends the term's production (the elector's term may go on). */
   stop(): void;
   /** The runtime schedules' lanes of this term; undefined without runtime schedules. */
@@ -220,9 +222,11 @@ export class Producer {
         await this.syncClock();
         context.reached();
         if (!(await context.waitLeading())) return false;
-        const raised = await this.options.ledger.raiseFence(context.token, holder, this.now());
+        const fencedAt = this.now();
+        const raised = await this.options.ledger.raiseFence(context.token, holder, fencedAt);
         context.reached();
         if (raised.ok) {
+          context.fencedAt = fencedAt;
           context.log.info('fence raised; producing');
           return true;
         }
@@ -423,10 +427,12 @@ export class Producer {
     const stageAheadMs = this.options.stageAheadMs ?? 0;
     let schedules: ScheduleLanes | undefined;
     const job = (name: string): ScheduledJob | undefined => this.options.jobs().get(name) ?? schedules?.job(name);
-    const takeOvers = new Coalescer((names: string[]) => {
+    const takeOvers = new Coalescer(async (names: string[]) => {
       // Runs are staged up to the horizon (plus their jitter) ahead of their due time: earlier terms' staged
       // runs, whether due yet or not, lie within that of the watermark.
-      return ledger.takeOverStates(names.map((name) => ({ job: name, stagedWithinMs: stageAheadMs + (job(name)?.maxJitterMs ?? 0) })), this.now());
+      const readAt = this.now();
+      const states = await ledger.takeOverStates(names.map((name) => ({ job: name, stagedWithinMs: stageAheadMs + (job(name)?.maxJitterMs ?? 0) })), readAt);
+      return states.map((state) => ({ ...state, readAt }));
     });
     const reviews = new Coalescer(async (names: string[]) => {
       const marked = await ledger.markReviewed(token, names);
@@ -445,6 +451,7 @@ export class Producer {
       timer: new DueTimer(this.clock, term$.signal),
       enqueue,
       stageAheadMs,
+      fencedAt: Infinity,
       takeBack: new RunTakeBack({
         writes,
         redis: this.options.redis,

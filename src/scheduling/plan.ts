@@ -332,20 +332,34 @@ export function planCatchup(job: ScheduledJob, lastTick: number | undefined, now
   };
 }
 
+/** When a takeover decides the runs earlier terms staged (see {@link planLateStaged}). */
+export interface LateStagedTakeover {
+  /** The instant the takeover read the job's ledger: the catch-up plan counts the ticks missed up to it. */
+  now: number;
+  /**
+   * When this term raised the fence. From then on workers held the earlier terms' staged runs for this
+   * term's review alone: a run that came due after it was not missed while no leader ran.
+   */
+  fencedAt: number;
+  /** The job is paused (by its definition, or at run time). */
+  paused: boolean;
+}
+
 /**
- * What a leader taking a job over at `now` does with runs an earlier term staged that no worker has started
- * although they are due (`lateTicks`): they are decided as if they had come due while no leader ran, so
- * staging changes nothing a pause or the catch-up policy would decide. All are taken back when the job
- * is paused; otherwise the policy keeps the newest ones within the window, counting the ticks `plan` runs
- * first (they are newer), and takes back the rest: those outside the window as `missed-window`, those
- * past the policy's count as `catchup-limit`. Returns the ticks to take back, with why.
+ * What a leader taking a job over does with runs an earlier term staged that no worker has started
+ * although they are due (`lateTicks`). All are taken back when the job is paused. A run that came due
+ * after this term raised its fence is the term's own tick, due under a live leader (the one that staged
+ * it, then this one): it is kept, whatever the catch-up policy, and counts toward no limit. The others came
+ * due while no leader ran and are decided as such ticks are, so staging changes nothing the catch-up
+ * policy would decide: the policy keeps the newest ones within the window, counting the ticks `plan` runs
+ * first (they are newer), and takes back the rest: those outside the window as `missed-window`, those past
+ * the policy's count as `catchup-limit`. Returns the ticks to take back, with why.
  */
 export function planLateStaged(
   job: ScheduledJob,
   lateTicks: number[],
   plan: CatchupPlan,
-  now: number,
-  paused = job.paused,
+  { now, fencedAt, paused }: LateStagedTakeover,
 ): Array<{ tick: number; reason: 'paused' | 'missed-window' | 'catchup-limit' }> {
   if (paused) return lateTicks.map((tick) => ({ tick, reason: 'paused' }));
   const { windowMs, mode, max } = job.catchup;
@@ -355,6 +369,8 @@ export function planLateStaged(
   let kept = plan.enqueue.length;
   const takeBack: Array<{ tick: number; reason: 'missed-window' | 'catchup-limit' }> = [];
   for (const tick of [...lateTicks].sort((a, b) => b - a)) {
+    // Came due after the fence moved: held for this term's review alone, so not missed.
+    if (tick + jitterMs(job, tick) > fencedAt) continue;
     if (tick <= windowStart) takeBack.push({ tick, reason: 'missed-window' });
     else if (kept >= keep) takeBack.push({ tick, reason: 'catchup-limit' });
     else kept++;

@@ -401,20 +401,49 @@ describe('planLateStaged: runs an earlier term staged that no worker started, de
   const now = at('2026-03-01T12:00:30Z');
   const late = [at('2026-03-01T12:00:10Z'), at('2026-03-01T12:00:20Z')];
   const none = { enqueue: [], skipped: [] };
+  /** A takeover whose term raised the fence after every late run came due: all of them came due with no leader. */
+  const afterOutage = { now, fencedAt: now - 1, paused: false };
 
   it('takes them all back while the job is paused', () => {
     const job = scheduledJob({ every: '10s' });
-    assert.deepEqual(planLateStaged(job, late, none, now, true), late.map((tick) => ({ tick, reason: 'paused' })));
+    assert.deepEqual(planLateStaged(job, late, none, { ...afterOutage, paused: true }), late.map((tick) => ({ tick, reason: 'paused' })));
   });
 
   it("applies the catch-up policy as to any missed tick: none runs none, latest the newest, all up to max within the window", () => {
     const noneJob = scheduledJob({ every: '10s', catchup: { mode: 'none' } });
-    assert.deepEqual(planLateStaged(noneJob, late, none, now).map((d) => d.reason), ['catchup-limit', 'catchup-limit']);
+    assert.deepEqual(planLateStaged(noneJob, late, none, afterOutage).map((d) => d.reason), ['catchup-limit', 'catchup-limit']);
     const latest = scheduledJob({ every: '10s', catchup: { mode: 'latest' } });
-    assert.deepEqual(planLateStaged(latest, late, none, now), [{ tick: late[0], reason: 'catchup-limit' }], 'the newest is kept');
-    assert.deepEqual(planLateStaged(latest, late, { enqueue: [now], skipped: [] }, now).map((d) => d.tick), late, 'a newer tick the plan runs counts first');
+    assert.deepEqual(planLateStaged(latest, late, none, afterOutage), [{ tick: late[0], reason: 'catchup-limit' }], 'the newest is kept');
+    assert.deepEqual(planLateStaged(latest, late, { enqueue: [now], skipped: [] }, afterOutage).map((d) => d.tick), late, 'a newer tick the plan runs counts first');
     const all = scheduledJob({ every: '10s', catchup: { mode: 'all', window: '15s', max: 10 } });
-    assert.deepEqual(planLateStaged(all, late, none, now), [{ tick: late[0], reason: 'missed-window' }], 'outside the window');
-    assert.deepEqual(planLateStaged(scheduledJob({ every: '10s', catchup: { mode: 'all', max: 10 } }), late, none, now), []);
+    assert.deepEqual(planLateStaged(all, late, none, afterOutage), [{ tick: late[0], reason: 'missed-window' }], 'outside the window');
+    assert.deepEqual(planLateStaged(scheduledJob({ every: '10s', catchup: { mode: 'all', max: 10 } }), late, none, afterOutage), []);
+  });
+
+  describe('a graceful handover just before a tick (issue 31, finding 3)', () => {
+    // The leader of a `* * * * * *` job staged tick T and released the lease 36 ms before it; the next
+    // leader raised the fence 20 ms before T, so workers held T for its review, which came 11 ms after T.
+    const T = at('2026-03-01T12:00:31Z');
+    const handover = { now: T + 11, fencedAt: T - 20, paused: false };
+    const everySecond = (catchup?: Record<string, unknown>) => scheduledJob({ name: 'per-second', schedule: '* * * * * *', ...(catchup && { catchup }) });
+
+    it('the tick due after the fence moved is not a missed tick: it is kept in every catch-up mode', () => {
+      for (const catchup of [undefined, { mode: 'none' }, { mode: 'all', max: 1 }]) {
+        assert.deepEqual(planLateStaged(everySecond(catchup), [T], none, handover), [], JSON.stringify(catchup ?? 'default'));
+      }
+    });
+
+    it('nor does it count toward the limit, even when the plan also runs a tick', () => {
+      // The plan the takeover counted up to a later instant than its read once listed T itself as missed.
+      assert.deepEqual(planLateStaged(everySecond(), [T], { enqueue: [T], skipped: [] }, handover), []);
+      // A tick that came due while no leader ran (a crash long before) is still decided by the policy, as
+      // the newest missed one.
+      const crashed = [T - 2_000, T - 1_000];
+      assert.deepEqual(planLateStaged(everySecond(), [...crashed, T], none, handover), [{ tick: T - 2_000, reason: 'catchup-limit' }]);
+    });
+
+    it('a pause still takes it back', () => {
+      assert.deepEqual(planLateStaged(everySecond(), [T], none, { ...handover, paused: true }), [{ tick: T, reason: 'paused' }]);
+    });
   });
 });
