@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { LuaScript } from '../util/lua.js';
 import { describeTicks, directWrites, type WritePath } from '../redis/durability.js';
-import { AUDIT_IDS_PER_NAME, AUDIT_STREAM_MAXLEN, LEADER_STREAM_MAXLEN, type KeySpace } from '../redis/keys.js';
+import { AUDIT_IDS_PER_NAME, AUDIT_STREAM_MAXLEN, LEADER_STREAM_MAXLEN, MANUAL_RECORDS_KEPT, type KeySpace } from '../redis/keys.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
 import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, StopCode, TriggerCode } from './script-codes.js';
@@ -320,6 +320,8 @@ export class TickLedger {
     private readonly redis: Redis,
     readonly keys: KeySpace,
     private readonly writes: WritePath = directWrites(redis),
+    /** {@link MANUAL_RECORDS_KEPT} (a test passes a small one to see the retention). */
+    private readonly manualRecordsKept = MANUAL_RECORDS_KEPT,
   ) {}
 
   /** Moves the fence to `token`. Fails (returning the fence) when a newer term is already recorded. */
@@ -573,8 +575,8 @@ export class TickLedger {
     const k = this.keys;
     const [code, detail] = await this.writes.script<[number, string?]>(
       claimTriggerScript,
-      [k.fence, k.retiredGenerations, k.manual(request.job), k.paused, k.triggerResult(request.id)],
-      [token.generation, token.leaderTransitions, request.job, request.id, jobId, request.deadline, refusal, alreadyAdded ? '1' : '0'],
+      [k.fence, k.retiredGenerations, k.manual(request.job), k.paused, k.triggerResult(request.id), k.manualOrder(request.job)],
+      [token.generation, token.leaderTransitions, request.job, request.id, jobId, request.deadline, refusal, alreadyAdded ? '1' : '0', this.manualRecordsKept],
       ([reply]) => (reply === TriggerCode.Fenced ? undefined : `trigger ${request.id} of ${request.job}`),
     );
     switch (scriptCode('claimTrigger', TriggerCode, code)) {
@@ -823,9 +825,21 @@ export class TickLedger {
    * Gives up on a trigger request no leader has taken: records it as refused (expired) unless a leader
    * recorded it first. True when it is now refused, so it will never run; false when a leader already took it.
    */
-  async abandonTrigger(request: { job: string; id: string }): Promise<boolean> {
+  async abandonTrigger(request: { job: string; id: string; deadline: number }): Promise<boolean> {
     const key = this.keys.manual(request.job);
-    const set = await this.writes.write(key, () => this.redis.hsetnx(key, request.id, formatTriggerRecord({ kind: 'refused', reason: 'expired' })), (done) => (done === 1 ? `refusal of trigger ${request.id}` : undefined));
+    const set = await this.writes.write(
+      key,
+      async () => {
+        // In the records' order too (NX: a leader's claim placed it already), so that retention lets it go.
+        const replies = await this.redis
+          .multi()
+          .hsetnx(key, request.id, formatTriggerRecord({ kind: 'refused', reason: 'expired' }))
+          .zadd(this.keys.manualOrder(request.job), 'NX', request.deadline, request.id)
+          .exec();
+        return Number(replies?.[0]?.[1] ?? 0);
+      },
+      (done) => (done === 1 ? `refusal of trigger ${request.id}` : undefined),
+    );
     return set === 1;
   }
 

@@ -12,6 +12,12 @@ export const AUDIT_STREAM_MAXLEN = 100_000;
  * `history` answers for one name.
  */
 export const AUDIT_IDS_PER_NAME = 100;
+/**
+ * Trigger records kept per job (`leasebeat runs` lists them; the status page reads them every 5 s). Past it,
+ * the oldest go, but only those whose request's deadline has passed: a request a new leader may still read
+ * from the stream is kept from running twice by its record.
+ */
+export const MANUAL_RECORDS_KEPT = 1_000;
 
 /**
  * Redis keys of one leasebeat cluster. Every key shares the hash tag `{<cluster>}`, so the fence and the
@@ -118,6 +124,14 @@ export class KeySpace {
    */
   manual(job: string): string {
     return `${this.base}:manual:${job}`;
+  }
+
+  /**
+   * Sorted set: the trigger request ids of {@link manual}, each scored by its request's deadline (ms), after
+   * which no leader may claim it: the order in which the records may go (claimTrigger.lua's retention).
+   */
+  manualOrder(job: string): string {
+    return `${this.base}:manual-order:${job}`;
   }
 
   /** List: the outcome (JSON) of one trigger request, for the admin that waits on it; expires after 1 h. */

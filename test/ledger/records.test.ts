@@ -209,7 +209,25 @@ describe('ledger records: what the Lua scripts write reads as the union', () => 
     assert.deepEqual(await trigger('r1'), { kind: 'enqueued', jobId: 'report@manual-r1' });
     assert.deepEqual(await ledger.claimTrigger(termA, { ...request, id: 'r2' }, 'report@manual-r2', 'unknown-job'), { kind: 'refused', reason: 'unknown-job' });
     assert.deepEqual(await trigger('r2'), { kind: 'refused', reason: 'unknown-job' });
-    assert.equal(await ledger.abandonTrigger({ job: 'report', id: 'r3' }), true);
+    assert.equal(await ledger.abandonTrigger({ job: 'report', id: 'r3', deadline: Date.now() - 1 }), true);
     assert.deepEqual(await trigger('r3'), { kind: 'refused', reason: 'expired' });
+  });
+
+  it('trigger records are kept up to a cap per job; past it the oldest go, but never one whose request may still be claimed', async () => {
+    const kept = new TickLedger(redis.client, ledger.keys, undefined, 3);
+    const past = Date.now() - 60_000;
+    const recordsOf = async (): Promise<string[]> => Object.keys(await redis.client.hgetall(kept.keys.manual('busy'))).sort();
+    // Five requests past their deadline (an admin gave up, or a leader refused them late): the oldest two go.
+    for (let i = 1; i <= 4; i++) assert.deepEqual(await kept.claimTrigger(termA, { job: 'busy', id: `old${i}`, deadline: past + i }, `busy@manual-old${i}`, ''), { kind: 'refused', reason: 'expired' });
+    assert.equal(await kept.abandonTrigger({ job: 'busy', id: 'old5', deadline: past + 5 }), true);
+    assert.deepEqual(await recordsOf(), ['old2', 'old3', 'old4', 'old5'], 'an abandoned request is in the order too; the cap is kept by the next claim');
+    // Requests within their deadline are claimed and kept, whatever the cap: a new leader may read them again.
+    for (let i = 1; i <= 4; i++) assert.equal((await kept.claimTrigger(termA, { job: 'busy', id: `new${i}`, deadline: Date.now() + 60_000 }, `busy@manual-new${i}`, '')).kind, 'claimed');
+    assert.deepEqual(await recordsOf(), ['new1', 'new2', 'new3', 'new4']);
+    // A request read again after its record went is refused, never run: its deadline has passed. Over the
+    // cap, its new record is the first to go.
+    assert.deepEqual(await kept.claimTrigger(termA, { job: 'busy', id: 'old1', deadline: past + 1 }, 'busy@manual-old1', ''), { kind: 'refused', reason: 'expired' });
+    assert.deepEqual(await recordsOf(), ['new1', 'new2', 'new3', 'new4']);
+    assert.deepEqual((await redis.client.zrange(kept.keys.manualOrder('busy'), 0, -1)).sort(), ['new1', 'new2', 'new3', 'new4'], 'the order holds what the records do');
   });
 });
