@@ -96,7 +96,8 @@ export class ScheduleStore {
   /** Removes the schedule, recording that `who` did; answers the version removed, or undefined when there was none. */
   async remove(id: string, who: string, options: { expectedVersion?: number } = {}): Promise<number | undefined> {
     const args = [id, options.expectedVersion ?? '', SCHEDULE_FEED_MAXLEN, who, AUDIT_STREAM_MAXLEN, AUDIT_IDS_PER_NAME];
-    const removed = await this.writes.script<number>(removeSchedule, this.scriptKeys, args, () => `removal of schedule ${id}`);
+    const keys = [...this.scriptKeys, this.keys.paused, this.keys.failureStreaks];
+    const removed = await this.writes.script<number>(removeSchedule, keys, args, () => `removal of schedule ${id}`);
     if (removed === -1) {
       const stored = await this.get(id);
       throw new ScheduleVersionConflict(id, stored?.version ?? 0);
