@@ -220,6 +220,12 @@ export interface JobState {
   enqueued: number;
   fenced: number;
   skipped: Record<string, number>;
+  /**
+   * A runtime schedule's stored revision, as its writes recorded it ('' once removed; undefined when none
+   * did), and the revision a leader approved last (see stagedRunMayStart.lua).
+   */
+  revision?: string;
+  approvedRevision?: string;
 }
 
 /** The fence as stored: the highest term seen and how many stale attempts it turned away. */
@@ -305,6 +311,8 @@ function jobStateOf(fields: Record<string, string>): JobState {
     enqueued: Number(fields.enqueued ?? 0),
     fenced: Number(fields.fenced ?? 0),
     skipped,
+    ...(fields.schedule === undefined ? {} : { revision: fields.schedule }),
+    ...(fields.approved === undefined ? {} : { approvedRevision: fields.approved }),
   };
 }
 

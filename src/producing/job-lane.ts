@@ -11,7 +11,7 @@ import type { LaneTerm } from './lane-term.js';
 import { recordRemovedSpan, SpanOverlapsRecord } from './removed-span.js';
 import { inSpan } from '../util/traces.js';
 import { StagedRuns, stagedBefore, unstageReason } from './staged-runs.js';
-import { takeUpRevision } from './revision-review.js';
+import { reviewedAfter, takeUpRevision } from './revision-review.js';
 import type { StagedRun } from './staging.js';
 import { backoffMs } from '../util/backoff.js';
 
@@ -400,12 +400,13 @@ export class JobLane implements Sleeper {
     // decides those that came due without a worker starting them as missed ticks.
     const now0 = this.term.now();
     let late = this.staged.takeOver(stagedBefore(job, taken.recent), now0);
-    // A schedule's run an earlier term held for an edit's take-back is decided by the revision now stored
-    // on the lane's first turn (takeUpRevision): it may owe the tick again.
+    // A schedule's run an earlier term held for an edit's take-back is decided on the lane's first turn by
+    // the version in force at its tick (takeUpRevision), which may owe it again.
+    const { revision, approvedRevision } = taken.state;
     let heldLeft = false;
     for (const { tick, state } of taken.pending) {
       const takingBack = takeBackInProgress(state);
-      if (takingBack?.reason === 'rescheduled' && job.definedAt !== undefined && tick > job.definedAt) {
+      if (takingBack?.reason === 'rescheduled' && job.revision !== undefined && tick > reviewedAfter(job, approvedRevision)) {
         heldLeft = true;
         continue;
       }
@@ -470,7 +471,7 @@ export class JobLane implements Sleeper {
     // the ticks up to the write. The new one owes only those after it, though ticks staged past the write
     // put the watermark beyond it: the walk starts there even so.
     // (No tick recorded yet: none is, from where the walk starts.)
-    if (!(await this.recordReplaced(job, lastScheduledTick ?? from))) return false;
+    if (!(await this.recordReplaced(job, lastScheduledTick ?? from, job.revision === undefined ? undefined : reviewedAfter(job, approvedRevision)))) return false;
     const plan = planCatchup(job, Math.max(from, job.definedAt ?? -Infinity), now, paused);
     if (!(await this.takeBackLate(job, late, plan, now, paused))) return false;
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
@@ -478,12 +479,15 @@ export class JobLane implements Sleeper {
     this.ticks.tookOver(now);
     // Only now may workers start what earlier terms staged (they hold such runs until this mark).
     if (!(await this.writable())) return false;
-    if (!(await this.term.markReviewed(job.name, job.revision))) {
+    // Writes no leader approved may have held runs of ticks a version before this one owed: the lane's
+    // first turn decides those by the version in force at each (takeUpRevision), and approves then.
+    const approved = !heldLeft && (revision === undefined || approvedRevision === job.revision);
+    if (!(await this.term.markReviewed(job.name, approved ? job.revision : undefined))) {
       this.term.fenced();
       return false;
     }
     this.term.reached();
-    this.approved = heldLeft ? undefined : job.revision;
+    this.approved = approved ? job.revision : undefined;
     return true;
   }
 
@@ -492,15 +496,17 @@ export class JobLane implements Sleeper {
    * versions that writes replaced (or removals removed) before it owed up to their ends as skipped
    * (`rescheduled`, `removed`), each by its own definition: they stand no more, and no leader recorded them
    * while they did. Every tick up to the watermark is recorded (the ledger has no holes), so the spans start
-   * there. False when the term cannot write now.
+   * there. `reviewedAfter`: the staged runs of ticks after it are still to be decided by the version in
+   * force at each (takeUpRevision), which keeps the versions ended after it. False when the term cannot
+   * write now.
    */
-  private async recordReplaced(job: ScheduledJob, watermark: number | undefined): Promise<boolean> {
+  private async recordReplaced(job: ScheduledJob, watermark: number | undefined, reviewedAfter = job.definedAt): Promise<boolean> {
     if (job.definedAt === undefined || watermark === undefined || job.definedAt <= watermark) return true;
     const replaced = await this.term.replacedVersions(job.name);
     this.term.reached();
     for (const span of spansOfEnded(replaced, watermark, job.definedAt)) if (!(await this.recordSkips(job, span))) return false;
     // Recorded up to the write of the version now stored: the versions before it owe nothing more.
-    if (replaced.length > 0) await this.term.forgetReplaced(job.name, job.definedAt);
+    if (replaced.length > 0) await this.term.forgetReplaced(job.name, Math.min(job.definedAt, reviewedAfter ?? job.definedAt));
     return true;
   }
 
