@@ -31,7 +31,9 @@ export const ConfirmCode = { Fenced: -1, NotClaimed: -2, AlreadyEnqueued: 0, Enq
 /** raiseFence.lua. */
 export const RaiseCode = { Raised: 1, Refused: -1 } as const;
 /** markUnstaging.lua. */
-export const MarkCode = { Fenced: -1, Settled: 0, Marked: 1 } as const;
+export const MarkCode = { Changed: -2, Fenced: -1, Settled: 0, Marked: 1 } as const;
+/** restoreStaged.lua. */
+export const RestoreCode = { Fenced: -1, NotHeld: 0, Restored: 1 } as const;
 /** settleUnstaging.lua. */
 export const SettleCode = { NotTakingBack: 0, Settled: 1 } as const;
 /** skipRange.lua. */

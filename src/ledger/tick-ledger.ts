@@ -4,7 +4,7 @@ import { describeTicks, directWrites, type WritePath } from '../redis/durability
 import { AUDIT_IDS_PER_NAME, AUDIT_STREAM_MAXLEN, LEADER_STREAM_MAXLEN, MANUAL_RECORDS_KEPT, type KeySpace } from '../redis/keys.js';
 import { isCluster, type RedisClient } from '../redis/redis-topology.js';
 import { formatTriggerRecord, parseLedgerRecord, type FencingToken, type LedgerRecord, type UnstageReason } from './records.js';
-import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, StopCode, TriggerCode } from './script-codes.js';
+import { BackfillCode, ClaimCode, ConfirmCode, MarkCode, MayStartCode, PulseCode, RaiseCode, RestoreCode, ReviewCode, ScriptProtocolError, scriptCode, SettleCode, SkipRangeCode, StopCode, TriggerCode } from './script-codes.js';
 import { parseRunStop, RUN_STOP_KEEP_MS, type RunStopRequest } from './run-stops.js';
 import { stagingTerm, type TickJobData } from './job-data.js';
 
@@ -22,6 +22,7 @@ const settleUnstagingScript = new LuaScript(new URL('./lua/settleUnstaging.lua',
 const claimTriggerScript = new LuaScript(new URL('./lua/claimTrigger.lua', import.meta.url));
 const confirmTriggerScript = new LuaScript(new URL('./lua/confirmTrigger.lua', import.meta.url));
 const stagedRunMayStartScript = new LuaScript(new URL('./lua/stagedRunMayStart.lua', import.meta.url));
+const restoreStagedScript = new LuaScript(new URL('./lua/restoreStaged.lua', import.meta.url));
 const markReviewedScript = new LuaScript(new URL('./lua/markReviewed.lua', import.meta.url));
 const pulseScript = new LuaScript(new URL('./lua/pulse.lua', import.meta.url));
 const requestRunStopScript = new LuaScript(new URL('./lua/requestRunStop.lua', import.meta.url));
@@ -221,6 +222,12 @@ export interface JobState {
   enqueued: number;
   fenced: number;
   skipped: Record<string, number>;
+  /**
+   * A runtime schedule's stored revision, as its writes recorded it ('' once removed; undefined when none
+   * did), and the revision a leader approved last (see stagedRunMayStart.lua).
+   */
+  revision?: string;
+  approvedRevision?: string;
 }
 
 /** The fence as stored: the highest term seen and how many stale attempts it turned away. */
@@ -306,6 +313,8 @@ function jobStateOf(fields: Record<string, string>): JobState {
     enqueued: Number(fields.enqueued ?? 0),
     fenced: Number(fields.fenced ?? 0),
     skipped,
+    ...(fields.schedule === undefined ? {} : { revision: fields.schedule }),
+    ...(fields.approved === undefined ? {} : { approvedRevision: fields.approved }),
   };
 }
 
@@ -437,16 +446,27 @@ export class TickLedger {
   /**
    * Starts taking back the staged run `jobId` of a tick (recorded `enqueued`), under the fence: `marked`
    * when it is (or already was) being taken back, `settled` when its record says something else now.
+   * `revision`: a runtime schedule's revision that lacks the tick; then `changed` when it is no longer the
+   * stored one, or the tick has not come yet (see markUnstaging.lua).
    */
-  async markUnstaging(token: FencingToken, job: string, tick: number, jobId: string, reason: UnstageReason, queue: string, claimOnly = false): Promise<'marked' | 'settled' | 'fenced'> {
+  async markUnstaging(
+    token: FencingToken,
+    job: string,
+    tick: number,
+    jobId: string,
+    reason: UnstageReason,
+    queue: string,
+    claimOnly = false,
+    revision = '',
+  ): Promise<'marked' | 'settled' | 'fenced' | 'changed'> {
     const k = this.keys;
     const code = scriptCode(
       'markUnstaging',
       MarkCode,
       await this.writes.script<number>(
         markUnstagingScript,
-        [k.fence, k.retiredGenerations, k.ledger(job), k.pending(job)],
-        [token.generation, token.leaderTransitions, tick, jobId, reason, queue, claimOnly ? '1' : ''],
+        [k.fence, k.retiredGenerations, k.ledger(job), k.pending(job), k.jobState(job)],
+        [token.generation, token.leaderTransitions, tick, jobId, reason, queue, claimOnly ? '1' : '', revision],
         // The mark tells the next leader to finish the take-back: it must be on a replica before the pull.
         (reply) => (reply === MarkCode.Marked ? `take-back of ${job}@${tick}` : undefined),
       ),
@@ -458,7 +478,36 @@ export class TickLedger {
         return 'settled';
       case MarkCode.Fenced:
         return 'fenced';
+      case MarkCode.Changed:
+        return 'changed';
     }
+  }
+
+  /**
+   * Lifts the `rescheduled` take-back mark of a runtime schedule's staged run `jobId` that a later edit
+   * owes again (see restoreStaged.lua): `restored`, `not-held` (its record is not that mark), or `fenced`.
+   */
+  async restoreStaged(token: FencingToken, job: string, tick: number, jobId: string): Promise<'restored' | 'not-held' | 'fenced'> {
+    const k = this.keys;
+    const reply = await this.writes.script<number>(restoreStagedScript, [k.fence, k.retiredGenerations, k.ledger(job), k.pending(job)], [token.generation, token.leaderTransitions, tick, jobId], (code) =>
+      code === RestoreCode.Restored ? `restore of the staged run ${jobId}` : undefined,
+    );
+    switch (scriptCode('restoreStaged', RestoreCode, reply)) {
+      case RestoreCode.Restored:
+        return 'restored';
+      case RestoreCode.NotHeld:
+        return 'not-held';
+      case RestoreCode.Fenced:
+        return 'fenced';
+    }
+  }
+
+  /** The records of job's ticks from `from` on (ms, inclusive), in tick order: what may be staged of them. */
+  async recordsFrom(job: string, from: number): Promise<TickRecord[]> {
+    const ticks = await this.redis.zrangebyscore(this.keys.ledgerIndex(job), from, '+inf');
+    if (ticks.length === 0) return [];
+    const states = await this.redis.hmget(this.keys.ledger(job), ...ticks);
+    return tickRecords(ticks.flatMap((tick, i) => [tick, states[i] ?? '']));
   }
 
   /**
@@ -500,15 +549,17 @@ export class TickLedger {
 
   /**
    * Records that this term applied its rules to the runs earlier terms staged for `jobs` (after taking
-   * them over): workers may start those runs from now on. False when fenced.
+   * them over): workers may start those runs from now on. `revisions`, by job: a runtime schedule's
+   * revision its lane reviewed the staged runs by, approved if still stored (see markReviewed.lua); ''
+   * for a file job. False when fenced.
    */
-  async markReviewed(token: FencingToken, jobs: string[]): Promise<boolean> {
+  async markReviewed(token: FencingToken, jobs: string[], revisions: string[] = []): Promise<boolean> {
     if (jobs.length === 0) return true;
     const k = this.keys;
     const reply = await this.writes.script<number>(
       markReviewedScript,
       [k.fence, k.retiredGenerations, ...jobs.map((job) => k.jobState(job))],
-      [token.generation, token.leaderTransitions],
+      [token.generation, token.leaderTransitions, ...jobs.map((_, i) => revisions[i] ?? '')],
       (code) => (code === ReviewCode.Marked ? `review of the staged runs of ${jobs.length === 1 ? jobs[0]! : `${jobs.length} jobs`}` : undefined),
     );
     return scriptCode('markReviewed', ReviewCode, reply) === ReviewCode.Marked;
@@ -561,7 +612,8 @@ export class TickLedger {
     return {
       keys: [k.fence, k.jobState(run.job), k.paused, k.ledger(run.job), k.runStop(run.jobId)],
       // A run without a due time of its own (no jitter) is due at its tick.
-      args: [token.generation, token.leaderTransitions, run.job, data.dueAt ?? data.tick, aliveWithinMs, data.tick],
+      // A runtime schedule's run carries its job type: its check compares the schedule's revisions.
+      args: [token.generation, token.leaderTransitions, run.job, data.dueAt ?? data.tick, aliveWithinMs, data.tick, data.type === undefined ? '' : '1'],
     };
   }
 

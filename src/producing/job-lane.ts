@@ -11,6 +11,7 @@ import type { LaneTerm } from './lane-term.js';
 import { recordRemovedSpan, SpanOverlapsRecord } from './removed-span.js';
 import { inSpan } from '../util/traces.js';
 import { StagedRuns, stagedBefore, unstageReason } from './staged-runs.js';
+import { reviewedAfter, takeUpRevision } from './revision-review.js';
 import type { StagedRun } from './staging.js';
 import { backoffMs } from '../util/backoff.js';
 
@@ -28,6 +29,11 @@ const MAX_RETRY_MS = 5_000;
 const BUFFER_POLL_MS = 1_000;
 /** The longest single sleep, so a lane with no tick due soon still notices a redefined schedule. */
 const MAX_SLEEP_MS = 60_000;
+/**
+ * A held run's take-back found another revision stored than the lane's (the change feed has yet to
+ * deliver it), or its tick not come on Redis' clock: it is tried again this much later.
+ */
+const HELD_RETRY_MS = 100;
 
 /**
  * How a runtime schedule's lane is dropped while its next tick is far off, so that a leader holds lanes
@@ -49,6 +55,8 @@ export interface LaneStart {
   onTakenOver?: () => void;
   /** Walk on from where a dropped lane of the same term stood, instead of taking the job over. */
   resume?: LaneMarks;
+  /** The runtime schedule's revision that dropped lane took up (see takeUpRevision): not taken up again. */
+  approved?: string;
   parking?: LaneParking;
 }
 
@@ -106,6 +114,8 @@ export class JobLane implements Sleeper {
   private readonly parking: LaneParking | undefined;
   /** The queue of the newest definition the lane ran by: where its adds still unconfirmed would land once it is removed. */
   private queue: string | undefined;
+  /** A runtime schedule's revision this lane has taken up (see takeUpRevision): workers start its staged runs. */
+  private approved: string | undefined;
 
   /**
    * A lane is driven by the term's timer: while it sleeps it is its timer entry and this object, with no
@@ -122,6 +132,7 @@ export class JobLane implements Sleeper {
       // Its job was taken over earlier in this term, and nothing of it is pending or staged (see parkable).
       this.ticks.resume(start.resume);
       this.needsPlan = false;
+      this.approved = start.approved;
     }
   }
 
@@ -169,8 +180,10 @@ export class JobLane implements Sleeper {
       const reason = unstageReason(run, job, paused);
       if (!reason || run.takingBack || run.dueAt <= this.term.now()) continue;
       // Carried to its end from now on, even if the mark's reply is lost: a mark may have landed, and workers
-      // hold a marked run until its take-back settles (a take-back keeps its reason).
-      this.staged.takingBack(run, reason);
+      // hold a marked run until its take-back settles (a take-back keeps its reason). A schedule's edit only
+      // holds it until its tick: an edit before then may want it again.
+      if (reason === 'rescheduled' && job?.revision !== undefined) this.staged.hold(run, run.dueAt);
+      else this.staged.takingBack(run, reason);
       const marked = await this.term.ledger.markUnstaging(this.term.token, this.name, run.tick, run.jobId, reason, run.queue).catch(() => undefined);
       if (marked === 'fenced') return this.term.fenced();
       if (marked !== undefined) this.term.reached();
@@ -285,7 +298,13 @@ export class JobLane implements Sleeper {
       }
       return void (await this.finishAdd(claimedBy));
     }
-    if (this.recheckStaged) {
+    // A runtime schedule's new revision: its staged runs are decided by it before workers may start them.
+    if (job.revision !== undefined && job.revision !== this.approved) {
+      if (!(await this.writable()) || !(await takeUpRevision(this.term, job, this.staged))) return GO_ON;
+      this.approved = job.revision;
+    }
+    const heldUntil = this.staged.nextHeldUntil();
+    if (this.recheckStaged || (heldUntil !== undefined && heldUntil <= this.term.now())) {
       this.recheckStaged = false;
       await this.reviewStaged(job).catch((error: unknown) => {
         this.recheckStaged = true;
@@ -321,6 +340,8 @@ export class JobLane implements Sleeper {
         const stagedDue = this.staged.latestDue();
         if (stagedDue !== undefined) sleepMs = Math.min(sleepMs, Math.max(0, stagedDue - this.term.now()) + 1);
       }
+      // A run held for a take-back is pulled once its tick has come.
+      if (heldUntil !== undefined) sleepMs = Math.min(sleepMs, Math.max(0, heldUntil - this.term.now()));
       this.releaseDue = true;
       return { sleepMs, wakeable: true };
     }
@@ -380,8 +401,16 @@ export class JobLane implements Sleeper {
     // this term raised the fence, as its own ticks (kept) after (see planLateStaged).
     const now0 = this.term.now();
     let late = this.staged.takeOver(stagedBefore(job, taken.recent), now0);
+    // A schedule's run an earlier term held for an edit's take-back is decided on the lane's first turn by
+    // the version in force at its tick (takeUpRevision), which may owe it again.
+    const { revision, approvedRevision } = taken.state;
+    let heldLeft = false;
     for (const { tick, state } of taken.pending) {
       const takingBack = takeBackInProgress(state);
+      if (takingBack?.reason === 'rescheduled' && job.revision !== undefined && tick > reviewedAfter(job, approvedRevision)) {
+        heldLeft = true;
+        continue;
+      }
       if (takingBack) {
         const outcome = await this.term.takeBack.finish(job.name, tick, takingBack, retentionMs(job));
         this.log.info({ tick: new Date(tick), reason: takingBack.reason, outcome }, 'finished the take-back of a staged run started by an earlier term');
@@ -420,7 +449,7 @@ export class JobLane implements Sleeper {
     // Late staged runs of ticks the job no longer has (edited while no leader ran) go back.
     const offSchedule = late.filter((run) => nextTick(job, run.tick - 1) !== run.tick);
     late = late.filter((run) => !offSchedule.includes(run));
-    if (!(await this.takeBackRuns(job, offSchedule.map((run) => ({ run, reason: 'rescheduled' as const }))))) return false;
+    if (!(await this.takeBackRuns(job, offSchedule.map((run) => ({ run, reason: 'rescheduled' as const })), true, job.revision))) return false;
     // A runtime schedule removed and created again while no leader ran: the runs staged before it was
     // created belong to its earlier life, whose removal no leader applied. They go back as `removed`.
     const earlier = await this.stagedInEarlierLife(job, [...this.staged.list(), ...late]);
@@ -446,7 +475,7 @@ export class JobLane implements Sleeper {
     // the ticks up to the write. The new one owes only those after it, though ticks staged past the write
     // put the watermark beyond it: the walk starts there even so.
     // (No tick recorded yet: none is, from where the walk starts.)
-    if (!(await this.recordReplaced(job, lastScheduledTick ?? from))) return false;
+    if (!(await this.recordReplaced(job, lastScheduledTick ?? from, job.revision === undefined ? undefined : reviewedAfter(job, approvedRevision)))) return false;
     const plan = planCatchup(job, Math.max(from, job.definedAt ?? -Infinity), now, paused);
     if (!(await this.takeBackLate(job, late, plan, now, paused))) return false;
     for (const range of plan.skipped) if (!(await this.recordSkips(job, range))) return false;
@@ -454,11 +483,15 @@ export class JobLane implements Sleeper {
     this.ticks.tookOver(now);
     // Only now may workers start what earlier terms staged (they hold such runs until this mark).
     if (!(await this.writable())) return false;
-    if (!(await this.term.markReviewed(job.name))) {
+    // Writes no leader approved may have held runs of ticks a version before this one owed: the lane's
+    // first turn decides those by the version in force at each (takeUpRevision), and approves then.
+    const approved = !heldLeft && (revision === undefined || approvedRevision === job.revision);
+    if (!(await this.term.markReviewed(job.name, approved ? job.revision : undefined))) {
       this.term.fenced();
       return false;
     }
     this.term.reached();
+    this.approved = approved ? job.revision : undefined;
     return true;
   }
 
@@ -467,15 +500,17 @@ export class JobLane implements Sleeper {
    * versions that writes replaced (or removals removed) before it owed up to their ends as skipped
    * (`rescheduled`, `removed`), each by its own definition: they stand no more, and no leader recorded them
    * while they did. Every tick up to the watermark is recorded (the ledger has no holes), so the spans start
-   * there. False when the term cannot write now.
+   * there. `reviewedAfter`: the staged runs of ticks after it are still to be decided by the version in
+   * force at each (takeUpRevision), which keeps the versions ended after it. False when the term cannot
+   * write now.
    */
-  private async recordReplaced(job: ScheduledJob, watermark: number | undefined): Promise<boolean> {
+  private async recordReplaced(job: ScheduledJob, watermark: number | undefined, reviewedAfter = job.definedAt): Promise<boolean> {
     if (job.definedAt === undefined || watermark === undefined || job.definedAt <= watermark) return true;
     const replaced = await this.term.replacedVersions(job.name);
     this.term.reached();
     for (const span of spansOfEnded(replaced, watermark, job.definedAt)) if (!(await this.recordSkips(job, span))) return false;
     // Recorded up to the write of the version now stored: the versions before it owe nothing more.
-    if (replaced.length > 0) await this.term.forgetReplaced(job.name, job.definedAt);
+    if (replaced.length > 0) await this.term.forgetReplaced(job.name, Math.min(job.definedAt, reviewedAfter ?? job.definedAt));
     return true;
   }
 
@@ -551,19 +586,21 @@ export class JobLane implements Sleeper {
 
   /**
    * Takes back runs earlier terms added ahead of their tick (or held), each for its reason; with
-   * `unlessStarted`, only those no worker has started (a started one is past taking back). False when the
-   * term cannot write now, or is over.
+   * `unlessStarted`, only those no worker has started (a started one is past taking back). `revision`: a
+   * runtime schedule's, which lacks those ticks (see markUnstaging.lua). False when the term cannot write
+   * now, or is over; throws when another revision is stored now (the takeover is made again).
    */
-  private async takeBackRuns(job: ScheduledJob, decisions: Array<{ run: StagedRun; reason: UnstageReason }>, unlessStarted = true): Promise<boolean> {
+  private async takeBackRuns(job: ScheduledJob, decisions: Array<{ run: StagedRun; reason: UnstageReason }>, unlessStarted = true, revision?: string): Promise<boolean> {
     for (const { run, reason } of decisions) {
       if (unlessStarted && !(await this.term.takeBack.waitingStaged(run))) continue;
       if (!(await this.writable())) return false;
-      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, retentionMs(job));
+      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, retentionMs(job), false, revision);
       this.term.reached();
       if (outcome === 'fenced') {
         this.term.fenced();
         return false;
       }
+      if (outcome === 'changed') throw new Error(`schedule ${job.name} was written again while its takeover decided tick ${run.tick}; taking it over again`);
       this.log.info({ tick: new Date(run.tick), reason, outcome }, 'decided a run an earlier term added ahead that no worker started');
     }
     return true;
@@ -722,6 +759,8 @@ export class JobLane implements Sleeper {
    * it is removed or paused (by its definition or at run time), those of ticks its schedule no longer
    * has. A run whose due time has passed is out of reach: BullMQ has promoted it. True once every
    * unwanted run is taken back or found promoted; false when the term cannot write now (self-fence).
+   * A runtime schedule's run its revision does not have is only held until its tick (see
+   * StagedRun.heldUntil), then taken back under the revision stored then.
    */
   private async reviewStaged(job: ScheduledJob | undefined, knownPaused?: boolean): Promise<boolean> {
     // Runs past their due time are dropped, but a take-back that started is carried on (see StagedRuns.dropDue).
@@ -731,13 +770,24 @@ export class JobLane implements Sleeper {
       const reason: UnstageReason | undefined = unstageReason(run, job, paused);
       if (!reason) continue;
       if (!(await this.writable())) return false;
+      const now = this.term.now();
+      const revision = reason === 'rescheduled' ? job?.revision : undefined;
+      if (revision !== undefined && (run.heldUntil ?? run.dueAt) > now) {
+        if (run.heldUntil === undefined && !(await this.hold(run))) return false;
+        continue;
+      }
       this.staged.takingBack(run, reason);
       const keepMs = job ? retentionMs(job) : MIN_RETENTION_MS;
-      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, keepMs);
+      const outcome = await this.term.takeBack.takeBack(this.term.token, this.name, run, reason, keepMs, false, revision);
       this.term.reached();
       if (outcome === 'fenced') {
         this.term.fenced();
         return false;
+      }
+      if (outcome === 'changed') {
+        // Written again since (the lane hears of it on the feed), or its tick has not come on Redis' clock.
+        this.staged.hold(run, now + HELD_RETRY_MS);
+        continue;
       }
       this.staged.settled(run);
       if (outcome === 'taken-back') {
@@ -746,6 +796,22 @@ export class JobLane implements Sleeper {
         this.log.info({ tick: new Date(run.tick), reason, outcome }, 'a staged run could not be taken back: BullMQ had promoted it');
       }
     }
+    return true;
+  }
+
+  /**
+   * Holds a runtime schedule's staged run its revision does not have until its tick: marked, so no worker
+   * starts it (see StagedRun.heldUntil). False when fenced.
+   */
+  private async hold(run: StagedRun): Promise<boolean> {
+    const marked = await this.term.ledger.markUnstaging(this.term.token, this.name, run.tick, run.jobId, 'rescheduled', run.queue);
+    this.term.reached();
+    if (marked === 'fenced') {
+      this.term.fenced();
+      return false;
+    }
+    if (marked === 'marked') this.staged.hold(run, run.dueAt);
+    else this.staged.settled(run);
     return true;
   }
 

@@ -77,9 +77,10 @@ export interface LaneTerm {
   takeOverState(job: string): Promise<TakeoverRead>;
   /**
    * Records that this term applied its rules to the runs earlier terms staged for the job, so that
-   * workers may start them (batched with the other lanes'). False when fenced.
+   * workers may start them (batched with the other lanes'); for a runtime schedule, that its lane
+   * decided them by `revision`, which it approves if still stored. False when fenced.
    */
-  markReviewed(job: string): Promise<boolean>;
+  markReviewed(job: string, revision?: string): Promise<boolean>;
   /**
    * For a job removed during this term: takes back the runs its ledger says it may have left in BullMQ
    * (see takeBackRemovedJob); `queue` is its last definition's, when known. True once done; false when the

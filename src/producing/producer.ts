@@ -434,9 +434,13 @@ export class Producer {
       const states = await ledger.takeOverStates(names.map((name) => ({ job: name, stagedWithinMs: stageAheadMs + (job(name)?.maxJitterMs ?? 0) })), readAt);
       return states.map((state) => ({ ...state, readAt }));
     });
-    const reviews = new Coalescer(async (names: string[]) => {
-      const marked = await ledger.markReviewed(token, names);
-      return names.map(() => marked);
+    const reviews = new Coalescer(async (entries: Array<{ job: string; revision: string }>) => {
+      const marked = await ledger.markReviewed(
+        token,
+        entries.map((entry) => entry.job),
+        entries.map((entry) => entry.revision),
+      );
+      return entries.map(() => marked);
     });
     const writes = this.options.writes ?? directWrites(this.options.redis);
     const metrics = this.options.metrics && producerMetricsByType(this.options.metrics, (name) => job(name)?.type ?? name);
@@ -489,7 +493,7 @@ export class Producer {
         return pause;
       },
       takeOverState: (job) => takeOvers.call(job),
-      markReviewed: (job) => reviews.call(job),
+      markReviewed: (job, revision = '') => reviews.call({ job, revision }),
       takeBackRemoved: (job, queue) => takeBackRemovedJob(context, job, this.options.jobs(), queue),
       previousRun: (job) => this.previousRun(job),
       stopPreviousRun: async (job, how, byTick) => {

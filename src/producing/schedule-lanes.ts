@@ -363,13 +363,15 @@ export class ScheduleLanes {
     const parked = this.parked.get(id);
     this.parked.delete(id);
     const counted = [this.counting?.expect(), batch?.expect()];
+    const edited = parked !== undefined && (parked.version !== loaded.version || parked.updatedAt !== loaded.updatedAt);
     const made = new JobLane(id, this.term, {
       parking: this.parking,
-      ...(parked ? { resume: parked.marks } : {}),
+      // A lane parks only after taking up its revision: resumed by the same one, it has nothing to review.
+      ...(parked ? { resume: parked.marks, ...(edited ? {} : { approved: loaded.job.revision }) } : {}),
       onTakenOver: () => counted.forEach((tookOver) => tookOver?.()),
     });
     // Edited while parked: as a sleeping lane would be told (its rewind floor is the new version's write).
-    if (parked && (parked.version !== loaded.version || parked.updatedAt !== loaded.updatedAt)) made.wake();
+    if (edited) made.wake();
     this.lanes.set(id, made);
     this.term.startLane(made);
   }

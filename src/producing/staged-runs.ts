@@ -24,10 +24,20 @@ export function stagedBefore(job: ScheduledJob, recent: TickRecord[]): StagedRun
 /**
  * Why a staged run is to be taken back, or undefined while the job still wants it: all of them once the
  * job (undefined once removed) is removed or paused (by its definition or at run time), those of ticks
- * its schedule no longer has. A take-back that started keeps its reason.
+ * its schedule no longer has. A take-back that started keeps its reason, but for a runtime schedule's
+ * run held as `rescheduled`: a revision written before its tick that has the tick wants it again.
  */
 export function unstageReason(run: StagedRun, job: ScheduledJob | undefined, paused: boolean): UnstageReason | undefined {
-  return run.takingBack ?? (!job ? 'removed' : paused ? 'paused' : nextTick(job, run.tick - 1) !== run.tick ? 'rescheduled' : undefined);
+  if (run.takingBack) return run.heldUntil !== undefined && job && !paused && owesAgain(job, run.tick) ? undefined : run.takingBack;
+  return !job ? 'removed' : paused ? 'paused' : nextTick(job, run.tick - 1) !== run.tick ? 'rescheduled' : undefined;
+}
+
+/**
+ * Whether a runtime schedule's revision owes a tick an earlier one held for a take-back: it has the tick,
+ * and was written before it (a revision written later owes no tick before its write).
+ */
+export function owesAgain(job: ScheduledJob, tick: number): boolean {
+  return nextTick(job, tick - 1) === tick && (job.definedAt === undefined || tick > job.definedAt);
 }
 
 /** Runs this lane staged (or found staged at takeover) whose due time may not have come, oldest first. */
@@ -81,6 +91,34 @@ export class StagedRuns {
   /** A take-back of `run` starts: it is carried to its end however late that is. */
   takingBack(run: StagedRun, reason: UnstageReason): void {
     run.takingBack = reason;
+  }
+
+  /** `run`, or the run of its tick held already; held from now on (a run found in the ledger, say). */
+  track(run: StagedRun): StagedRun {
+    const known = this.runs.find((held) => held.tick === run.tick);
+    if (known) return known;
+    this.runs.push(run);
+    this.runs.sort((a, b) => a.tick - b.tick);
+    return run;
+  }
+
+  /** `run` is held by a take-back mark until `until` (see StagedRun.heldUntil), then pulled. */
+  hold(run: StagedRun, until: number): void {
+    run.takingBack = 'rescheduled';
+    run.heldUntil = until;
+  }
+
+  /** An edit owes `run` again: its hold is lifted, and it runs as staged. */
+  restored(run: StagedRun): void {
+    run.takingBack = undefined;
+    run.heldUntil = undefined;
+  }
+
+  /** The earliest instant a held run is to be pulled at, or undefined when none is held. */
+  nextHeldUntil(): number | undefined {
+    let earliest: number | undefined;
+    for (const run of this.runs) if (run.heldUntil !== undefined) earliest = Math.min(earliest ?? Infinity, run.heldUntil);
+    return earliest;
   }
 
   /** `run` was taken back, or found promoted: it is no longer held. */

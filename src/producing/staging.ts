@@ -39,8 +39,17 @@ export interface StagedRun {
   queue: string;
   /** When BullMQ makes it available to workers: the tick plus its jitter. */
   dueAt: number;
-  /** Set once a take-back started: it is carried to its end however late that is. */
+  /**
+   * Set once a take-back started: it is carried to its end however late that is, but for a runtime
+   * schedule's `rescheduled` one, which only holds the run until its tick (see heldUntil).
+   */
   takingBack?: UnstageReason;
+  /**
+   * A runtime schedule's run its revision does not owe: marked (workers hold it), and pulled from this
+   * instant on (its due time, or a retry after the revision changed), under the revision then stored. An
+   * edit before then that owes the tick again lifts the mark (restoreStaged.lua).
+   */
+  heldUntil?: number;
 }
 
 // A take-back that some term marked and did not settle, as its ledger record says (an `unstaging` record).
@@ -78,9 +87,19 @@ export class RunTakeBack {
    * any more) or `fenced` (a newer term exists; nothing was done). Safe to call again after a failure.
    * A pulled run's job hash is kept `keepMs` (the job's deduplication window; see pullStagedRun.lua).
    * `claimOnly`: the tick may be still only claimed by the run's job id (its add landed, its confirm did not).
+   * `revision`: a runtime schedule's revision that lacks the tick; `changed` when another is stored now, or
+   * the tick has not come (see markUnstaging.lua): nothing was done.
    */
-  async takeBack(token: FencingToken, job: string, run: StagedRun, reason: UnstageReason, keepMs: number, claimOnly = false): Promise<'taken-back' | 'runs' | 'settled' | 'fenced'> {
-    const marked = await this.options.ledger.markUnstaging(token, job, run.tick, run.jobId, reason, run.queue, claimOnly);
+  async takeBack(
+    token: FencingToken,
+    job: string,
+    run: StagedRun,
+    reason: UnstageReason,
+    keepMs: number,
+    claimOnly = false,
+    revision = '',
+  ): Promise<'taken-back' | 'runs' | 'settled' | 'fenced' | 'changed'> {
+    const marked = await this.options.ledger.markUnstaging(token, job, run.tick, run.jobId, reason, run.queue, claimOnly, revision);
     if (marked !== 'marked') return marked;
     return this.finish(job, run.tick, { reason, jobId: run.jobId, queue: run.queue }, keepMs);
   }

@@ -34,7 +34,7 @@ export function compileRecord(record: ScheduleRecord, files: ReadonlyMap<string,
  */
 export function compileSpec(record: ScheduleRecord, files: ReadonlyMap<string, ScheduledJob> | undefined): ReturnType<typeof compileSchedule> {
   const type = files?.get(record.spec.job);
-  return compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt, record.updatedAt);
+  return compileSchedule(record.id, record.spec, type?.trigger.kind === 'none' ? type : undefined, record.createdAt, record.updatedAt, record.version);
 }
 
 /**

@@ -212,7 +212,7 @@ function checkCommonSpec(id: string, input: unknown, types: JobTypes, now: numbe
  * The schedule a stored spec runs as: a ScheduledJob named by the schedule's id that does its job type's
  * work (handler or flow, queue, concurrency, BullMQ options) on its own ticks. With the job type gone
  * (`type` undefined) it has neither handler nor flow: its ticks are recorded as skipped `no-handler`.
- * `createdAt` and `updatedAt` are the record's: see ScheduledJob.owedAfter and definedAt.
+ * `createdAt`, `updatedAt` and `version` are the record's: see ScheduledJob.owedAfter, definedAt and revision.
  */
 export function compileSchedule(
   id: string,
@@ -220,6 +220,7 @@ export function compileSchedule(
   type: ScheduledJob | undefined,
   createdAt?: number,
   updatedAt?: number,
+  version?: number,
 ): { ok: true; job: ScheduledJob } | { ok: false; errors: string[] } {
   const definition: Record<string, unknown> = { name: id };
   for (const field of DEFINITION_FIELDS) if (spec[field] !== undefined) definition[field] = spec[field];
@@ -251,8 +252,17 @@ export function compileSchedule(
     type: spec.job,
     ...(createdAt === undefined ? {} : { owedAfter: createdAt }),
     ...(updatedAt === undefined ? {} : { definedAt: updatedAt }),
+    ...(updatedAt === undefined || version === undefined ? {} : { revision: scheduleRevision(version, updatedAt) }),
   };
   return { ok: true, job };
+}
+
+/**
+ * The revision of a schedule's stored version (see ScheduledJob.revision): as upsertSchedule.lua writes
+ * it into the job's state, so that the two compare as strings.
+ */
+export function scheduleRevision(version: number, updatedAt: number): string {
+  return `${version}|${updatedAt}`;
 }
 
 /** Stands in for an orphaned schedule's missing handler while its fields are checked; never called. */

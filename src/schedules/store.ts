@@ -87,7 +87,7 @@ export class ScheduleStore {
     // Upserts come in bulk (an import, a provisioning script, many API calls at once): their scripts share
     // socket writes. Every answer is confirmed, "unchanged" too: it reports a version only the old primary may hold.
     const [version, written] = await sendBatched(this.redis, () =>
-      this.writes.script<[number, number]>(upsertSchedule, this.scriptKeys, args, () => `schedule ${id}`),
+      this.writes.script<[number, number]>(upsertSchedule, [...this.scriptKeys, this.keys.jobState(id)], args, () => `schedule ${id}`),
     );
     if (written === -1) throw new ScheduleVersionConflict(id, version);
     return { version, changed: written === 1 };
@@ -96,7 +96,8 @@ export class ScheduleStore {
   /** Removes the schedule, recording that `who` did; answers the version removed, or undefined when there was none. */
   async remove(id: string, who: string, options: { expectedVersion?: number } = {}): Promise<number | undefined> {
     const args = [id, options.expectedVersion ?? '', SCHEDULE_FEED_MAXLEN, who, AUDIT_STREAM_MAXLEN, AUDIT_IDS_PER_NAME];
-    const removed = await this.writes.script<number>(removeSchedule, this.scriptKeys, args, () => `removal of schedule ${id}`);
+    const keys = [...this.scriptKeys, this.keys.paused, this.keys.failureStreaks, this.keys.jobState(id)];
+    const removed = await this.writes.script<number>(removeSchedule, keys, args, () => `removal of schedule ${id}`);
     if (removed === -1) {
       const stored = await this.get(id);
       throw new ScheduleVersionConflict(id, stored?.version ?? 0);

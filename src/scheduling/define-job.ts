@@ -264,4 +264,10 @@ export interface ScheduledJob<TData = unknown> {
    * the new version walks its ticks from there on: a tick of it before the write was owed by no version.
    */
   readonly definedAt?: number;
+  /**
+   * For a runtime schedule: its stored version as `<version>|<updatedAt>`, which names one write across
+   * removals and re-creates. Workers start a staged run of the schedule only while a leader has approved
+   * the version stored (see stagedRunMayStart.lua).
+   */
+  readonly revision?: string;
 }

@@ -6,7 +6,7 @@ import type { ScheduledJob } from './define-job.js';
 const canonical = configure({ deterministic: true, circularValue: '[Circular]', bigint: true });
 
 /** What says where or when a definition was read (its file, its version's write), not what it is. */
-const NOT_CONTENT = new Set<string>(['file', 'owedAfter', 'definedAt']);
+const NOT_CONTENT = new Set<string>(['file', 'owedAfter', 'definedAt', 'revision']);
 
 const hashes = new WeakMap<ScheduledJob, string>();
 

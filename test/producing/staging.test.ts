@@ -109,7 +109,7 @@ describe('Pre-staging: ticks added to BullMQ as delayed jobs ahead of their due 
   };
 
   /** Term 1 (its token, now perhaps stale) marks a take-back of `run`, as a leader that died right after would have. */
-  const markedByTerm1 = (name: string, run: Job<TickJobData>, reason: UnstageReason = 'paused'): Promise<'marked' | 'settled' | 'fenced'> =>
+  const markedByTerm1 = (name: string, run: Job<TickJobData>, reason: UnstageReason = 'paused'): Promise<'marked' | 'settled' | 'fenced' | 'changed'> =>
     ledger.markUnstaging(TERM_1, name, run.data.tick, run.id!, reason, QUEUE);
 
   it('adds each tick as a delayed job before it is due; BullMQ starts it at the tick, once', { timeout: 30_000 }, async () => {

@@ -29,9 +29,9 @@ describe('ScheduleStore: the versions writes ended, kept until a leader has reco
     assert.ok(replaced[1]!.endedAt >= replaced[0]!.endedAt);
   });
 
-  it('keeps at most 8: the oldest goes first', async () => {
-    for (let n = 1; n <= 11; n++) await store.upsert('s', spec(n), 'test');
-    assert.deepEqual((await store.replaced('s')).map(({ record }) => record.version), [3, 4, 5, 6, 7, 8, 9, 10]);
+  it('keeps at most 64: the oldest goes first', async () => {
+    for (let n = 1; n <= 67; n++) await store.upsert('s', spec(n), 'test');
+    assert.deepEqual((await store.replaced('s')).map(({ record }) => record.version), Array.from({ length: 64 }, (_, i) => i + 3));
   });
 
   it('reads the one-version entry earlier builds wrote as a chain of one, and goes on from it', async () => {

@@ -5,6 +5,10 @@
   one was alive to. It may start when
     - no take-back of it is under way (markUnstaging.lua): a leader decided it must not run, and only its
       pull has yet to land (BullMQ failing over may hold that up past the due time), and
+    - for a runtime schedule's run, a leader has approved the schedule's stored version (markReviewed.lua)
+      since the last upsert or remove: an edit holds the schedule's staged runs from its acknowledgement
+      until a leader has marked those the new version does not owe (markUnstaging.lua), and a remove
+      holds them until they are taken back, however late the leader hears of the write, and
     - its claim is confirmed (`enqueued`): a claim whose add is not (its WAIT unanswered while BullMQ fails
       over) may yet be taken back by its lane, and one with no record (lost in a failover) is recorded
       again by the next leader, and
@@ -22,11 +26,11 @@
   ARGV[1] the staging term's generation  ARGV[2] its transitions  ARGV[3] the job's name
   ARGV[4] the run's due time (ms)  ARGV[5] how recent (ms) the term's stamp must be for it to count as
   alive (its RenewDeadline: a leader that has not renewed for that long has stopped producing)
-  ARGV[6] the run's tick (ms)
+  ARGV[6] the run's tick (ms)  ARGV[7] '1' for a runtime schedule's run, else ''
   Returns { 1, stop request or nothing } to start, { 0 } to hand it back.
 ]]
 --- @include "includes/staged-run"
-if not stagedRunMayStart(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], serverNowMs()) then
+if not stagedRunMayStart(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], serverNowMs()) then
   return { 0 }
 end
 return { 1, redis.call('GET', KEYS[5]) }

@@ -10,6 +10,8 @@
   KEYS[4] due index (sorted set: id -> when a leader must look at it next)
   KEYS[5] replaced versions (hash: id -> JSON array, see includes/replaced)
   KEYS[6] audit stream  KEYS[7] audit index (see redis/lua/includes/audit)
+  KEYS[8] the schedule's job state (its ledger's; field `schedule`: the stored version's revision, once
+  a lane has taken the schedule over)
   ARGV[1] id  ARGV[2] spec JSON  ARGV[3] expected version ('' for any)  ARGV[4] who
   ARGV[5] the feed's approximate length cap
   ARGV[6] when a leader must look at the new version at the latest (ms; its first tick, as the writer
@@ -50,6 +52,13 @@ end
 -- The record's fields are split on '|': a name holding one would shift the spec.
 local by = string.gsub(ARGV[4], '|', '/')
 redis.call('HSET', KEYS[1], id, version .. '|' .. now .. '|' .. created .. '|' .. by .. '|' .. spec)
+-- Workers hold the schedule's staged runs from this write until a leader has approved this revision
+-- (stagedRunMayStart.lua): a run the new version does not owe must not start, however late the leader hears.
+-- A schedule new to its ledger (no state yet: no lane took it over) has no staged run, and no key is made
+-- for it: a bulk import of a million schedules would pay one each.
+if stored or redis.call('EXISTS', KEYS[8]) == 1 then
+  redis.call('HSET', KEYS[8], 'schedule', version .. '|' .. now)
+end
 redis.call('ZADD', KEYS[2], 0, id)
 -- Due by the new version's first tick, or now (a live lane also hears of it on the feed). LT keeps an
 -- earlier instant: a tick of the old version may still be owed before then.

@@ -2,10 +2,12 @@
   The versions of a schedule that writes replaced or removed while a leader may still owe their ticks a
   record, oldest first: one hash field per schedule, a JSON array of [endedAt (ms, as a string), 'edit' or
   'remove', the replaced record]. Each write that ends a version appends it, so that a takeover after
-  several edits with no leader counts each version's ticks by that version. At most MAX_REPLACED are kept:
-  past that the oldest goes, and its span is counted by the next one (a bound on memory, documented).
+  several edits with no leader counts each version's ticks by that version, and a lane that hears of several
+  writes at once decides each held staged run by the version in force at its tick (takeUpRevision): an
+  edit storm (bullmq #3085) writes tens of versions while a leader fails over. At most MAX_REPLACED are
+  kept: past that the oldest goes, and its span is counted by the next one (a bound on memory, documented).
 ]]
-local MAX_REPLACED = 8
+local MAX_REPLACED = 64
 
 -- The chain stored for `id` (empty when none). An entry of the one-version format earlier builds wrote,
 -- "<endedAt>|edit|<record>" or "<endedAt>|remove|<record>", reads as a chain of that one version.
