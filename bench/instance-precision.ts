@@ -167,7 +167,9 @@ const FLOOR_BULK = 500;
 async function floorRun(count: number): Promise<Measured> {
   const server = await startRedis();
   const redis = server.client();
-  const queue = new Queue(FLOOR_QUEUE, { connection: server.client() });
+  // BullMQ leaves a connection it was given open: it is closed here, before the server is.
+  const feeder = server.client();
+  const queue = new Queue(FLOOR_QUEUE, { connection: feeder });
   const feeding = new AbortController();
   let worker: BenchChild | undefined;
   try {
@@ -184,6 +186,7 @@ async function floorRun(count: number): Promise<Measured> {
     feeding.abort();
     await worker?.stop();
     await queue.close();
+    feeder.disconnect();
     redis.disconnect();
     await server.close();
   }
