@@ -49,6 +49,8 @@ export const SCHEDULES_SCRIPT = `
   function schedulesView(root) {
     const PAGE = ${SCHEDULES_PAGE_SIZE};
     const DEBOUNCE_MS = 300;
+    // A filtered page reads on for this many answers at most: 5,000 ids each, a million in all.
+    const FILL_REQUESTS = 200;
     const readOnly = root.dataset.readOnly === 'true';
     const count = new Intl.NumberFormat('en-US');
     const state = {
@@ -153,17 +155,26 @@ export const SCHEDULES_SCRIPT = `
       }
     }
 
-    async function load(quiet) {
-      const seq = ++state.seq;
-      const params = new URLSearchParams({ limit: String(PAGE) });
+    function pageUrl(cursor, limit) {
+      const params = new URLSearchParams({ limit: String(limit) });
       if (state.search) params.set('search', state.search);
       if (state.job) params.set('job', state.job);
-      const cursor = state.cursors[state.index];
-      if (cursor !== undefined) params.set('cursor', cursor);
+      if (cursor !== undefined && cursor !== null) params.set('cursor', cursor);
+      return '/api/schedules?' + params.toString();
+    }
+    async function load(quiet) {
+      const seq = ++state.seq;
       state.loading++;
       if (!quiet) drawChrome();
       try {
-        const page = await getJson('/api/schedules?' + params.toString());
+        let page = await getJson(pageUrl(state.cursors[state.index], PAGE));
+        // A filtered answer covers a bounded stretch of ids (the API's cap per request, so that no request
+        // holds the leader): read on from its cursor until the page is full, the ids end, or FILL_REQUESTS.
+        for (let requests = 1; filtered() && page.schedules.length < PAGE && page.cursor != null && requests < FILL_REQUESTS; requests++) {
+          if (seq !== state.seq) return;
+          const more = await getJson(pageUrl(page.cursor, PAGE - page.schedules.length));
+          page = { ...more, schedules: page.schedules.concat(more.schedules) };
+        }
         if (seq !== state.seq) return; // a newer request (another page, filter or refresh) answers instead
         state.error = null;
         const text = JSON.stringify(page);
