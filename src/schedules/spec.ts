@@ -119,7 +119,7 @@ function checkSpec(id: string, input: unknown, types: JobTypes, now: number): Sp
   }
   const compiled = compileSchedule(id, stored, type);
   if (!compiled.ok) return compiled;
-  const from = Math.max(now, compiled.job.startAt === undefined ? now : compiled.job.startAt - 1);
+  const from = firstTickAfter(compiled.job, now);
   const never = neverRuns(compiled.job, from);
   if (never) return { ok: false, errors: [`${shown}: ${never}`] };
   const json = JSON.stringify(stored);
@@ -147,6 +147,9 @@ const LOOKAHEAD_YEARS = Math.round(LOOKAHEAD_MS / (365.25 * 86_400_000));
 /** How far one search for a cron's next match goes (scheduling/cron.ts): 8 years. */
 const SEARCH_YEARS = 8;
 const isoDay = (ms: number): string => new Date(ms).toISOString().slice(0, 10);
+
+/** Where a schedule written at `now` starts counting its ticks: now, or just before its `startAt`. */
+const firstTickAfter = (job: ScheduledJob, now: number): number => Math.max(now, job.startAt === undefined ? now : job.startAt - 1);
 
 /**
  * Why a schedule would never run from `from` on, or undefined when it has a tick: a spec that is accepted
@@ -202,7 +205,7 @@ function checkCommonSpec(id: string, input: unknown, types: JobTypes, now: numbe
   if (compiled) return { ok: true, spec: stored, json, job: { ...compiled, name: id, data: data !== undefined ? data : type.data } };
   const first = compileSchedule(id, stored, type);
   // A shape that never runs is refused by the full check; one kept here had a tick when it was compiled.
-  if (!first.ok || neverRuns(first.job, Math.max(now, first.job.startAt === undefined ? now : first.job.startAt - 1))) return undefined;
+  if (!first.ok || neverRuns(first.job, firstTickAfter(first.job, now))) return undefined;
   // Kept without the data: it is this spec's, and may be large.
   compiledShapes.set(type, key, { ...first.job, data: undefined });
   return { ok: true, spec: stored, json, job: first.job };
