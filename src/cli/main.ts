@@ -661,8 +661,6 @@ function exitCodeOf(error: unknown): number | undefined {
   return undefined;
 }
 
-/** Replies by which Redis refuses a command for what the server or its user is, not for what was asked. */
-const REDIS_REFUSALS = /^(NOPERM|NOAUTH|WRONGPASS|READONLY|OOM|MISCONF)\b/;
 
 /** The refusal, when `error` is such a reply (ioredis' ReplyError), else undefined. */
 function redisRefusal(error: unknown): { kind: string; reply: string } | undefined {
@@ -676,6 +674,10 @@ function redisRefusal(error: unknown): { kind: string; reply: string } | undefin
   return undefined;
 }
 
+/**
+ * Replies by which Redis refuses a command for what the server or its user is, not for what was asked,
+ * each with its fix.
+ */
 const REFUSAL_FIX: Record<string, string> = {
   NOPERM: "give the URL's user what the reply names (ACL SETUSER), or +@all -@dangerous +info on the deployment's keys and channel",
   NOAUTH: 'put the password in the URL',
@@ -684,6 +686,7 @@ const REFUSAL_FIX: Record<string, string> = {
   OOM: "free memory on the server or raise its maxmemory; a read-only command still works",
   MISCONF: 'fix the server\'s persistence (its log says why it cannot save)',
 };
+const REDIS_REFUSALS = new RegExp(`^(${Object.keys(REFUSAL_FIX).join('|')})\\b`);
 
 /**
  * The lines for a failure: a server or user the URL cannot use is the URL's setting to fix; a refused
